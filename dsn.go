@@ -1,0 +1,143 @@
+package switchboard
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DSN is a parsed catalog address.
+type DSN struct {
+	// Scheme selects the backend: "sqlite", "postgres", "kube".
+	Scheme string
+	// Path is the SQLite file (relative or absolute) or the Kubernetes
+	// namespace; empty for PostgreSQL.
+	Path string
+	// Memory is true for "sqlite::memory:" (one process only).
+	Memory bool
+	// Raw is the DSN as given (a PostgreSQL connection URL is passed on
+	// unchanged).
+	Raw string
+}
+
+// ParseDSN parses "sqlite://PATH", "sqlite:///abs/path", "sqlite::memory:",
+// "postgres://…" / "postgresql://…" and "kube://NAMESPACE".
+func ParseDSN(s string) (DSN, error) {
+	const field = "dsn"
+	switch {
+	case s == "":
+		return DSN{}, invalid(ErrInvalidDSN, field, s, "must not be empty; want sqlite://PATH, sqlite::memory: or postgres://…")
+	case s == "sqlite::memory:":
+		return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
+	case strings.HasPrefix(s, "sqlite://"):
+		p := strings.TrimPrefix(s, "sqlite://")
+		if i := strings.IndexByte(p, '?'); i >= 0 {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "sqlite DSN takes no query parameters")
+		}
+		if p == "" || strings.HasSuffix(p, "/") {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "sqlite DSN needs a file path, e.g. sqlite://.data/switchboard.db")
+		}
+		if strings.ContainsRune(p, 0) {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "path contains a NUL byte")
+		}
+		if p == ":memory:" {
+			return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
+		}
+		return DSN{Scheme: "sqlite", Path: p, Raw: s}, nil
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		u, err := url.Parse(s)
+		if err != nil {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "not a valid URL: "+err.Error())
+		}
+		if u.Host == "" {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
+		}
+		return DSN{Scheme: "postgres", Raw: s}, nil
+	case strings.HasPrefix(s, "kube://"):
+		ns := strings.TrimPrefix(s, "kube://")
+		if ns != "" && !IsSanitized(ns) {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "namespace must be an RFC 1123 label")
+		}
+		return DSN{Scheme: "kube", Path: ns, Raw: s}, nil
+	}
+	scheme, _, ok := strings.Cut(s, "://")
+	if ok {
+		return DSN{}, invalid(ErrInvalidDSN, field, s, "unknown scheme "+scheme+"; want sqlite, postgres or kube")
+	}
+	return DSN{}, invalid(ErrInvalidDSN, field, s, "want sqlite://PATH, sqlite::memory: or postgres://…")
+}
+
+// Options are the settings every backend takes from configuration.
+type Options struct {
+	// DefaultTTL is used for instances registered without a TTL
+	// (zero: DefaultTTL).
+	DefaultTTL time.Duration
+	// PollInterval is the safety-net resync period of watches
+	// (zero: DefaultPollInterval).
+	PollInterval time.Duration
+	// Logger receives the backend's logs (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults of SPEC §8.
+const (
+	DefaultDSN               = "sqlite://.data/switchboard.db"
+	DefaultHeartbeatInterval = 3 * time.Second
+	DefaultTTL               = 10 * time.Second
+	DefaultPollInterval      = 30 * time.Second
+)
+
+// WithDefaults fills zero fields with the defaults.
+func (o Options) WithDefaults() Options {
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = DefaultTTL
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// OpenFunc opens a catalog for a parsed DSN.
+type OpenFunc func(ctx context.Context, dsn DSN, opts Options) (Catalog, error)
+
+var (
+	backendsMu sync.RWMutex
+	backends   = map[string]OpenFunc{}
+)
+
+// RegisterBackend makes a backend available to Open under scheme. Backend
+// packages call it from init, so a program links only the backends it
+// imports (the Kubernetes client stays out of a SQLite-only build).
+func RegisterBackend(scheme string, open OpenFunc) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	backends[scheme] = open
+}
+
+// Open parses dsn and opens the catalog of its backend.
+func Open(ctx context.Context, dsn string, opts Options) (Catalog, error) {
+	d, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	backendsMu.RLock()
+	open, ok := backends[d.Scheme]
+	names := make([]string, 0, len(backends))
+	for k := range backends {
+		names = append(names, k)
+	}
+	backendsMu.RUnlock()
+	if !ok {
+		sort.Strings(names)
+		return nil, &FieldError{Field: "dsn", Value: dsn, Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
+	}
+	return open(ctx, d, opts)
+}

@@ -1,0 +1,54 @@
+package switchboard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	ErrNotFound       = errors.New("not found")
+	ErrInvalid        = errors.New("invalid")
+	ErrInvalidName    = fmt.Errorf("%w name", ErrInvalid)
+	ErrInvalidAddress = fmt.Errorf("%w address", ErrInvalid)
+	ErrInvalidDSN     = fmt.Errorf("%w dsn", ErrInvalid)
+	ErrClosed         = errors.New("catalog closed")
+	ErrLeaseHeld      = errors.New("lease held by another holder")
+	ErrLeaseLost      = errors.New("lease lost")
+	ErrUnknownBackend = errors.New("unknown catalog backend")
+)
+
+// FieldError says which field of an input is wrong and why. It wraps one of
+// the ErrInvalid sentinels.
+type FieldError struct {
+	Field  string
+	Value  string
+	Reason string
+	kind   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("%s %q: %s", e.Field, truncate(e.Value, 80), e.Reason)
+}
+
+// Unwrap returns the sentinel (ErrInvalidName, ErrInvalidAddress, …).
+func (e *FieldError) Unwrap() error {
+	if e.kind == nil {
+		return ErrInvalid
+	}
+	return e.kind
+}
+
+func invalid(kind error, field, value, reason string) error {
+	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

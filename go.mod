@@ -1,0 +1,3 @@
+module github.com/switchboard-io/switchboard
+
+go 1.26.8

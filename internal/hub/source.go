@@ -1,0 +1,70 @@
+// Package hub turns a backend's change log into Catalog.Watch: one mirror of
+// the catalog per process, fed by the backend's push (Notify) and a
+// safety-net poll, with per-instance TTL expiry judged on the catalog's
+// clock, outage handling (serve the last known set, hold expiry until the
+// catalog has been reachable for a TTL), self-preservation, and fan-out to
+// every watcher of the process through its own unbounded queue.
+//
+// A backend implements Source and calls Hub.Notify after each write it makes
+// and whenever its push channel (LISTEN/NOTIFY, file change) fires.
+package hub
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// ErrCursorGone is returned by Source.ChangesSince when the log no longer
+// holds the entries after the given position (trimmed); the hub then
+// resyncs from a snapshot and emits exactly the differences.
+var ErrCursorGone = errors.New("change log position no longer available")
+
+// Change is one entry of the backend's change log, in log order.
+type Change struct {
+	Seq int64
+	ID  string
+	// Deleted is true for a deregistration or a reap; Reason says which.
+	Deleted bool
+	Reason  switchboard.Reason
+	// Instance is the row as it is now, for an upsert. Found is false when
+	// the row is already gone (a later entry deletes it).
+	Instance switchboard.Instance
+	Found    bool
+}
+
+// Snapshot is every row (stale ones included) and the log position it is
+// consistent with.
+type Snapshot struct {
+	Instances []switchboard.Instance
+	Seq       int64
+	Now       time.Time // catalog clock at the read
+}
+
+// Batch is the log after a position.
+type Batch struct {
+	Changes []Change
+	Seq     int64     // position after the last change (unchanged when empty)
+	Now     time.Time // catalog clock at the read
+}
+
+// Renewal is one row's last_seen.
+type Renewal struct {
+	ID       string
+	LastSeen time.Time
+}
+
+// Source is what a backend gives the hub. Every call reads the catalog; an
+// error means the catalog is unreachable (the hub retries with backoff).
+type Source interface {
+	// Snapshot reads every row and the current log position.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// ChangesSince reads the log entries after seq, each joined with the
+	// row as it is now. ErrCursorGone when the log was trimmed past seq.
+	ChangesSince(ctx context.Context, seq int64) (Batch, error)
+	// RenewedSince returns the rows whose last_seen is after since, and the
+	// catalog clock (heartbeats are learned in bulk, never as events).
+	RenewedSince(ctx context.Context, since time.Time) ([]Renewal, time.Time, error)
+}

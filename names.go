@@ -1,0 +1,119 @@
+package switchboard
+
+import (
+	"strings"
+)
+
+// MaxNameLen is the longest sanitised name: one RFC 1123 label.
+const MaxNameLen = 63
+
+// SanitizeName turns a module or service name into an RFC 1123 label:
+// lowercase; every run of characters outside [a-z0-9] becomes one '-';
+// leading and trailing '-' trimmed; at most 63 characters, keeping the tail
+// (the distinctive part of "github.com/org/some-module") when truncating.
+// A name that sanitises to nothing is an ErrInvalidName.
+func SanitizeName(name string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(name))
+	dash := false
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteByte(c)
+			continue
+		}
+		dash = true
+	}
+	s := b.String()
+	if len(s) > MaxNameLen {
+		s = strings.TrimLeft(s[len(s)-MaxNameLen:], "-")
+	}
+	if s == "" {
+		return "", invalid(ErrInvalidName, "name", name, "must contain at least one letter or digit")
+	}
+	return s, nil
+}
+
+// IsSanitized reports whether name is already in its sanitised form.
+func IsSanitized(name string) bool {
+	s, err := SanitizeName(name)
+	return err == nil && s == name
+}
+
+// NodeName is a parsed full node name, "<flow>.<module>.<node>", with an
+// optional port: "<flow>.<module>.<node>:<port>".
+type NodeName struct {
+	Flow   string
+	Module string
+	Node   string
+	Port   string
+}
+
+// String returns the full node name, with ":port" when Port is set.
+func (n NodeName) String() string {
+	s := n.Flow + "." + n.Module + "." + n.Node
+	if n.Port != "" {
+		s += ":" + n.Port
+	}
+	return s
+}
+
+// FullName returns "<flow>.<module>.<node>" without the port.
+func (n NodeName) FullName() string {
+	return n.Flow + "." + n.Module + "." + n.Node
+}
+
+// ParseNodeName parses "<flow>.<module>.<node>[:<port>]". Flow, node and port
+// are tokens of [A-Za-z0-9_-]; module must be a sanitised name.
+func ParseNodeName(s string) (NodeName, error) {
+	const field = "node name"
+	if s == "" {
+		return NodeName{}, invalid(ErrInvalidName, field, s, "is empty; want <flow>.<module>.<node>[:<port>]")
+	}
+	full, port, hasPort := strings.Cut(s, ":")
+	if hasPort {
+		if port == "" {
+			return NodeName{}, invalid(ErrInvalidName, field, s, "has an empty port after ':'")
+		}
+		if !isToken(port) {
+			return NodeName{}, invalid(ErrInvalidName, field, s, "port must be letters, digits, '_' or '-'")
+		}
+	}
+	parts := strings.Split(full, ".")
+	if len(parts) != 3 {
+		return NodeName{}, invalid(ErrInvalidName, field, s, "want exactly three dot-separated parts <flow>.<module>.<node>")
+	}
+	n := NodeName{Flow: parts[0], Module: parts[1], Node: parts[2], Port: port}
+	for _, p := range []struct{ what, v string }{{"flow", n.Flow}, {"module", n.Module}, {"node", n.Node}} {
+		if p.v == "" {
+			return NodeName{}, invalid(ErrInvalidName, field, s, p.what+" part is empty")
+		}
+		if !isToken(p.v) {
+			return NodeName{}, invalid(ErrInvalidName, field, s, p.what+" part must be letters, digits, '_' or '-'")
+		}
+	}
+	if !IsSanitized(n.Module) {
+		return NodeName{}, invalid(ErrInvalidName, field, s, "module part must be a sanitised name (lowercase letters, digits and single '-')")
+	}
+	return n, nil
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

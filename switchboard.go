@@ -1,0 +1,194 @@
+// Package switchboard is the domain of the Switchboard service-discovery and
+// module-routing fabric: instances, queries, events, the Catalog every backend
+// implements (sqlite/, postgres/, …), leases, validation and node names.
+//
+// The package imports nothing heavy; backends register themselves with
+// RegisterBackend and are chosen by DSN through Open.
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Well-known capabilities: the six of the catalog seed. Any other valid token
+// is stored, returned and discoverable just the same.
+const (
+	CapTraceIngestion     = "trace_ingestion"
+	CapStorage            = "storage"
+	CapRouting            = "routing"
+	CapQueryExecution     = "query_execution"
+	CapStorageMaintenance = "storage_maintenance"
+	CapKafkaIngestion     = "kafka_ingestion"
+)
+
+// Well-known instance types (roles).
+const (
+	TypeAcceptor  = "acceptor"
+	TypeWriter    = "writer"
+	TypeRouter    = "router"
+	TypeQuerier   = "querier"
+	TypeCompactor = "compactor"
+)
+
+// Instance is one registered process.
+type Instance struct {
+	ID           string
+	Name         string
+	Type         string
+	Address      string
+	Capabilities []string
+	Version      string
+	Metadata     map[string]string
+	// Components is an optional JSON document (the module's component
+	// catalog with per-port schemas).
+	Components json.RawMessage
+	// TTL is the liveness window; zero means the catalog's default.
+	TTL time.Duration
+	// RegisteredAt and LastSeen are stamped with the catalog's clock.
+	RegisteredAt time.Time
+	LastSeen     time.Time
+	// Stale is computed when the instance is read: now - LastSeen > TTL.
+	Stale bool
+}
+
+// HasCapability reports whether c is one of the instance's capabilities.
+func (in *Instance) HasCapability(c string) bool {
+	for _, x := range in.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a deep copy, so a cached instance can be handed out without
+// sharing its slices and maps.
+func (in Instance) Clone() Instance {
+	out := in
+	if in.Capabilities != nil {
+		out.Capabilities = append([]string(nil), in.Capabilities...)
+	}
+	if in.Metadata != nil {
+		out.Metadata = make(map[string]string, len(in.Metadata))
+		for k, v := range in.Metadata {
+			out.Metadata[k] = v
+		}
+	}
+	if in.Components != nil {
+		out.Components = append(json.RawMessage(nil), in.Components...)
+	}
+	return out
+}
+
+// Query selects instances. Empty fields match everything.
+type Query struct {
+	Name       string
+	Type       string
+	Capability string
+	// All includes stale instances (rows past their TTL not yet reaped).
+	All bool
+}
+
+// Matches reports whether in is selected by q, ignoring staleness.
+func (q Query) Matches(in *Instance) bool {
+	if q.Name != "" && in.Name != q.Name {
+		return false
+	}
+	if q.Type != "" && in.Type != q.Type {
+		return false
+	}
+	if q.Capability != "" && !in.HasCapability(q.Capability) {
+		return false
+	}
+	return true
+}
+
+// EventKind says what happened to an instance.
+type EventKind string
+
+// Event kinds. Added, Updated and Removed carry an Instance; Synced marks the
+// end of the initial snapshot (and of every resync); Error says the catalog
+// could not be reached: the watch goes on, serving what it knew, and resyncs.
+const (
+	EventAdded   EventKind = "added"
+	EventUpdated EventKind = "updated"
+	EventRemoved EventKind = "removed"
+	EventSynced  EventKind = "synced"
+	EventError   EventKind = "error"
+)
+
+// Reason says why an instance was removed.
+type Reason string
+
+// Removal reasons.
+const (
+	ReasonDeregistered Reason = "deregistered"
+	ReasonExpired      Reason = "expired"
+)
+
+// Event is one change seen by a watcher.
+type Event struct {
+	Kind     EventKind
+	Reason   Reason // for EventRemoved
+	Instance Instance
+	Err      error // for EventError
+}
+
+// Catalog is the registry every backend implements. Implementations are safe
+// for concurrent use.
+type Catalog interface {
+	// Register validates and upserts in (by ID; a new UUID when empty),
+	// stamps RegisteredAt (kept on update) and LastSeen with the catalog's
+	// clock, and returns the stored instance.
+	Register(ctx context.Context, in Instance) (Instance, error)
+	// Heartbeat renews LastSeen of every id in one round trip and returns
+	// the ids that have no row (reaped, deregistered, catalog restored), so
+	// the caller can register them again.
+	Heartbeat(ctx context.Context, ids ...string) (missing []string, err error)
+	// Deregister deletes the row; ErrNotFound when there is none.
+	Deregister(ctx context.Context, id string) error
+	// Get returns one instance, stale or not; ErrNotFound when there is none.
+	Get(ctx context.Context, id string) (Instance, error)
+	// List returns the instances selected by q, ordered by name then id.
+	List(ctx context.Context, q Query) ([]Instance, error)
+	// Watch streams the instances selected by q: first the current set as
+	// EventAdded, then EventSynced, then changes until ctx ends, when the
+	// channel is closed. A heartbeat alone is not a change; an instance past
+	// its TTL is removed with ReasonExpired (for q.All, updated with Stale).
+	Watch(ctx context.Context, q Query) (<-chan Event, error)
+	// Reap deletes rows whose LastSeen is older than olderThan, or, when
+	// olderThan is zero, older than twice their own TTL. It returns how many
+	// rows it deleted. Reaping is idempotent and safe from every process.
+	Reap(ctx context.Context, olderThan time.Duration) (int, error)
+	// Now returns the catalog's clock.
+	Now(ctx context.Context) (time.Time, error)
+	// Close releases the catalog; it is idempotent.
+	Close() error
+}
+
+// Lease is a named, time-bounded claim held by one holder. Token grows with
+// every new holder (fencing): a write carrying an older token is stale.
+type Lease struct {
+	Name      string
+	Holder    string
+	Token     int64
+	TTL       time.Duration
+	ExpiresAt time.Time // catalog clock
+}
+
+// Leaser is implemented by catalogs that offer leases (both SQL backends).
+// Expiry is judged by the catalog's clock only.
+type Leaser interface {
+	// Acquire takes the lease if it is free, expired, or already held by
+	// holder (then it renews without a new token). ErrLeaseHeld otherwise.
+	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// Renew extends a lease still held with the same token; ErrLeaseLost
+	// when it expired and someone else (or nobody) holds it now.
+	Renew(ctx context.Context, l Lease) (Lease, error)
+	// Release gives the lease up if still held with that token.
+	Release(ctx context.Context, l Lease) error
+	// Leases lists every lease row.
+	Leases(ctx context.Context) ([]Lease, error)
+}

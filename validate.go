@@ -1,0 +1,261 @@
+package switchboard
+
+import (
+	"encoding/json"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits enforced by Validate.
+const (
+	MaxCapabilityLen  = 63
+	MaxMetadataKeys   = 64
+	MaxMetadataKeyLen = 128
+	MaxMetadataValue  = 1024
+	MaxComponentsSize = 256 << 10
+	MaxTokenLen       = 253 // type, version, id
+)
+
+// Normalize validates in and returns it in canonical form: the name
+// sanitised, capabilities de-duplicated in their given order. Everything a
+// backend stores goes through it, so a bad field never reaches storage.
+func Normalize(in Instance) (Instance, error) {
+	out := in.Clone()
+	name, err := SanitizeName(in.Name)
+	if err != nil {
+		return Instance{}, err
+	}
+	out.Name = name
+	if in.ID != "" {
+		if err := ValidateID(in.ID); err != nil {
+			return Instance{}, err
+		}
+	}
+	if in.Type == "" {
+		return Instance{}, invalid(ErrInvalid, "type", "", "must not be empty")
+	}
+	if !isCapability(in.Type) {
+		return Instance{}, invalid(ErrInvalid, "type", in.Type, "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+	}
+	if err := ValidateAddress(in.Address); err != nil {
+		return Instance{}, err
+	}
+	if len(in.Version) > MaxTokenLen || !utf8.ValidString(in.Version) || strings.ContainsAny(in.Version, "\x00\n\r") {
+		return Instance{}, invalid(ErrInvalid, "version", in.Version, "must be at most 253 bytes of printable UTF-8")
+	}
+	seen := make(map[string]bool, len(in.Capabilities))
+	caps := make([]string, 0, len(in.Capabilities))
+	for _, c := range in.Capabilities {
+		if err := ValidateCapability(c); err != nil {
+			return Instance{}, err
+		}
+		if !seen[c] {
+			seen[c] = true
+			caps = append(caps, c)
+		}
+	}
+	out.Capabilities = caps
+	if err := ValidateMetadata(in.Metadata); err != nil {
+		return Instance{}, err
+	}
+	if len(in.Components) > 0 {
+		if len(in.Components) > MaxComponentsSize {
+			return Instance{}, invalid(ErrInvalid, "components", "", "larger than 256 KiB")
+		}
+		if !json.Valid(in.Components) {
+			return Instance{}, invalid(ErrInvalid, "components", "", "not valid JSON")
+		}
+	}
+	if in.TTL < 0 {
+		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must not be negative")
+	}
+	if in.TTL != 0 && in.TTL < time.Millisecond {
+		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must be at least 1ms")
+	}
+	return out, nil
+}
+
+// ValidateID checks a caller-given instance id: 1–253 bytes of
+// [A-Za-z0-9_.:-].
+func ValidateID(id string) error {
+	if id == "" || len(id) > MaxTokenLen {
+		return invalid(ErrInvalid, "id", id, "must be 1 to 253 characters")
+	}
+	for i := 0; i < len(id); i++ {
+		if !isCapByte(id[i]) {
+			return invalid(ErrInvalid, "id", id, "must contain only letters, digits, '_', '.', ':' or '-'")
+		}
+	}
+	return nil
+}
+
+// ValidateCapability checks one capability token:
+// [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}.
+func ValidateCapability(c string) error {
+	if !isCapability(c) {
+		return invalid(ErrInvalid, "capability", c, "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+	}
+	return nil
+}
+
+func isCapability(c string) bool {
+	if c == "" || len(c) > MaxCapabilityLen {
+		return false
+	}
+	if !isAlnum(c[0]) {
+		return false
+	}
+	for i := 1; i < len(c); i++ {
+		if !isCapByte(c[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+}
+
+func isCapByte(c byte) bool {
+	return isAlnum(c) || c == '_' || c == '.' || c == ':' || c == '-'
+}
+
+// ValidateMetadata checks the metadata limits: at most 64 keys, keys 1–128
+// bytes, values at most 1 KiB, all valid UTF-8.
+func ValidateMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataKeys {
+		return invalid(ErrInvalid, "metadata", "", "more than 64 keys")
+	}
+	for k, v := range md {
+		if k == "" || len(k) > MaxMetadataKeyLen || !utf8.ValidString(k) {
+			return invalid(ErrInvalid, "metadata key", k, "must be 1 to 128 bytes of UTF-8")
+		}
+		if len(v) > MaxMetadataValue || !utf8.ValidString(v) {
+			return invalid(ErrInvalid, "metadata value for "+k, "", "must be at most 1 KiB of UTF-8")
+		}
+	}
+	return nil
+}
+
+// ValidateAddress accepts "host:port" (IPv4, DNS name, or bracketed IPv6;
+// port 1–65535) or "nats://<subject>".
+func ValidateAddress(addr string) error {
+	const field = "address"
+	if addr == "" {
+		return invalid(ErrInvalidAddress, field, addr, "must not be empty; want host:port or nats://subject")
+	}
+	if subj, ok := strings.CutPrefix(addr, "nats://"); ok {
+		if !validSubject(subj) {
+			return invalid(ErrInvalidAddress, field, addr, "nats subject must be dot-separated tokens without spaces or wildcards")
+		}
+		return nil
+	}
+	if strings.Contains(addr, "://") {
+		return invalid(ErrInvalidAddress, field, addr, "only the nats:// scheme is allowed; otherwise give host:port")
+	}
+	host, _, err := SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(host, "[") {
+		ip, err := netip.ParseAddr(host[1 : len(host)-1])
+		if err != nil || !ip.Is6() {
+			return invalid(ErrInvalidAddress, field, addr, "bracketed host must be an IPv6 address")
+		}
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Is6() {
+			return invalid(ErrInvalidAddress, field, addr, "IPv6 host must be in brackets, e.g. [::1]:8080")
+		}
+		return nil
+	}
+	if !validDNSName(host) {
+		return invalid(ErrInvalidAddress, field, addr, "host must be an IPv4 address, a DNS name or a bracketed IPv6 address")
+	}
+	return nil
+}
+
+// SplitHostPort splits "host:port" on its last colon, keeping IPv6 brackets
+// on the host, and checks that the port is 1–65535.
+func SplitHostPort(addr string) (host string, port int, err error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", 0, invalid(ErrInvalidAddress, "address", addr, "missing port; want host:port")
+	}
+	host, ps := addr[:i], addr[i+1:]
+	if host == "" {
+		return "", 0, invalid(ErrInvalidAddress, "address", addr, "missing host; want host:port")
+	}
+	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") || (!strings.HasPrefix(host, "[") && strings.Contains(host, ":")) {
+		return "", 0, invalid(ErrInvalidAddress, "address", addr, "IPv6 host must be in brackets, e.g. [::1]:8080")
+	}
+	p, perr := strconv.Atoi(ps)
+	if perr != nil || p < 1 || p > 65535 || ps[0] == '+' || ps[0] == '0' {
+		return "", 0, invalid(ErrInvalidAddress, "address", addr, "port must be a number from 1 to 65535")
+	}
+	return host, p, nil
+}
+
+// IsDialable reports whether addr is a host:port the gRPC pool may dial
+// (nats:// subjects and anything invalid are not).
+func IsDialable(addr string) bool {
+	return !strings.HasPrefix(addr, "nats://") && ValidateAddress(addr) == nil
+}
+
+func validDNSName(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !isAlnum(c) && c != '-' && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func validSubject(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" {
+			return false
+		}
+		for i := 0; i < len(tok); i++ {
+			c := tok[i]
+			if c <= ' ' || c == 0x7f || c == '*' || c == '>' {
+				return false
+			}
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+// ParseDuration parses a positive Go duration ("3s", "250ms") and says which
+// field is wrong when it is not.
+func ParseDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, invalid(ErrInvalid, field, s, "must not be empty; want a duration like 3s or 250ms")
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, invalid(ErrInvalid, field, s, "not a duration; want a number with a unit, like 3s or 250ms")
+	}
+	if d <= 0 {
+		return 0, invalid(ErrInvalid, field, s, "must be positive")
+	}
+	return d, nil
+}
