@@ -1,0 +1,665 @@
+package hub
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Options tune a Hub. Zero values take the defaults.
+type Options struct {
+	// PollInterval is the safety-net full resync period (default 30 s).
+	PollInterval time.Duration
+	// Logger receives the hub's logs (default slog.Default()).
+	Logger *slog.Logger
+	// SelfPreservationMin is the smallest number of active instances at
+	// which self-preservation applies: when more than half of them would
+	// expire in one check, the expirations are held (default 10; negative
+	// disables it).
+	SelfPreservationMin int
+}
+
+// Stats is a snapshot of a hub's state, for metrics and tests.
+type Stats struct {
+	Instances int // rows mirrored, stale included
+	Active    int // rows not expired
+	Watchers  int
+	Healthy   bool  // the last read of the catalog succeeded
+	LastError error // the error that made it unhealthy
+	// Preserving is true while self-preservation holds expirations;
+	// HeldExpirations counts how many instances are being held.
+	Preserving      bool
+	HeldExpirations int
+	// SelfPreservationEvents counts how many times it engaged.
+	SelfPreservationEvents int
+}
+
+const (
+	renewOverlap    = time.Second // re-read renewals this far back: commits land after their timestamps
+	readTimeout     = 10 * time.Second
+	minRetry        = 100 * time.Millisecond
+	maxRetry        = 2 * time.Second
+	preserveRecheck = time.Second
+)
+
+// Hub mirrors one catalog for a whole process and fans its changes out to
+// every watcher.
+type Hub struct {
+	src    Source
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context // cancelled by Close: aborts reads in flight
+	cancel context.CancelFunc
+
+	startMu sync.Mutex
+	started bool
+	kick    chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
+	close   sync.Once
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	subs    map[*sub]struct{}
+	dl      deadlines
+	seq     int64
+	// The catalog clock: catalog time clockNow was read at local
+	// (monotonic) time clockLocal.
+	clockNow, clockLocal time.Time
+	renewedAt            time.Time // catalog time of the last renewal read
+	healthy              bool
+	lastErr              error
+	graceUntil           time.Time // local: no expiry before this after an outage
+	preserving           bool
+	preserveUntil        time.Time // local: next self-preservation re-check
+	held                 int
+	preserveEvents       int
+}
+
+type entry struct {
+	inst     switchboard.Instance
+	deadline time.Time // catalog time: LastSeen + TTL
+	expired  bool
+}
+
+// New returns a hub reading src. It starts reading at the first Watch.
+func New(src Source, opts Options) *Hub {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = switchboard.DefaultPollInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SelfPreservationMin == 0 {
+		opts.SelfPreservationMin = 10
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{
+		ctx:     ctx,
+		cancel:  cancel,
+		src:     src,
+		opts:    opts,
+		log:     opts.Logger,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		entries: make(map[string]*entry),
+		subs:    make(map[*sub]struct{}),
+		healthy: true,
+	}
+}
+
+// Notify tells the hub the catalog may have changed; it reads the change log
+// at once. It never blocks.
+func (h *Hub) Notify() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the hub and closes every watcher's channel. It is idempotent.
+func (h *Hub) Close() {
+	h.close.Do(func() {
+		close(h.done)
+		h.cancel()
+		h.startMu.Lock()
+		started := h.started
+		h.startMu.Unlock()
+		if started {
+			<-h.stopped
+		}
+	})
+}
+
+// Stats returns the hub's current state.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := Stats{Instances: len(h.entries), Watchers: len(h.subs), Healthy: h.healthy, LastError: h.lastErr,
+		Preserving: h.preserving, HeldExpirations: h.held, SelfPreservationEvents: h.preserveEvents}
+	for _, e := range h.entries {
+		if !e.expired {
+			s.Active++
+		}
+	}
+	return s
+}
+
+// Watch streams the instances selected by q, as Catalog.Watch documents.
+func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	s := &sub{q: q, wake: make(chan struct{}, 1), out: make(chan switchboard.Event, 64)}
+	h.mu.Lock()
+	select {
+	case <-h.done:
+		h.mu.Unlock()
+		return nil, switchboard.ErrClosed
+	default:
+	}
+	ids := slices.Collect(maps.Keys(h.entries))
+	slices.SortFunc(ids, func(a, b string) int {
+		ea, eb := h.entries[a], h.entries[b]
+		if ea.inst.Name != eb.inst.Name {
+			if ea.inst.Name < eb.inst.Name {
+				return -1
+			}
+			return 1
+		}
+		if a < b {
+			return -1
+		}
+		return 1
+	})
+	for _, id := range ids {
+		e := h.entries[id]
+		if s.visible(&e.inst, e.expired) {
+			s.push(switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()})
+		}
+	}
+	s.push(switchboard.Event{Kind: switchboard.EventSynced})
+	if !h.healthy {
+		s.push(switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
+	}
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	go h.pump(ctx, s)
+	return s.out, nil
+}
+
+func (h *Hub) start(ctx context.Context) error {
+	h.startMu.Lock()
+	defer h.startMu.Unlock()
+	select {
+	case <-h.done:
+		return switchboard.ErrClosed
+	default:
+	}
+	if h.started {
+		return nil
+	}
+	snap, err := h.src.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("watch: read catalog: %w", err)
+	}
+	h.mu.Lock()
+	h.applySnapshot(snap)
+	h.renewedAt = snap.Now
+	h.mu.Unlock()
+	h.started = true
+	go h.run()
+	return nil
+}
+
+func (h *Hub) run() {
+	defer close(h.stopped)
+	poll := time.NewTicker(h.opts.PollInterval)
+	defer poll.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	retry := minRetry
+	for {
+		h.mu.Lock()
+		next, ok := h.nextWake()
+		healthy := h.healthy
+		h.mu.Unlock()
+		var d time.Duration
+		switch {
+		case !healthy:
+			d = retry
+		case ok:
+			d = max(time.Until(next), 0)
+		default:
+			d = time.Hour
+		}
+		wake.Reset(d)
+		full := false
+		select {
+		case <-h.done:
+			return
+		case <-h.kick:
+			if !healthy {
+				// Wait for the retry timer: an unreachable catalog is not
+				// hammered by every file change or notification.
+				select {
+				case <-wake.C:
+				case <-h.done:
+					return
+				}
+			}
+		case <-poll.C:
+			full = true
+		case <-wake.C:
+		}
+		wake.Stop()
+		switch err := h.step(full); {
+		case err == nil, healthy:
+			retry = minRetry
+		default:
+			retry = min(retry*2, maxRetry)
+		}
+	}
+}
+
+// step reads the log (or a full snapshot), then the renewals when an
+// expiry is due, and expires what is due.
+func (h *Hub) step(full bool) error {
+	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
+	defer cancel()
+	h.mu.Lock()
+	seq := h.seq
+	recovering := !h.healthy
+	h.mu.Unlock()
+
+	var snap *Snapshot
+	var batch Batch
+	var err error
+	if !full {
+		batch, err = h.src.ChangesSince(ctx, seq)
+		if errors.Is(err, ErrCursorGone) {
+			full = true
+		} else if err != nil {
+			return h.fail(err)
+		}
+	}
+	if full {
+		s, err := h.src.Snapshot(ctx)
+		if err != nil {
+			return h.fail(err)
+		}
+		snap = &s
+	}
+	h.mu.Lock()
+	if snap != nil {
+		h.applySnapshot(*snap)
+	} else {
+		h.applyBatch(batch)
+	}
+	if recovering {
+		h.recovered()
+	}
+	due := h.dueNow()
+	since := h.renewedAt.Add(-renewOverlap)
+	h.mu.Unlock()
+	if !due {
+		return nil
+	}
+	renewals, now, err := h.src.RenewedSince(ctx, since)
+	if err != nil {
+		return h.fail(err)
+	}
+	h.mu.Lock()
+	h.setClock(now)
+	h.renewedAt = now
+	for _, r := range renewals {
+		if e := h.entries[r.ID]; e != nil && r.LastSeen.After(e.inst.LastSeen) {
+			old, oldExpired := e.inst, e.expired
+			e.inst.LastSeen = r.LastSeen
+			h.refresh(e, now, false)
+			h.transition(&old, oldExpired, &e.inst, e.expired, "")
+		}
+	}
+	h.expire(now)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *Hub) fail(err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.healthy {
+		h.healthy = false
+		h.lastErr = err
+		h.log.Warn("catalog unreachable: serving the last known set", "err", err, "instances", len(h.entries))
+		for s := range h.subs {
+			s.push(switchboard.Event{Kind: switchboard.EventError, Err: err})
+		}
+	}
+	return err
+}
+
+// recovered marks the catalog reachable again: expiry waits one TTL from
+// now, so instances get one TTL to heartbeat before anyone calls them dead.
+func (h *Hub) recovered() {
+	h.healthy = true
+	h.lastErr = nil
+	var maxTTL time.Duration
+	for _, e := range h.entries {
+		maxTTL = max(maxTTL, e.inst.TTL)
+	}
+	h.graceUntil = time.Now().Add(maxTTL)
+	h.log.Info("catalog reachable again: expiry resumes after one TTL", "grace", maxTTL)
+	for s := range h.subs {
+		s.push(switchboard.Event{Kind: switchboard.EventSynced})
+	}
+}
+
+func (h *Hub) setClock(now time.Time) {
+	h.clockNow, h.clockLocal = now, time.Now()
+}
+
+func (h *Hub) catalogNow() time.Time {
+	return h.clockNow.Add(time.Since(h.clockLocal))
+}
+
+func (h *Hub) applySnapshot(s Snapshot) {
+	h.setClock(s.Now)
+	seen := make(map[string]bool, len(s.Instances))
+	for _, in := range s.Instances {
+		seen[in.ID] = true
+		h.upsert(in, s.Now)
+	}
+	for id, e := range h.entries {
+		if seen[id] {
+			continue
+		}
+		// Deleted while we were not looking: a row past its TTL was reaped,
+		// anything else left.
+		reason := switchboard.ReasonDeregistered
+		if e.expired || !s.Now.Before(e.deadline) {
+			reason = switchboard.ReasonExpired
+		}
+		h.delete(id, reason)
+	}
+	h.seq = s.Seq
+}
+
+func (h *Hub) applyBatch(b Batch) {
+	h.setClock(b.Now)
+	for _, c := range b.Changes {
+		switch {
+		case c.Deleted:
+			h.delete(c.ID, c.Reason)
+		case c.Found:
+			h.upsert(c.Instance, b.Now)
+		}
+	}
+	if b.Seq > h.seq {
+		h.seq = b.Seq
+	}
+}
+
+func (h *Hub) upsert(in switchboard.Instance, now time.Time) {
+	in.Stale = false
+	e := h.entries[in.ID]
+	if e == nil {
+		e = &entry{inst: in}
+		h.refresh(e, now, true)
+		h.entries[in.ID] = e
+		h.transition(nil, false, &e.inst, e.expired, "")
+		return
+	}
+	old, oldExpired := e.inst, e.expired
+	if in.LastSeen.Before(old.LastSeen) {
+		in.LastSeen = old.LastSeen
+	}
+	e.inst = in
+	h.refresh(e, now, false)
+	h.transition(&old, oldExpired, &e.inst, e.expired, "")
+}
+
+func (h *Hub) delete(id string, reason switchboard.Reason) {
+	e := h.entries[id]
+	if e == nil {
+		return
+	}
+	delete(h.entries, id)
+	h.transition(&e.inst, e.expired, nil, false, reason)
+}
+
+// refresh recomputes e's deadline after its LastSeen or TTL changed and
+// schedules it. A renewed entry is revived here; a new entry already past its
+// TTL starts expired; only expire ever expires a live entry.
+func (h *Hub) refresh(e *entry, now time.Time, isNew bool) {
+	d := e.inst.LastSeen.Add(e.inst.TTL)
+	if !isNew && d.Equal(e.deadline) {
+		return
+	}
+	e.deadline = d
+	if now.After(d) {
+		if isNew {
+			e.expired = true
+		} else if !e.expired {
+			heap.Push(&h.dl, item{d, e.inst.ID}) // its TTL shrank: due now
+		}
+		return
+	}
+	e.expired = false
+	heap.Push(&h.dl, item{d, e.inst.ID})
+}
+
+// top returns the earliest valid deadline, dropping outdated heap items.
+func (h *Hub) top() (item, bool) {
+	for h.dl.Len() > 0 {
+		it := h.dl[0]
+		if e := h.entries[it.id]; e != nil && !e.expired && e.deadline.Equal(it.deadline) {
+			return it, true
+		}
+		heap.Pop(&h.dl)
+	}
+	return item{}, false
+}
+
+func (h *Hub) dueNow() bool {
+	it, ok := h.top()
+	return ok && !h.catalogNow().Before(it.deadline)
+}
+
+func (h *Hub) nextWake() (time.Time, bool) {
+	it, ok := h.top()
+	if !ok {
+		return time.Time{}, false
+	}
+	// A millisecond past the deadline, on the local monotonic clock.
+	w := h.clockLocal.Add(it.deadline.Sub(h.clockNow) + time.Millisecond)
+	if w.Before(h.graceUntil) {
+		w = h.graceUntil
+	}
+	if h.preserving && w.Before(h.preserveUntil) {
+		w = h.preserveUntil
+	}
+	return w, true
+}
+
+// expire marks every entry past its deadline as expired, unless the
+// catalog only just came back (grace) or self-preservation holds them.
+func (h *Hub) expire(now time.Time) {
+	if time.Now().Before(h.graceUntil) {
+		return
+	}
+	var due []*entry
+	var keep []item
+	for {
+		it, ok := h.top()
+		if !ok || it.deadline.After(now) {
+			break
+		}
+		heap.Pop(&h.dl)
+		due = append(due, h.entries[it.id])
+		keep = append(keep, it)
+	}
+	if len(due) == 0 {
+		if h.preserving {
+			h.preserving, h.held = false, 0
+			h.log.Info("self-preservation off: instances renewed")
+		}
+		return
+	}
+	active := 0
+	for _, e := range h.entries {
+		if !e.expired {
+			active++
+		}
+	}
+	if m := h.opts.SelfPreservationMin; m > 0 && active >= m && 2*len(due) > active {
+		if !h.preserving {
+			h.preserveEvents++
+			h.log.Error("self-preservation: more than half of all instances would expire at once; holding expirations",
+				"expiring", len(due), "active", active)
+		}
+		h.preserving, h.held = true, len(due)
+		h.preserveUntil = time.Now().Add(preserveRecheck)
+		for _, it := range keep {
+			heap.Push(&h.dl, it)
+		}
+		return
+	}
+	if h.preserving {
+		h.preserving, h.held = false, 0
+		h.log.Info("self-preservation off")
+	}
+	for _, e := range due {
+		e.expired = true
+		h.transition(&e.inst, false, &e.inst, true, switchboard.ReasonExpired)
+	}
+}
+
+// transition emits, to every watcher, what changed between the old and the
+// new state of one instance (nil: absent).
+func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switchboard.Instance, curExpired bool, reason switchboard.Reason) {
+	if len(h.subs) == 0 {
+		return
+	}
+	same := old != nil && cur != nil && oldExpired == curExpired && sameContent(old, cur)
+	for s := range h.subs {
+		was := old != nil && s.visible(old, oldExpired)
+		is := cur != nil && s.visible(cur, curExpired)
+		switch {
+		case !was && is:
+			s.push(switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired)})
+		case was && !is:
+			r := reason
+			if r == "" {
+				r = switchboard.ReasonDeregistered
+				if curExpired {
+					r = switchboard.ReasonExpired
+				}
+			}
+			in := old
+			if cur != nil {
+				in = cur
+			}
+			s.push(switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired)})
+		case was && is && !same:
+			s.push(switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired)})
+		}
+	}
+}
+
+func sameContent(a, b *switchboard.Instance) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
+		maps.Equal(a.Metadata, b.Metadata) && string(a.Components) == string(b.Components) &&
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt)
+}
+
+func view(in *switchboard.Instance, expired bool) switchboard.Instance {
+	out := in.Clone()
+	out.Stale = expired
+	return out
+}
+
+func (e *entry) view() switchboard.Instance { return view(&e.inst, e.expired) }
+
+// sub is one watcher: an unbounded queue drained by its own goroutine, so a
+// slow reader never stalls the hub or other watchers.
+type sub struct {
+	q     switchboard.Query
+	mu    sync.Mutex
+	queue []switchboard.Event
+	wake  chan struct{}
+	out   chan switchboard.Event
+}
+
+func (s *sub) visible(in *switchboard.Instance, expired bool) bool {
+	return (s.q.All || !expired) && s.q.Matches(in)
+}
+
+func (s *sub) push(ev switchboard.Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) pump(ctx context.Context, s *sub) {
+	defer close(s.out)
+	defer func() {
+		h.mu.Lock()
+		delete(h.subs, s)
+		h.mu.Unlock()
+	}()
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case s.out <- ev:
+			case <-ctx.Done():
+				return
+			case <-h.done:
+				return
+			}
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return
+		case <-h.done:
+			return
+		}
+	}
+}
+
+type item struct {
+	deadline time.Time
+	id       string
+}
+
+type deadlines []item
+
+func (d deadlines) Len() int           { return len(d) }
+func (d deadlines) Less(i, j int) bool { return d[i].deadline.Before(d[j].deadline) }
+func (d deadlines) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *deadlines) Push(x any)        { *d = append(*d, x.(item)) }
+func (d *deadlines) Pop() any {
+	old := *d
+	it := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return it
+}

@@ -1,0 +1,333 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// memSource is an in-memory catalog with a change log: a fake for the
+// hub's pure logic. Backends test the hub for real through catalogtest.
+type memSource struct {
+	mu    sync.Mutex
+	rows  map[string]switchboard.Instance
+	log   []Change
+	seq   int64
+	down  bool
+	reads int
+}
+
+func newMem() *memSource { return &memSource{rows: map[string]switchboard.Instance{}} }
+
+var errDown = errors.New("connection refused")
+
+func (m *memSource) put(in switchboard.Instance) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in.LastSeen = time.Now()
+	m.rows[in.ID] = in
+	m.seq++
+	m.log = append(m.log, Change{Seq: m.seq, ID: in.ID})
+}
+
+// beat renews a row; like the SQL backends, it logs a change only when
+// the row had gone stale (a revival is news, a heartbeat is not).
+func (m *memSource) beat(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := m.rows[id]
+	now := time.Now()
+	stale := now.Sub(in.LastSeen) > in.TTL
+	in.LastSeen = now
+	m.rows[id] = in
+	if stale {
+		m.seq++
+		m.log = append(m.log, Change{Seq: m.seq, ID: id})
+	}
+}
+
+func (m *memSource) del(id string, r switchboard.Reason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, id)
+	m.seq++
+	m.log = append(m.log, Change{Seq: m.seq, ID: id, Deleted: true, Reason: r})
+}
+
+func (m *memSource) setDown(d bool) {
+	m.mu.Lock()
+	m.down = d
+	m.mu.Unlock()
+}
+
+func (m *memSource) Snapshot(context.Context) (Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	if m.down {
+		return Snapshot{}, errDown
+	}
+	s := Snapshot{Seq: m.seq, Now: time.Now()}
+	for _, in := range m.rows {
+		s.Instances = append(s.Instances, in)
+	}
+	return s, nil
+}
+
+func (m *memSource) ChangesSince(_ context.Context, seq int64) (Batch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	if m.down {
+		return Batch{}, errDown
+	}
+	b := Batch{Seq: seq, Now: time.Now()}
+	for _, c := range m.log {
+		if c.Seq <= seq {
+			continue
+		}
+		if !c.Deleted {
+			c.Instance, c.Found = m.rows[c.ID]
+		}
+		b.Changes = append(b.Changes, c)
+		b.Seq = c.Seq
+	}
+	return b, nil
+}
+
+func (m *memSource) RenewedSince(_ context.Context, since time.Time) ([]Renewal, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	if m.down {
+		return nil, time.Time{}, errDown
+	}
+	var out []Renewal
+	for _, in := range m.rows {
+		if in.LastSeen.After(since) {
+			out = append(out, Renewal{ID: in.ID, LastSeen: in.LastSeen})
+		}
+	}
+	return out, time.Now(), nil
+}
+
+func inst(id string, ttl time.Duration) switchboard.Instance {
+	return switchboard.Instance{ID: id, Name: "svc", Type: "writer", Address: "127.0.0.1:1", TTL: ttl}
+}
+
+// next returns the next event that is not a marker, failing after a
+// generous deadline (a missing event, not a slow one, is the failure).
+func next(t *testing.T, ch <-chan switchboard.Event) switchboard.Event {
+	t.Helper()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatal("watch channel closed")
+			}
+			if ev.Kind == switchboard.EventSynced {
+				continue
+			}
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10s")
+		}
+	}
+}
+
+func quiet(t *testing.T, ch <-chan switchboard.Event, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.Kind != switchboard.EventSynced {
+				t.Fatalf("unexpected event %s %s %s", ev.Kind, ev.Reason, ev.Instance.ID)
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestExpiryAndRevival(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	defer h.Close()
+	m.put(inst("a", 200*time.Millisecond))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "a" {
+		t.Fatalf("got %+v", ev)
+	}
+	ev := next(t, ch)
+	if ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired || !ev.Instance.Stale {
+		t.Fatalf("want removed/expired, got %+v", ev)
+	}
+	m.beat("a")
+	h.Notify()
+	m.put(inst("b", time.Minute))
+	h.Notify()
+	seen := map[string]switchboard.EventKind{}
+	for len(seen) < 2 {
+		ev := next(t, ch)
+		seen[ev.Instance.ID] = ev.Kind
+	}
+	if seen["b"] != switchboard.EventAdded {
+		t.Fatalf("b: %v", seen)
+	}
+}
+
+func TestHeartbeatsAreNotEvents(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	defer h.Close()
+	m.put(inst("a", 300*time.Millisecond))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	stop := make(chan struct{})
+	go func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				m.beat("a")
+			}
+		}
+	}()
+	quiet(t, ch, time.Second)
+	close(stop)
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestOutageServesLastKnownAndHoldsExpiry(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	defer h.Close()
+	m.put(inst("a", 400*time.Millisecond))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	m.setDown(true)
+	h.Notify()
+	ev := next(t, ch)
+	if ev.Kind != switchboard.EventError || !errors.Is(ev.Err, errDown) {
+		t.Fatalf("want error event, got %+v", ev)
+	}
+	// Longer than the TTL: nothing expires while the catalog is unreachable.
+	quiet(t, ch, 800*time.Millisecond)
+	if s := h.Stats(); s.Healthy || s.Active != 1 {
+		t.Fatalf("stats during outage: %+v", s)
+	}
+	m.setDown(false)
+	waitFor(t, "recovery", func() bool { return h.Stats().Healthy })
+	// The instance heartbeats again soon after recovery: never reported.
+	time.Sleep(100 * time.Millisecond)
+	m.beat("a")
+	quiet(t, ch, 300*time.Millisecond)
+	if s := h.Stats(); !s.Healthy || s.Active != 1 {
+		t.Fatalf("stats after recovery: %+v", s)
+	}
+}
+
+func TestSelfPreservation(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{SelfPreservationMin: 4})
+	defer h.Close()
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids[:3] {
+		m.put(inst(id, 300*time.Millisecond))
+	}
+	m.put(inst("d", time.Hour))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ids {
+		next(t, ch)
+	}
+	// Three of four would expire at once: held.
+	quiet(t, ch, time.Second)
+	if s := h.Stats(); !s.Preserving || s.HeldExpirations != 3 || s.SelfPreservationEvents != 1 {
+		t.Fatalf("stats: %+v", s)
+	}
+	// The reaper's deletion is the truth: it gets through.
+	m.del("a", switchboard.ReasonExpired)
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestQueryFiltersAndAll(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	defer h.Close()
+	a := inst("a", 200*time.Millisecond)
+	a.Capabilities = []string{"x"}
+	m.put(a)
+	all, err := h.Watch(context.Background(), switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byY, err := h.Watch(context.Background(), switchboard.Query{Capability: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, all)
+	if ev := next(t, all); ev.Kind != switchboard.EventUpdated || !ev.Instance.Stale {
+		t.Fatalf("All watcher: want updated stale, got %+v", ev)
+	}
+	a.Capabilities = []string{"x", "y"}
+	m.put(a)
+	h.Notify()
+	if ev := next(t, byY); ev.Kind != switchboard.EventAdded || ev.Instance.Stale {
+		t.Fatalf("y watcher: got %+v", ev)
+	}
+	m.del("a", switchboard.ReasonDeregistered)
+	h.Notify()
+	if ev := next(t, byY); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonDeregistered {
+		t.Fatalf("got %+v", ev)
+	}
+}
+
+func TestCloseClosesWatchers(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h.Close()
+	for range ch {
+	}
+	if _, err := h.Watch(context.Background(), switchboard.Query{}); !errors.Is(err, switchboard.ErrClosed) {
+		t.Fatalf("watch after close: %v", err)
+	}
+}
