@@ -145,7 +145,9 @@ type Catalog interface {
 	Register(ctx context.Context, in Instance) (Instance, error)
 	// Heartbeat renews LastSeen of every id in one round trip and returns
 	// the ids that have no row (reaped, deregistered, catalog restored), so
-	// the caller can register them again.
+	// the caller can register them again. A heartbeat is not a change for
+	// watchers, except when it revives a row that had gone stale: then
+	// watchers see the instance added again at once.
 	Heartbeat(ctx context.Context, ids ...string) (missing []string, err error)
 	// Deregister deletes the row; ErrNotFound when there is none.
 	Deregister(ctx context.Context, id string) error

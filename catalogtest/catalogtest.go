@@ -1,0 +1,608 @@
+// Package catalogtest is the backend-independent conformance suite: every
+// switchboard.Catalog backend runs Run unchanged against its real engine
+// (a SQLite file, a PostgreSQL database, …).
+package catalogtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Open returns a fresh, empty catalog for one test. It registers its own
+// cleanup (dropping the database, removing the file) with t.Cleanup.
+type Open func(t *testing.T) switchboard.Catalog
+
+// Run runs the whole conformance suite, each case on its own fresh catalog.
+func Run(t *testing.T, open Open) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, c switchboard.Catalog)
+	}{
+		{"RegisterUpsert", testRegisterUpsert},
+		{"InvalidInputWritesNothing", testInvalidInput},
+		{"Filters", testFilters},
+		{"UnknownCapabilitiesKept", testUnknownCapabilities},
+		{"TTLFilter", testTTLFilter},
+		{"HeartbeatMissing", testHeartbeatMissing},
+		{"Deregister", testDeregister},
+		{"Reap", testReap},
+		{"WatchSnapshotAndDeltas", testWatchDeltas},
+		{"WatchFilter", testWatchFilter},
+		{"WatchHeartbeatIsNotAnEvent", testWatchHeartbeat},
+		{"WatchExpiryAndRevival", testWatchExpiry},
+		{"WatchReapAfterExpiry", testWatchReap},
+		{"ConcurrentWriters", testConcurrentWriters},
+		{"Close", testClose},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := open(t)
+			t.Cleanup(func() { c.Close() })
+			tc.fn(t, c)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func sample(name string, caps ...string) switchboard.Instance {
+	return switchboard.Instance{
+		Name: name, Type: switchboard.TypeWriter, Address: "127.0.0.1:4317",
+		Capabilities: caps, Version: "1.2.3",
+		Metadata: map[string]string{"zone": "a"},
+	}
+}
+
+func mustRegister(t *testing.T, c switchboard.Catalog, in switchboard.Instance) switchboard.Instance {
+	t.Helper()
+	out, err := c.Register(ctx(t), in)
+	if err != nil {
+		t.Fatalf("register %s: %v", in.Name, err)
+	}
+	return out
+}
+
+func ids(ins []switchboard.Instance) []string {
+	out := make([]string, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, in.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s ...string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func testRegisterUpsert(t *testing.T, c switchboard.Catalog) {
+	in := sample("Github.com/Org/Writer_Module", switchboard.CapStorage, switchboard.CapTraceIngestion)
+	in.Components = json.RawMessage(`{"components":[{"name":"router"}]}`)
+	a := mustRegister(t, c, in)
+	if a.ID == "" {
+		t.Fatal("no id generated")
+	}
+	if a.Name != "github-com-org-writer-module" {
+		t.Fatalf("name not sanitised: %q", a.Name)
+	}
+	if a.TTL <= 0 {
+		t.Fatalf("default ttl not applied: %v", a.TTL)
+	}
+	if a.RegisteredAt.IsZero() || a.LastSeen.IsZero() || a.Stale {
+		t.Fatalf("timestamps: %+v", a)
+	}
+	got, err := c.Get(ctx(t), a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Capabilities, in.Capabilities) || got.Metadata["zone"] != "a" || got.Version != "1.2.3" {
+		t.Fatalf("round trip: %+v", got)
+	}
+	var comp, want any
+	if err := json.Unmarshal(got.Components, &comp); err != nil {
+		t.Fatalf("components: %v", err)
+	}
+	json.Unmarshal(in.Components, &want)
+	if fmt.Sprint(comp) != fmt.Sprint(want) {
+		t.Fatalf("components %s, want %s", got.Components, in.Components)
+	}
+
+	time.Sleep(20 * time.Millisecond)
+	upd := a
+	upd.Address = "[::1]:9000"
+	upd.Capabilities = []string{switchboard.CapQueryExecution}
+	upd.TTL = 42 * time.Second
+	b := mustRegister(t, c, upd)
+	if b.ID != a.ID || b.Address != "[::1]:9000" || b.TTL != 42*time.Second {
+		t.Fatalf("upsert: %+v", b)
+	}
+	if !b.RegisteredAt.Equal(a.RegisteredAt) {
+		t.Fatalf("registered_at changed on upsert: %v -> %v", a.RegisteredAt, b.RegisteredAt)
+	}
+	if !b.LastSeen.After(a.LastSeen) {
+		t.Fatalf("last_seen not advanced: %v -> %v", a.LastSeen, b.LastSeen)
+	}
+	all, err := c.List(ctx(t), switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || !slices.Equal(all[0].Capabilities, []string{switchboard.CapQueryExecution}) {
+		t.Fatalf("after upsert: %+v", all)
+	}
+	if hits, _ := c.List(ctx(t), switchboard.Query{Capability: switchboard.CapStorage}); len(hits) != 0 {
+		t.Fatalf("old capability still indexed: %+v", hits)
+	}
+
+	given := sample("fixed")
+	given.ID = "writer-1"
+	if g := mustRegister(t, c, given); g.ID != "writer-1" {
+		t.Fatalf("given id not kept: %q", g.ID)
+	}
+}
+
+func testInvalidInput(t *testing.T, c switchboard.Catalog) {
+	good := mustRegister(t, c, sample("keep", "a"))
+	bad := []func(*switchboard.Instance){
+		func(in *switchboard.Instance) { in.Name = "--" },
+		func(in *switchboard.Instance) { in.Address = "localhost" },
+		func(in *switchboard.Instance) { in.Address = "::1:80" },
+		func(in *switchboard.Instance) { in.Address = "h:70000" },
+		func(in *switchboard.Instance) { in.Capabilities = []string{"bad cap"} },
+		func(in *switchboard.Instance) { in.Type = "" },
+		func(in *switchboard.Instance) { in.Components = json.RawMessage(`{`) },
+		func(in *switchboard.Instance) { in.TTL = -time.Second },
+		func(in *switchboard.Instance) { in.ID = "has space" },
+	}
+	for i, mut := range bad {
+		in := good
+		in.Capabilities = slices.Clone(good.Capabilities)
+		mut(&in)
+		if _, err := c.Register(ctx(t), in); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("case %d: want ErrInvalid, got %v", i, err)
+		}
+	}
+	all, err := c.List(ctx(t), switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].Address != good.Address || all[0].Name != "keep" || !slices.Equal(all[0].Capabilities, []string{"a"}) {
+		t.Fatalf("stored row changed by invalid input: %+v", all)
+	}
+}
+
+func testFilters(t *testing.T, c switchboard.Catalog) {
+	w := mustRegister(t, c, sample("writer", switchboard.CapStorage, switchboard.CapTraceIngestion))
+	q := sample("querier", switchboard.CapQueryExecution)
+	q.Type = switchboard.TypeQuerier
+	qi := mustRegister(t, c, q)
+	a := sample("acceptor", switchboard.CapTraceIngestion)
+	a.Type = switchboard.TypeAcceptor
+	ai := mustRegister(t, c, a)
+	for _, tc := range []struct {
+		q    switchboard.Query
+		want []string
+	}{
+		{switchboard.Query{}, sorted(w.ID, qi.ID, ai.ID)},
+		{switchboard.Query{Name: "writer"}, []string{w.ID}},
+		{switchboard.Query{Type: switchboard.TypeQuerier}, []string{qi.ID}},
+		{switchboard.Query{Capability: switchboard.CapTraceIngestion}, sorted(w.ID, ai.ID)},
+		{switchboard.Query{Capability: switchboard.CapTraceIngestion, Type: switchboard.TypeAcceptor}, []string{ai.ID}},
+		{switchboard.Query{Capability: "nope"}, []string{}},
+		{switchboard.Query{Name: "writer", Type: switchboard.TypeQuerier}, []string{}},
+	} {
+		got, err := c.List(ctx(t), tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids(got), tc.want) {
+			t.Errorf("List(%+v) = %v, want %v", tc.q, ids(got), tc.want)
+		}
+	}
+	got, _ := c.List(ctx(t), switchboard.Query{})
+	for i := 1; i < len(got); i++ {
+		if got[i-1].Name > got[i].Name {
+			t.Fatalf("not ordered by name: %v", got)
+		}
+	}
+}
+
+func testUnknownCapabilities(t *testing.T, c switchboard.Catalog) {
+	in := mustRegister(t, c, sample("edge", "custom.cap:v2", "x-ray", switchboard.CapRouting))
+	got, err := c.List(ctx(t), switchboard.Query{Capability: "custom.cap:v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != in.ID {
+		t.Fatalf("unknown capability not discoverable: %+v", got)
+	}
+	if !slices.Equal(got[0].Capabilities, []string{"custom.cap:v2", "x-ray", switchboard.CapRouting}) {
+		t.Fatalf("capabilities not returned as stored: %v", got[0].Capabilities)
+	}
+}
+
+func testTTLFilter(t *testing.T, c switchboard.Catalog) {
+	short := sample("short")
+	short.TTL = 300 * time.Millisecond
+	s := mustRegister(t, c, short)
+	l := mustRegister(t, c, sample("long"))
+	waitUntil(t, "short instance to go stale", func() bool {
+		got, err := c.List(ctx(t), switchboard.Query{})
+		return err == nil && slices.Equal(ids(got), []string{l.ID})
+	})
+	all, err := c.List(ctx(t), switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("All: %+v", all)
+	}
+	for _, in := range all {
+		if (in.ID == s.ID) != in.Stale {
+			t.Fatalf("stale flag wrong: %+v", in)
+		}
+	}
+	if missing, err := c.Heartbeat(ctx(t), s.ID); err != nil || len(missing) != 0 {
+		t.Fatalf("heartbeat: %v %v", missing, err)
+	}
+	got, _ := c.List(ctx(t), switchboard.Query{Name: "short"})
+	if len(got) != 1 || got[0].Stale {
+		t.Fatalf("heartbeat did not revive: %+v", got)
+	}
+}
+
+func testHeartbeatMissing(t *testing.T, c switchboard.Catalog) {
+	a := mustRegister(t, c, sample("a"))
+	b := mustRegister(t, c, sample("b"))
+	before, _ := c.Get(ctx(t), a.ID)
+	time.Sleep(20 * time.Millisecond)
+	missing, err := c.Heartbeat(ctx(t), a.ID, "ghost-1", b.ID, "ghost-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sorted(missing...), []string{"ghost-1", "ghost-2"}) {
+		t.Fatalf("missing = %v", missing)
+	}
+	after, _ := c.Get(ctx(t), a.ID)
+	if !after.LastSeen.After(before.LastSeen) {
+		t.Fatalf("last_seen not renewed: %v -> %v", before.LastSeen, after.LastSeen)
+	}
+	if missing, err := c.Heartbeat(ctx(t)); err != nil || len(missing) != 0 {
+		t.Fatalf("empty heartbeat: %v %v", missing, err)
+	}
+}
+
+func testDeregister(t *testing.T, c switchboard.Catalog) {
+	a := mustRegister(t, c, sample("a"))
+	if err := c.Deregister(ctx(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx(t), a.ID); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("get after deregister: %v", err)
+	}
+	if err := c.Deregister(ctx(t), a.ID); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("second deregister: want ErrNotFound, got %v", err)
+	}
+	if missing, _ := c.Heartbeat(ctx(t), a.ID); !slices.Equal(missing, []string{a.ID}) {
+		t.Fatalf("heartbeat after deregister: missing = %v", missing)
+	}
+}
+
+func testReap(t *testing.T, c switchboard.Catalog) {
+	short := sample("short")
+	short.TTL = 150 * time.Millisecond
+	s := mustRegister(t, c, short)
+	l := mustRegister(t, c, sample("long"))
+	if n, err := c.Reap(ctx(t), 0); err != nil || n != 0 {
+		t.Fatalf("early reap: %d %v", n, err)
+	}
+	// Stale but not yet 2×TTL old... then past it.
+	waitUntil(t, "short row to be reaped at 2×TTL", func() bool {
+		n, err := c.Reap(ctx(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	if n, err := c.Reap(ctx(t), 0); err != nil || n != 0 {
+		t.Fatalf("reap is not idempotent: %d %v", n, err)
+	}
+	if _, err := c.Get(ctx(t), s.ID); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("reaped row still there: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n, err := c.Reap(ctx(t), 20*time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("reap --older-than: %d %v", n, err)
+	}
+	if _, err := c.Get(ctx(t), l.ID); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("row older than the cutoff not reaped: %v", err)
+	}
+}
+
+// watcher reads a watch in the background so tests can wait for events.
+type watcher struct {
+	t      *testing.T
+	mu     sync.Mutex
+	events []switchboard.Event
+	synced bool
+	closed bool
+	cond   chan struct{}
+}
+
+func watch(t *testing.T, c switchboard.Catalog, q switchboard.Query) *watcher {
+	t.Helper()
+	wctx, cancel := context.WithCancel(context.Background())
+	ch, err := c.Watch(wctx, q)
+	if err != nil {
+		cancel()
+		t.Fatalf("watch: %v", err)
+	}
+	w := &watcher{t: t, cond: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ev := range ch {
+			w.mu.Lock()
+			if ev.Kind == switchboard.EventSynced {
+				w.synced = true
+			} else {
+				w.events = append(w.events, ev)
+			}
+			w.mu.Unlock()
+			select {
+			case w.cond <- struct{}{}:
+			default:
+			}
+		}
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+	}()
+	w.waitSynced()
+	return w
+}
+
+func (w *watcher) waitSynced() {
+	w.t.Helper()
+	waitUntil(w.t, "snapshot synced", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.synced
+	})
+}
+
+// next waits for the n-th event (0-based) and returns it.
+func (w *watcher) next(n int) switchboard.Event {
+	w.t.Helper()
+	var ev switchboard.Event
+	waitUntil(w.t, fmt.Sprintf("event #%d", n), func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.events) > n {
+			ev = w.events[n]
+			return true
+		}
+		return false
+	})
+	return ev
+}
+
+func (w *watcher) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.events)
+}
+
+func (w *watcher) dump() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := ""
+	for _, ev := range w.events {
+		s += fmt.Sprintf("\n  %s %s %s %s", ev.Kind, ev.Reason, ev.Instance.Name, ev.Instance.ID)
+	}
+	return s
+}
+
+func expect(t *testing.T, ev switchboard.Event, kind switchboard.EventKind, reason switchboard.Reason, id string) {
+	t.Helper()
+	if ev.Kind != kind || ev.Reason != reason || ev.Instance.ID != id {
+		t.Fatalf("got %s/%s %s, want %s/%s %s", ev.Kind, ev.Reason, ev.Instance.ID, kind, reason, id)
+	}
+}
+
+func testWatchDeltas(t *testing.T, c switchboard.Catalog) {
+	a := mustRegister(t, c, sample("a"))
+	b := mustRegister(t, c, sample("b"))
+	w := watch(t, c, switchboard.Query{})
+	if w.count() != 2 {
+		t.Fatalf("snapshot: want 2 added before synced, got%s", w.dump())
+	}
+	expect(t, w.next(0), switchboard.EventAdded, "", a.ID)
+	expect(t, w.next(1), switchboard.EventAdded, "", b.ID)
+
+	cc := mustRegister(t, c, sample("c"))
+	expect(t, w.next(2), switchboard.EventAdded, "", cc.ID)
+	upd := a
+	upd.Version = "2.0.0"
+	mustRegister(t, c, upd)
+	ev := w.next(3)
+	expect(t, ev, switchboard.EventUpdated, "", a.ID)
+	if ev.Instance.Version != "2.0.0" {
+		t.Fatalf("updated event carries old content: %+v", ev.Instance)
+	}
+	// Re-registering the same content is a heartbeat, not an update.
+	mustRegister(t, c, upd)
+	if err := c.Deregister(ctx(t), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w.next(4), switchboard.EventRemoved, switchboard.ReasonDeregistered, b.ID)
+	if w.count() != 5 {
+		t.Fatalf("extra events:%s", w.dump())
+	}
+}
+
+func testWatchFilter(t *testing.T, c switchboard.Catalog) {
+	w := watch(t, c, switchboard.Query{Capability: "search"})
+	mustRegister(t, c, sample("other", "storage"))
+	s := mustRegister(t, c, sample("finder", "search"))
+	expect(t, w.next(0), switchboard.EventAdded, "", s.ID)
+	if w.count() != 1 {
+		t.Fatalf("filtered watch saw others:%s", w.dump())
+	}
+}
+
+func testWatchHeartbeat(t *testing.T, c switchboard.Catalog) {
+	in := sample("beating")
+	in.TTL = 400 * time.Millisecond
+	a := mustRegister(t, c, in)
+	w := watch(t, c, switchboard.Query{})
+	for i := 0; i < 12; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := c.Heartbeat(ctx(t), a.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.count() != 1 {
+		t.Fatalf("heartbeats produced events:%s", w.dump())
+	}
+}
+
+func testWatchExpiry(t *testing.T, c switchboard.Catalog) {
+	in := sample("mortal")
+	in.TTL = 300 * time.Millisecond
+	a := mustRegister(t, c, in)
+	w := watch(t, c, switchboard.Query{})
+	start := time.Now()
+	ev := w.next(1)
+	expect(t, ev, switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
+	if !ev.Instance.Stale {
+		t.Fatal("expired instance not marked stale")
+	}
+	t.Logf("expired %v after watch start (ttl %v)", time.Since(start), in.TTL)
+	if _, err := c.Heartbeat(ctx(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w.next(2), switchboard.EventAdded, "", a.ID)
+}
+
+func testWatchReap(t *testing.T, c switchboard.Catalog) {
+	in := sample("reaped")
+	in.TTL = 200 * time.Millisecond
+	a := mustRegister(t, c, in)
+	w := watch(t, c, switchboard.Query{})
+	all := watch(t, c, switchboard.Query{All: true})
+	expect(t, w.next(1), switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
+	ev := all.next(1)
+	expect(t, ev, switchboard.EventUpdated, "", a.ID)
+	if !ev.Instance.Stale {
+		t.Fatal("All watcher: expiry is an update with stale=true")
+	}
+	waitUntil(t, "reap", func() bool {
+		n, err := c.Reap(ctx(t), 0)
+		return err == nil && n == 1
+	})
+	expect(t, all.next(2), switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
+	if w.count() != 2 {
+		t.Fatalf("active watcher heard of the reap of an expired instance:%s", w.dump())
+	}
+}
+
+func testConcurrentWriters(t *testing.T, c switchboard.Catalog) {
+	const writers, each = 8, 25
+	w := watch(t, c, switchboard.Query{})
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each*3)
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				in := sample(fmt.Sprintf("w%d", g), "cap")
+				in.ID = fmt.Sprintf("w%d-%d", g, i)
+				if _, err := c.Register(ctx(t), in); err != nil {
+					errs <- err
+					continue
+				}
+				if _, err := c.Heartbeat(ctx(t), in.ID); err != nil {
+					errs <- err
+				}
+				if i%5 == 0 {
+					if err := c.Deregister(ctx(t), in.ID); err != nil {
+						errs <- err
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent write: %v", err)
+	}
+	got, err := c.List(ctx(t), switchboard.Query{Capability: "cap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := writers * (each - each/5)
+	if len(got) != want {
+		t.Fatalf("have %d rows, want %d", len(got), want)
+	}
+	// The watcher converges on exactly the same set.
+	waitUntil(t, "watcher to converge", func() bool {
+		live := map[string]bool{}
+		w.mu.Lock()
+		for _, ev := range w.events {
+			switch ev.Kind {
+			case switchboard.EventAdded:
+				live[ev.Instance.ID] = true
+			case switchboard.EventRemoved:
+				delete(live, ev.Instance.ID)
+			}
+		}
+		w.mu.Unlock()
+		return len(live) == want
+	})
+}
+
+func testClose(t *testing.T, c switchboard.Catalog) {
+	w := watch(t, c, switchboard.Query{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	waitUntil(t, "watch channel closed", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.closed
+	})
+	if _, err := c.Register(ctx(t), sample("late")); !errors.Is(err, switchboard.ErrClosed) {
+		t.Fatalf("register after close: want ErrClosed, got %v", err)
+	}
+}
+
+// waitUntil polls cond; a deadline of 20 s catches what never happens
+// without asserting how fast anything is.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
