@@ -1,0 +1,270 @@
+package switchboard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// BootstrapOptions tune Bootstrap. Zero values take the defaults.
+type BootstrapOptions struct {
+	// HeartbeatInterval is how often LastSeen is renewed (default 3 s).
+	HeartbeatInterval time.Duration
+	// DisableReaper turns off this process's reaper (reaping is idempotent
+	// and safe in every process; it is on by default).
+	DisableReaper bool
+	// Logger receives the lifecycle logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// RegistrationStats counts what a registration's heartbeat loop did.
+type RegistrationStats struct {
+	Heartbeats      int64 // successful renewals
+	Failures        int64 // renewals that failed (catalog unreachable)
+	Reregistrations int64 // times the row was found gone and written again
+}
+
+// Registration is a live entry in the catalog, kept alive by heartbeats.
+// Close deregisters it.
+type Registration struct {
+	cat    Catalog
+	b      *beater
+	mu     sync.Mutex
+	inst   Instance
+	closed chan struct{}
+	once   sync.Once
+	err    error
+
+	heartbeats, failures, reregs atomic.Int64
+}
+
+// Bootstrap registers in, then keeps it alive until ctx ends or Close is
+// called, when the row is deleted. It is the one call a service makes at
+// start: registration, heartbeat and reaper.
+//
+// Every registration of a process on the same catalog and interval shares
+// one heartbeat loop that renews them all in one round trip. A heartbeat
+// that finds its row gone registers it again at once. Heartbeat failures
+// log at WARN, and at ERROR once they have lasted longer than the TTL. The
+// reaper deletes rows stale for twice their TTL, but only after the catalog
+// has been reachable for a whole TTL, so that after an outage instances get
+// the chance to heartbeat before anyone removes them.
+func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOptions) (*Registration, error) {
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	stored, err := cat.Register(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{})}
+	r.b = joinBeater(cat, opts, r)
+	opts.Logger.Info("registered", "id", stored.ID, "name", stored.Name, "type", stored.Type,
+		"address", stored.Address, "ttl", stored.TTL)
+	go func() {
+		select {
+		case <-ctx.Done():
+			r.Close()
+		case <-r.closed:
+		}
+	}()
+	return r, nil
+}
+
+// Instance returns the instance as last stored.
+func (r *Registration) Instance() Instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inst.Clone()
+}
+
+// ID returns the instance id.
+func (r *Registration) ID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inst.ID
+}
+
+// Stats returns the heartbeat counters.
+func (r *Registration) Stats() RegistrationStats {
+	return RegistrationStats{Heartbeats: r.heartbeats.Load(), Failures: r.failures.Load(), Reregistrations: r.reregs.Load()}
+}
+
+// Close stops the heartbeat and deletes the row. It is idempotent; a row
+// already gone is not an error.
+func (r *Registration) Close() error {
+	r.once.Do(func() {
+		close(r.closed)
+		r.b.leave(r)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.cat.Deregister(ctx, r.ID()); err != nil && !errors.Is(err, ErrNotFound) {
+			r.err = err
+		}
+		r.b.log.Info("deregistered", "id", r.ID(), "name", r.inst.Name)
+	})
+	return r.err
+}
+
+// beater renews every registration of one (catalog, interval) in a single
+// Heartbeat call, and runs the process's reaper for that catalog.
+type beater struct {
+	key  beaterKey
+	opts BootstrapOptions
+	log  *slog.Logger
+	mu   sync.Mutex
+	regs map[*Registration]struct{}
+	// iter is held for each round of heartbeats, so a registration that
+	// leaves can wait until no round is still re-registering it.
+	iter sync.Mutex
+	stop chan struct{}
+	done chan struct{}
+}
+
+type beaterKey struct {
+	cat   Catalog
+	every time.Duration
+}
+
+var (
+	beatersMu sync.Mutex
+	beaters   = map[beaterKey]*beater{}
+)
+
+func joinBeater(cat Catalog, opts BootstrapOptions, r *Registration) *beater {
+	key := beaterKey{cat, opts.HeartbeatInterval}
+	beatersMu.Lock()
+	defer beatersMu.Unlock()
+	b := beaters[key]
+	if b == nil {
+		b = &beater{key: key, opts: opts, log: opts.Logger, regs: map[*Registration]struct{}{},
+			stop: make(chan struct{}), done: make(chan struct{})}
+		beaters[key] = b
+		go b.run()
+	}
+	b.mu.Lock()
+	b.regs[r] = struct{}{}
+	b.mu.Unlock()
+	return b
+}
+
+func (b *beater) leave(r *Registration) {
+	beatersMu.Lock()
+	b.mu.Lock()
+	delete(b.regs, r)
+	last := len(b.regs) == 0
+	b.mu.Unlock()
+	if last {
+		delete(beaters, b.key)
+	}
+	beatersMu.Unlock()
+	if last {
+		close(b.stop)
+		<-b.done
+		return
+	}
+	b.iter.Lock()
+	b.iter.Unlock() //nolint:staticcheck // waiting for the round in flight is the point
+}
+
+func (b *beater) run() {
+	defer close(b.done)
+	t := time.NewTicker(b.key.every)
+	defer t.Stop()
+	var failingSince, lastReap time.Time
+	escalated := false
+	healthySince := time.Now()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.iter.Lock()
+		b.mu.Lock()
+		regs := make(map[string]*Registration, len(b.regs))
+		ids := make([]string, 0, len(b.regs))
+		var maxTTL time.Duration
+		for r := range b.regs {
+			in := r.Instance()
+			regs[in.ID] = r
+			ids = append(ids, in.ID)
+			maxTTL = max(maxTTL, in.TTL)
+		}
+		b.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), max(b.key.every, time.Second))
+		missing, err := b.key.cat.Heartbeat(ctx, ids...)
+		switch {
+		case err != nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			for _, r := range regs {
+				r.failures.Add(1)
+			}
+			failing := time.Since(failingSince)
+			if failing > maxTTL && !escalated {
+				escalated = true
+				b.log.Error("heartbeat failing for longer than the TTL: peers will see these instances expire",
+					"err", err, "registrations", len(ids), "failing_for", failing.Round(time.Millisecond), "ttl", maxTTL)
+			} else {
+				b.log.Warn("heartbeat failed", "err", err, "registrations", len(ids), "failing_for", failing.Round(time.Millisecond))
+			}
+		default:
+			if !failingSince.IsZero() {
+				b.log.Info("heartbeat recovered", "after", time.Since(failingSince).Round(time.Millisecond))
+				failingSince, escalated, healthySince = time.Time{}, false, time.Now()
+			}
+			gone := make(map[string]bool, len(missing))
+			for _, id := range missing {
+				gone[id] = true
+			}
+			for id, r := range regs {
+				if !gone[id] {
+					r.heartbeats.Add(1)
+					continue
+				}
+				b.reregister(ctx, r)
+			}
+			if !b.opts.DisableReaper && time.Since(lastReap) >= maxTTL && time.Since(healthySince) >= maxTTL {
+				lastReap = time.Now()
+				if n, err := b.key.cat.Reap(ctx, 0); err != nil {
+					b.log.Warn("reap failed", "err", err)
+				} else if n > 0 {
+					b.log.Info("reaped stale registrations", "rows", n)
+				}
+			}
+		}
+		cancel()
+		b.iter.Unlock()
+	}
+}
+
+// reregister writes a registration whose row is gone (reaped, restored
+// catalog, restarted empty) again, keeping its id.
+func (b *beater) reregister(ctx context.Context, r *Registration) {
+	select {
+	case <-r.closed:
+		return // closing: its row is supposed to be gone
+	default:
+	}
+	in := r.Instance()
+	stored, err := b.key.cat.Register(ctx, in)
+	if err != nil {
+		r.failures.Add(1)
+		b.log.Warn("registration missing from catalog; registering again failed", "id", in.ID, "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.inst = stored
+	r.mu.Unlock()
+	r.reregs.Add(1)
+	b.log.Warn("registration missing from catalog; registered again", "id", in.ID, "name", in.Name)
+}
