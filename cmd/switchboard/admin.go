@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func newDeregisterCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "deregister ID",
+		Short: "Delete an instance's row",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := switchboard.ValidateID(args[0]); err != nil {
+				return usage(err)
+			}
+			c, err := g.config()
+			if err != nil {
+				return err
+			}
+			cat, err := g.open(cmd.Context(), c, true)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			if err := cat.Deregister(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, switchboard.ErrNotFound) {
+					return fmt.Errorf("no instance with id %q in %s", args[0], c.Discovery.DSN)
+				}
+				return err
+			}
+			fmt.Fprintf(g.stdout, "deregistered %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newReapCmd(g *globals) *cobra.Command {
+	var olderThan string
+	cmd := &cobra.Command{
+		Use:   "reap [--older-than D]",
+		Short: "Delete rows whose last heartbeat is older than D (default 2 × ttl)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.config()
+			if err != nil {
+				return err
+			}
+			cutoff := 2 * c.Discovery.TTL
+			if olderThan != "" {
+				if cutoff, err = switchboard.ParseDuration("older-than", olderThan); err != nil {
+					return usage(err)
+				}
+			}
+			cat, err := g.open(cmd.Context(), c, true)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			n, err := cat.Reap(cmd.Context(), cutoff)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "reaped %d rows (last seen more than %s ago)\n", n, cutoff.Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "age of the last heartbeat past which a row is deleted (default 2 × ttl)")
+	return cmd
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			goVersion := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				goVersion = bi.GoVersion
+			}
+			fmt.Fprintf(g.stdout, "switchboard %s (%s)\n", version, goVersion)
+		},
+	}
+}

@@ -1,0 +1,168 @@
+// Package config loads Switchboard's settings: defaults, then the
+// switchboard.toml file, then SWITCHBOARD_<SECTION>_<KEY> environment
+// variables; command-line flags (applied by the caller) win over all three.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// DefaultFile is read when no file is named and it exists.
+const DefaultFile = "switchboard.toml"
+
+// Config is the whole file.
+type Config struct {
+	Discovery Discovery `toml:"discovery"`
+}
+
+// Discovery is the seed-compatible [discovery] section.
+type Discovery struct {
+	DSN               string        `toml:"dsn"`
+	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
+	PollInterval      time.Duration `toml:"poll_interval"`
+	TTL               time.Duration `toml:"ttl"`
+}
+
+// Default returns the defaults of SPEC §8.
+func Default() Config {
+	return Config{Discovery: Discovery{
+		DSN:               switchboard.DefaultDSN,
+		HeartbeatInterval: switchboard.DefaultHeartbeatInterval,
+		PollInterval:      switchboard.DefaultPollInterval,
+		TTL:               switchboard.DefaultTTL,
+	}}
+}
+
+// fileConfig mirrors Config with durations as strings ("3s").
+type fileConfig struct {
+	Discovery struct {
+		DSN               *string `toml:"dsn"`
+		HeartbeatInterval *string `toml:"heartbeat_interval"`
+		PollInterval      *string `toml:"poll_interval"`
+		TTL               *string `toml:"ttl"`
+	} `toml:"discovery"`
+}
+
+// Load returns the defaults overlaid with the file at path (DefaultFile
+// when path is empty and that file exists) and the environment read
+// through getenv (os.Getenv when nil). The result is validated.
+func Load(path string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Default()
+	explicit := path != ""
+	if !explicit {
+		path = DefaultFile
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := c.overlayFile(path, b); err != nil {
+			return Config{}, err
+		}
+	case explicit || !errors.Is(err, os.ErrNotExist):
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	env := []struct {
+		key string
+		set func(string) error
+	}{
+		{"SWITCHBOARD_DISCOVERY_DSN", func(v string) error { c.Discovery.DSN = v; return nil }},
+		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
+		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
+		{"SWITCHBOARD_DISCOVERY_TTL", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
+	}
+	for _, e := range env {
+		if v := getenv(e.key); v != "" {
+			if err := e.set(v); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	return c, c.Validate()
+}
+
+func durSetter(dst *time.Duration, field string) func(string) error {
+	return func(v string) error {
+		d, err := switchboard.ParseDuration(field, v)
+		if err != nil {
+			return err
+		}
+		*dst = d
+		return nil
+	}
+}
+
+func (c *Config) overlayFile(path string, b []byte) error {
+	var f fileConfig
+	md, err := toml.Decode(string(b), &f)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	d := f.Discovery
+	if d.DSN != nil {
+		c.Discovery.DSN = *d.DSN
+	}
+	for _, x := range []struct {
+		v     *string
+		dst   *time.Duration
+		field string
+	}{
+		{d.HeartbeatInterval, &c.Discovery.HeartbeatInterval, "discovery.heartbeat_interval"},
+		{d.PollInterval, &c.Discovery.PollInterval, "discovery.poll_interval"},
+		{d.TTL, &c.Discovery.TTL, "discovery.ttl"},
+	} {
+		if x.v == nil {
+			continue
+		}
+		dur, err := switchboard.ParseDuration(x.field, *x.v)
+		if err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
+		*x.dst = dur
+	}
+	return nil
+}
+
+// Validate checks the DSN and that the heartbeat is shorter than the TTL
+// (otherwise every instance would flap between active and stale).
+func (c Config) Validate() error {
+	if _, err := switchboard.ParseDSN(c.Discovery.DSN); err != nil {
+		return err
+	}
+	d := c.Discovery
+	for _, x := range []struct {
+		name string
+		v    time.Duration
+	}{{"heartbeat_interval", d.HeartbeatInterval}, {"poll_interval", d.PollInterval}, {"ttl", d.TTL}} {
+		if x.v <= 0 {
+			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
+		}
+	}
+	if d.HeartbeatInterval >= d.TTL {
+		return &switchboard.FieldError{Field: "heartbeat_interval", Value: d.HeartbeatInterval.String(),
+			Reason: fmt.Sprintf("must be shorter than ttl (%s), or instances expire between heartbeats", d.TTL)}
+	}
+	return nil
+}
+
+// Options returns the catalog options of this configuration.
+func (c Config) Options() switchboard.Options {
+	return switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval}
+}
