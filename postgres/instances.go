@@ -1,0 +1,411 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// cols is the instance row as every read returns it; stale is judged by the
+// database clock.
+const cols = `id, name, type, address, capabilities, version, metadata, components::text, ttl,
+	registered_at, last_seen, (now() - last_seen > ttl) AS stale`
+
+// row holds one scanned instance row.
+type row struct {
+	in         switchboard.Instance
+	metadata   []byte
+	components *string
+}
+
+func (r *row) dest() []any {
+	return []any{&r.in.ID, &r.in.Name, &r.in.Type, &r.in.Address, &r.in.Capabilities, &r.in.Version,
+		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale}
+}
+
+func (r *row) instance() (switchboard.Instance, error) {
+	in := r.in
+	in.Metadata = nil
+	if len(r.metadata) > 0 && !bytes.Equal(r.metadata, []byte("{}")) {
+		if err := json.Unmarshal(r.metadata, &in.Metadata); err != nil {
+			return switchboard.Instance{}, fmt.Errorf("metadata of %s: %w", in.ID, err)
+		}
+	}
+	if r.components != nil {
+		in.Components = json.RawMessage(*r.components)
+	}
+	if in.Capabilities == nil {
+		in.Capabilities = []string{}
+	}
+	in.RegisteredAt = in.RegisteredAt.UTC()
+	in.LastSeen = in.LastSeen.UTC()
+	return in, nil
+}
+
+func scanInstance(s pgx.Row) (switchboard.Instance, error) {
+	var r row
+	if err := s.Scan(r.dest()...); err != nil {
+		return switchboard.Instance{}, err
+	}
+	return r.instance()
+}
+
+func scanInstances(rows pgx.Rows) ([]switchboard.Instance, error) {
+	defer rows.Close()
+	var out []switchboard.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+// params are the stored fields of a normalized instance, in the order of
+// the insert and compare statements ($1…$9).
+func params(in switchboard.Instance) ([]any, error) {
+	md := in.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	mdJSON, err := json.Marshal(md)
+	if err != nil {
+		return nil, err
+	}
+	var comp any
+	if len(in.Components) > 0 {
+		comp = string(in.Components)
+	}
+	return []any{in.ID, in.Name, in.Type, in.Address, in.Capabilities, in.Version, string(mdJSON), comp, in.TTL}, nil
+}
+
+// Register validates and upserts in; see switchboard.Catalog. A change-log
+// entry (and a NOTIFY) is written only when something other than last_seen
+// changed.
+func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	if err := c.check(); err != nil {
+		return switchboard.Instance{}, err
+	}
+	in, err := switchboard.Normalize(in)
+	if err != nil {
+		return switchboard.Instance{}, err
+	}
+	if in.ID == "" {
+		in.ID = uuid.NewString()
+	}
+	if in.TTL == 0 {
+		in.TTL = c.opts.DefaultTTL
+	}
+	// Microseconds are what the database keeps.
+	in.TTL = in.TTL.Truncate(time.Microsecond)
+	args, err := params(in)
+	if err != nil {
+		return switchboard.Instance{}, c.wrap("register", err)
+	}
+
+	// Fast path, no transaction: a re-registration of an unchanged instance
+	// only renews it.
+	out, err := scanInstance(c.pool.QueryRow(ctx, `UPDATE instances SET last_seen = now()
+		WHERE id = $1 AND name = $2 AND type = $3 AND address = $4 AND capabilities = $5
+		  AND version = $6 AND metadata = $7::jsonb AND components::text IS NOT DISTINCT FROM $8::text
+		  AND ttl = $9
+		RETURNING `+cols, args...))
+	if err == nil {
+		return out, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return switchboard.Instance{}, c.wrap("register", err)
+	}
+
+	changed := false
+	err = c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+		var old row
+		err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
+		switch {
+		case err == nil:
+			prev, err := old.instance()
+			if err != nil {
+				return false, err
+			}
+			if sameStored(prev, in) {
+				// A concurrent registration already stored exactly this.
+				out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now() WHERE id = $1 RETURNING `+cols, in.ID))
+				return false, err
+			}
+		case !errors.Is(err, pgx.ErrNoRows):
+			return false, err
+		}
+		out, err = scanInstance(tx.QueryRow(ctx, `INSERT INTO instances
+			(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
+			VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
+			ON CONFLICT (id) DO UPDATE SET
+				name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
+				capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
+				metadata = EXCLUDED.metadata, components = EXCLUDED.components,
+				ttl = EXCLUDED.ttl, last_seen = now()
+			RETURNING `+cols, args...))
+		if err != nil {
+			return false, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO changes (id, op) VALUES ($1, 'upsert')`, in.ID); err != nil {
+			return false, err
+		}
+		changed = true
+		return true, nil
+	})
+	if err != nil {
+		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
+	}
+	if changed {
+		c.notify()
+	}
+	return out, nil
+}
+
+// sameStored reports whether the stored row a already holds everything of
+// the normalized instance b (last_seen aside).
+func sameStored(a, b switchboard.Instance) bool {
+	mb := b.Metadata
+	if len(mb) == 0 {
+		mb = nil
+	}
+	return a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
+		maps.Equal(a.Metadata, mb) && bytes.Equal(a.Components, b.Components) && a.TTL == b.TTL
+}
+
+// changeTx runs fn in a transaction that may write change-log entries. It
+// takes the change-log lock first, so entries get their seq in commit
+// order and a reader that has seen seq N has seen everything before it.
+// When fn reports a change, the transaction also notifies Channel and,
+// now and then, trims the log.
+func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (changed bool, err error)) error {
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges); err != nil {
+			return err
+		}
+		changed, err := fn(tx)
+		if err != nil || !changed {
+			return err
+		}
+		if c.writes.Add(1)%trimEvery == 0 {
+			if err := c.trim(ctx, tx); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel)
+		return err
+	})
+}
+
+// trim deletes the log entries that are both outside the last keepEntries
+// and older than keepAge, and records how far the log was trimmed. The
+// caller holds the change-log lock.
+func (c *Catalog) trim(ctx context.Context, tx pgx.Tx) error {
+	var cut *int64
+	// least() skips NULLs: coalesce so "nothing old enough" trims nothing.
+	err := tx.QueryRow(ctx, `SELECT least(
+			(SELECT max(seq) FROM changes) - $1,
+			coalesce((SELECT max(seq) FROM changes WHERE at < now() - $2::interval), 0))`,
+		c.keepEntries, c.keepAge).Scan(&cut)
+	if err != nil || cut == nil || *cut <= 0 {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM changes WHERE seq <= $1`, *cut); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE change_log SET trimmed_to = greatest(trimmed_to, $1)`, *cut)
+	return err
+}
+
+// Heartbeat renews last_seen of every id in one statement and returns the
+// ids that have no row, in the order given. It writes no change-log entry.
+func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// Sorted and unique, so concurrent batches lock rows in one order.
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	var missing []string
+	for attempt := 0; ; attempt++ {
+		rows, err := c.pool.Query(ctx, `WITH renewed AS (
+				UPDATE instances SET last_seen = now() WHERE id = ANY($1::text[]) RETURNING id)
+			SELECT x FROM unnest($1::text[]) AS x WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = x)`, sorted)
+		if err == nil {
+			missing, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err == nil {
+			break
+		}
+		if attempt < 3 && retryable(err) {
+			continue
+		}
+		return nil, c.wrap("heartbeat", err)
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	gone := make(map[string]bool, len(missing))
+	for _, id := range missing {
+		gone[id] = true
+	}
+	out := make([]string, 0, len(missing))
+	for _, id := range ids {
+		if gone[id] {
+			out = append(out, id)
+			delete(gone, id)
+		}
+	}
+	return out, nil
+}
+
+// retryable reports a deadlock or serialization failure: the statement can
+// simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// Deregister deletes the row and logs its removal as deregistered.
+func (c *Catalog) Deregister(ctx context.Context, id string) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+		tag, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id)
+		if err != nil {
+			return false, err
+		}
+		if tag.RowsAffected() == 0 {
+			return false, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2)`, id, string(switchboard.ReasonDeregistered))
+		return err == nil, err
+	})
+	if err != nil {
+		return c.wrap("deregister", err)
+	}
+	c.notify()
+	return nil
+}
+
+// Get returns one instance, stale or not.
+func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	if err := c.check(); err != nil {
+		return switchboard.Instance{}, err
+	}
+	in, err := scanInstance(c.pool.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return switchboard.Instance{}, fmt.Errorf("postgres: get: instance %q: %w", id, switchboard.ErrNotFound)
+	}
+	if err != nil {
+		return switchboard.Instance{}, c.wrap("get", err)
+	}
+	return in, nil
+}
+
+// listSQL builds the query of q: a capability filter is an array
+// containment the GIN index serves; staleness is judged by now().
+func listSQL(q switchboard.Query) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if q.Name != "" {
+		add("name = ?", q.Name)
+	}
+	if q.Type != "" {
+		add("type = ?", q.Type)
+	}
+	if q.Capability != "" {
+		add("capabilities @> ARRAY[?::text]", q.Capability)
+	}
+	if !q.All {
+		where = append(where, "now() - last_seen <= ttl")
+	}
+	s := `SELECT ` + cols + ` FROM instances`
+	if len(where) > 0 {
+		s += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	return s + ` ORDER BY name, id`, args
+}
+
+// List returns the instances selected by q, ordered by name then id.
+func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	s, args := listSQL(q)
+	rows, err := c.pool.Query(ctx, s, args...)
+	if err != nil {
+		return nil, c.wrap("list", err)
+	}
+	out, err := scanInstances(rows)
+	if err != nil {
+		return nil, c.wrap("list", err)
+	}
+	return out, nil
+}
+
+// Reap deletes the rows whose last_seen is older than olderThan (zero: twice
+// their own TTL), by the database clock, logging each as expired. Rows a
+// heartbeat is renewing right now are skipped, not waited for.
+func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("postgres: reap: %w: olderThan must not be negative", switchboard.ErrInvalid)
+	}
+	var n int
+	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+		cond := `now() - last_seen > 2 * ttl`
+		var args []any
+		if olderThan > 0 {
+			cond, args = `now() - last_seen > $1::interval`, []any{olderThan}
+		}
+		tag, err := tx.Exec(ctx, `WITH gone AS (
+				DELETE FROM instances WHERE id IN (
+					SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
+				RETURNING id)
+			INSERT INTO changes (id, op, reason) SELECT id, 'delete', '`+string(switchboard.ReasonExpired)+`' FROM gone ORDER BY id`, args...)
+		if err != nil {
+			return false, err
+		}
+		n = int(tag.RowsAffected())
+		if n == 0 {
+			// Reaping runs in every process: let it keep the log short too.
+			return false, c.trim(ctx, tx)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, c.wrap("reap", err)
+	}
+	if n > 0 {
+		c.notify()
+	}
+	return n, nil
+}

@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+const leaseCols = `name, holder, token, ttl_ms, expires_at`
+
+func scanLease(r pgx.Row) (switchboard.Lease, error) {
+	var l switchboard.Lease
+	var ttlMS int64
+	if err := r.Scan(&l.Name, &l.Holder, &l.Token, &ttlMS, &l.ExpiresAt); err != nil {
+		return switchboard.Lease{}, err
+	}
+	l.TTL = time.Duration(ttlMS) * time.Millisecond
+	l.ExpiresAt = l.ExpiresAt.UTC()
+	return l, nil
+}
+
+// ttlMillis checks a lease TTL and rounds it up to whole milliseconds.
+func ttlMillis(ttl time.Duration) (int64, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: lease ttl must be positive, got %s", switchboard.ErrInvalid, ttl)
+	}
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
+}
+
+// Acquire takes the lease if it is free, expired, or still held by holder,
+// in one atomic statement judged by the database clock. The token grows
+// with every new term: a new holder, or the same holder after its lease
+// expired; a holder renewing its live lease keeps its token.
+func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
+	if err := c.check(); err != nil {
+		return switchboard.Lease{}, err
+	}
+	if name == "" || holder == "" {
+		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w: lease name and holder must not be empty", switchboard.ErrInvalid)
+	}
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
+	}
+	l, err := scanLease(c.pool.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, token, ttl_ms, expires_at)
+		VALUES ($1, $2, 1, $3, now() + $3 * interval '1 millisecond')
+		ON CONFLICT (name) DO UPDATE SET
+			holder = EXCLUDED.holder,
+			token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.token ELSE l.token + 1 END,
+			ttl_ms = EXCLUDED.ttl_ms,
+			expires_at = EXCLUDED.expires_at
+		WHERE l.expires_at <= now() OR l.holder = EXCLUDED.holder OR l.holder = ''
+		RETURNING `+leaseCols, name, holder, ms))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := scanLease(c.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = $1`, name))
+		if gerr != nil {
+			return switchboard.Lease{}, fmt.Errorf("postgres: acquire %q: %w", name, switchboard.ErrLeaseHeld)
+		}
+		return switchboard.Lease{}, fmt.Errorf("postgres: acquire %q: %w: %q holds it until %s (token %d)",
+			name, switchboard.ErrLeaseHeld, cur.Holder, cur.ExpiresAt.Format(switchboard.TimeFormat), cur.Token)
+	}
+	if err != nil {
+		return switchboard.Lease{}, c.wrap("acquire", err)
+	}
+	return l, nil
+}
+
+// Renew extends l by its TTL from the database's now() if it is still held
+// with l's token and has not expired; ErrLeaseLost otherwise.
+func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
+	if err := c.check(); err != nil {
+		return switchboard.Lease{}, err
+	}
+	var ms int64
+	if l.TTL != 0 {
+		var err error
+		if ms, err = ttlMillis(l.TTL); err != nil {
+			return switchboard.Lease{}, fmt.Errorf("postgres: renew: %w", err)
+		}
+	}
+	out, err := scanLease(c.pool.QueryRow(ctx, `UPDATE leases SET
+			ttl_ms = coalesce(nullif($4::bigint, 0), ttl_ms),
+			expires_at = now() + coalesce(nullif($4::bigint, 0), ttl_ms) * interval '1 millisecond'
+		WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > now()
+		RETURNING `+leaseCols, l.Name, l.Holder, l.Token, ms))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return switchboard.Lease{}, fmt.Errorf("postgres: renew %q as %q (token %d): %w", l.Name, l.Holder, l.Token, switchboard.ErrLeaseLost)
+	}
+	if err != nil {
+		return switchboard.Lease{}, c.wrap("renew", err)
+	}
+	return out, nil
+}
+
+// Release gives the lease up if it is still held with l's token: the row
+// stays, with no holder, expiring now, and keeps its token so the next
+// holder's is higher. Releasing a lease no longer held is a no-op.
+func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	_, err := c.pool.Exec(ctx, `UPDATE leases SET holder = '', expires_at = now()
+		WHERE name = $1 AND holder = $2 AND token = $3 AND holder <> ''`, l.Name, l.Holder, l.Token)
+	return c.wrap("release", err)
+}
+
+// Leases lists every lease row by name.
+func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, `SELECT `+leaseCols+` FROM leases ORDER BY name`)
+	if err != nil {
+		return nil, c.wrap("leases", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (switchboard.Lease, error) { return scanLease(r) })
+	if err != nil {
+		return nil, c.wrap("leases", err)
+	}
+	return out, nil
+}

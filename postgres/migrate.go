@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Advisory lock classes (the first key of the two-key form; the second is
+// hashtext(current_schema()), so catalogs in different schemas of one
+// database do not serialize each other).
+const (
+	lockMigrate = 0x53424d47 // "SBMG": schema migrations
+	lockChanges = 0x53424348 // "SBCH": change-log writers
+)
+
+// migrations are applied in order, each once, in its own transaction. Never
+// edit a released entry: append a new one.
+var migrations = []string{
+	1: `
+CREATE TABLE instances (
+	id            text PRIMARY KEY,
+	name          text NOT NULL,
+	type          text NOT NULL,
+	address       text NOT NULL,
+	capabilities  text[] NOT NULL DEFAULT '{}',
+	version       text NOT NULL DEFAULT '',
+	metadata      jsonb NOT NULL DEFAULT '{}',
+	-- json, not jsonb: the component catalog comes back byte for byte, key
+	-- order included (port schemas are shown in their given order).
+	components    json,
+	ttl           interval NOT NULL CHECK (ttl > interval '0'),
+	registered_at timestamptz NOT NULL DEFAULT now(),
+	last_seen     timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX instances_name_idx ON instances (name);
+CREATE INDEX instances_last_seen_idx ON instances (last_seen);
+CREATE INDEX instances_capabilities_idx ON instances USING gin (capabilities);
+
+CREATE TABLE changes (
+	seq    bigserial PRIMARY KEY,
+	id     text NOT NULL,
+	op     text NOT NULL CHECK (op IN ('upsert', 'delete')),
+	reason text NOT NULL DEFAULT '',
+	at     timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row: the log was trimmed up to and including trimmed_to.
+CREATE TABLE change_log (
+	one        boolean PRIMARY KEY DEFAULT true CHECK (one),
+	trimmed_to bigint NOT NULL DEFAULT 0
+);
+INSERT INTO change_log DEFAULT VALUES;
+
+CREATE TABLE leases (
+	name       text PRIMARY KEY,
+	holder     text NOT NULL,
+	token      bigint NOT NULL,
+	ttl_ms     bigint NOT NULL CHECK (ttl_ms > 0),
+	expires_at timestamptz NOT NULL
+);
+`,
+}
+
+// migrate brings the schema of the connection's current schema to the
+// latest version under a session advisory lock, so concurrent processes
+// starting at once apply each migration exactly once.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, lockMigrate); err != nil {
+		return fmt.Errorf("postgres: migrate: lock: %w", err)
+	}
+	defer func() {
+		// A failed unlock (connection lost) releases the lock anyway.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, lockMigrate)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	if current > len(migrations)-1 {
+		return fmt.Errorf("postgres: migrate: database schema is version %d, newer than this program knows (%d): upgrade switchboard", current, len(migrations)-1)
+	}
+	for v := current + 1; v < len(migrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: migrate to version %d: %w", v, err)
+		}
+	}
+	return nil
+}

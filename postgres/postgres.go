@@ -1,0 +1,159 @@
+// Package postgres is the PostgreSQL catalog: several hosts share one
+// registry through one database. Every timestamp and every TTL comparison
+// uses the database's now(); changes are pushed to watchers through one
+// LISTEN connection per process and a change log the shared hub reads.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+)
+
+func init() {
+	switchboard.RegisterBackend("postgres", func(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (switchboard.Catalog, error) {
+		return Open(ctx, dsn, opts)
+	})
+}
+
+// Channel is the LISTEN/NOTIFY channel every change-writing transaction
+// notifies.
+const Channel = "switchboard_changes"
+
+// Change-log retention: an entry is trimmed once it is both outside the last
+// keepEntries entries and older than keepAge.
+const (
+	defaultKeepEntries = 10000
+	defaultKeepAge     = 10 * time.Minute
+	trimEvery          = 256 // change-writing transactions between opportunistic trims
+)
+
+// Catalog is a switchboard.Catalog and switchboard.Leaser on PostgreSQL.
+// It is safe for concurrent use.
+type Catalog struct {
+	pool *pgxpool.Pool
+	opts switchboard.Options
+	log  *slog.Logger
+
+	keepEntries int64
+	keepAge     time.Duration
+	writes      atomic.Int64 // change-writing transactions, to pace trimming
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	ctx       context.Context // cancelled by Close: stops the listener
+	cancel    context.CancelFunc
+
+	mu       sync.Mutex
+	hub      *hub.Hub // created at the first Watch
+	listenWG sync.WaitGroup
+	// onListen, when set (tests), is called each time the listener has
+	// (re)connected and issued LISTEN.
+	onListen func()
+}
+
+var (
+	_ switchboard.Catalog = (*Catalog)(nil)
+	_ switchboard.Leaser  = (*Catalog)(nil)
+)
+
+// Open connects to the database of dsn (a postgres:// URL, passed to pgx
+// unchanged: pool_max_conns and the other pgx parameters apply), migrates
+// its schema to the current version and returns the catalog.
+func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
+	if dsn.Scheme != "postgres" {
+		return nil, fmt.Errorf("postgres: %w: scheme %q is not postgres", switchboard.ErrInvalidDSN, dsn.Scheme)
+	}
+	opts = opts.WithDefaults()
+	cfg, err := pgxpool.ParseConfig(dsn.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	return &Catalog{
+		pool:        pool,
+		opts:        opts,
+		log:         opts.Logger.With("catalog", "postgres"),
+		keepEntries: defaultKeepEntries,
+		keepAge:     defaultKeepAge,
+		ctx:         cctx,
+		cancel:      cancel,
+	}, nil
+}
+
+// Now returns the database's clock.
+func (c *Catalog) Now(ctx context.Context) (time.Time, error) {
+	if err := c.check(); err != nil {
+		return time.Time{}, err
+	}
+	var now time.Time
+	if err := c.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("postgres: now: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// Close stops every watch and the listener and closes the connections. It
+// is idempotent.
+func (c *Catalog) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+		c.mu.Lock()
+		h := c.hub
+		c.mu.Unlock()
+		if h != nil {
+			h.Close()
+		}
+		c.listenWG.Wait()
+		c.pool.Close()
+	})
+	return nil
+}
+
+func (c *Catalog) check() error {
+	if c.closed.Load() {
+		return switchboard.ErrClosed
+	}
+	return nil
+}
+
+// notify tells this process's hub (if anyone watches) that the catalog
+// changed; other processes learn it through NOTIFY.
+func (c *Catalog) notify() {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h != nil {
+		h.Notify()
+	}
+}
+
+// wrap adds the operation to err, keeping sentinels reachable and turning
+// errors caused by Close into ErrClosed.
+func (c *Catalog) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if c.closed.Load() && !errors.Is(err, switchboard.ErrClosed) {
+		return fmt.Errorf("postgres: %s: %w (%v)", op, switchboard.ErrClosed, err)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
