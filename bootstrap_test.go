@@ -1,0 +1,263 @@
+package switchboard_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	_ "github.com/switchboard-io/switchboard/sqlite"
+)
+
+func openSQLite(t *testing.T) switchboard.Catalog {
+	t.Helper()
+	cat, err := switchboard.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"), switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func service(name string) switchboard.Instance {
+	return switchboard.Instance{Name: name, Type: switchboard.TypeQuerier, Address: "127.0.0.1:9000",
+		Capabilities: []string{switchboard.CapQueryExecution}, TTL: time.Second}
+}
+
+func TestBootstrapReregistersWhenRowIsGone(t *testing.T) {
+	cat := openSQLite(t)
+	ctx := context.Background()
+	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	// Someone deletes the row (an operator, a restored backup, a reaper
+	// that ran during a partition).
+	if err := cat.Deregister(ctx, reg.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "re-registration", func() bool {
+		_, err := cat.Get(ctx, reg.ID())
+		return err == nil
+	})
+	if s := reg.Stats(); s.Reregistrations < 1 || s.Failures != 0 {
+		t.Fatalf("stats: %+v", s)
+	}
+	got, _ := cat.Get(ctx, reg.ID())
+	if got.Name != "q" || got.Address != "127.0.0.1:9000" {
+		t.Fatalf("re-registered with other content: %+v", got)
+	}
+}
+
+func TestBootstrapCloseDeregisters(t *testing.T) {
+	cat := openSQLite(t)
+	ctx := context.Background()
+	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Get(ctx, reg.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if _, err := cat.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("row after close: %v", err)
+	}
+	// No heartbeat brings it back.
+	time.Sleep(150 * time.Millisecond)
+	if _, err := cat.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("row came back after close: %v", err)
+	}
+}
+
+func TestBootstrapContextEndDeregisters(t *testing.T) {
+	cat := openSQLite(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitUntil(t, "deregistration on context end", func() bool {
+		_, err := cat.Get(context.Background(), reg.ID())
+		return errors.Is(err, switchboard.ErrNotFound)
+	})
+}
+
+func TestBootstrapInvalidInputWritesNothing(t *testing.T) {
+	cat := openSQLite(t)
+	bad := service("q")
+	bad.Address = "no-port"
+	if _, err := switchboard.Bootstrap(context.Background(), cat, bad, switchboard.BootstrapOptions{}); !errors.Is(err, switchboard.ErrInvalidAddress) {
+		t.Fatalf("want ErrInvalidAddress, got %v", err)
+	}
+	if all, _ := cat.List(context.Background(), switchboard.Query{All: true}); len(all) != 0 {
+		t.Fatalf("rows written: %+v", all)
+	}
+}
+
+func TestStoppedHeartbeatExpires(t *testing.T) {
+	cat := openSQLite(t)
+	ctx := context.Background()
+	ch, err := cat.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := service("q")
+	in.TTL = 300 * time.Millisecond
+	reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	// Registered, then never heartbeating nor deregistering: what a crash
+	// looks like.
+	dead := service("crashed")
+	dead.TTL = 300 * time.Millisecond
+	stored, err := cat.Register(ctx, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range ch {
+		if ev.Kind == switchboard.EventRemoved {
+			if ev.Instance.ID == reg.ID() {
+				t.Fatal("the heartbeating instance expired")
+			}
+			if ev.Instance.ID != stored.ID || ev.Reason != switchboard.ReasonExpired {
+				t.Fatalf("unexpected removal %+v", ev)
+			}
+			// Never before its TTL is up (a lower bound cannot flake).
+			if lag := time.Since(stored.LastSeen); lag < stored.TTL {
+				t.Fatalf("expired after %v, before its TTL %v", lag, stored.TTL)
+			}
+			t.Logf("expired %v after its last heartbeat (ttl %v)", time.Since(stored.LastSeen), stored.TTL)
+			return
+		}
+	}
+}
+
+// countingCatalog counts heartbeat round trips and can fail them on demand.
+type countingCatalog struct {
+	switchboard.Catalog
+	mu    sync.Mutex
+	calls [][]string
+	fail  error
+}
+
+func (c *countingCatalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, append([]string(nil), ids...))
+	fail := c.fail
+	c.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	return c.Catalog.Heartbeat(ctx, ids...)
+}
+
+func (c *countingCatalog) setFail(err error) {
+	c.mu.Lock()
+	c.fail = err
+	c.mu.Unlock()
+}
+
+func TestBootstrapBatchesHeartbeats(t *testing.T) {
+	cat := &countingCatalog{Catalog: openSQLite(t)}
+	ctx := context.Background()
+	var regs []*switchboard.Registration
+	for i := 0; i < 8; i++ {
+		reg, err := switchboard.Bootstrap(ctx, cat, service("svc"), switchboard.BootstrapOptions{HeartbeatInterval: 40 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+	}
+	cat.mu.Lock()
+	cat.calls = nil
+	cat.mu.Unlock()
+	waitUntil(t, "5 heartbeat rounds", func() bool {
+		cat.mu.Lock()
+		defer cat.mu.Unlock()
+		return len(cat.calls) >= 5
+	})
+	cat.mu.Lock()
+	for i, ids := range cat.calls {
+		if len(ids) != 8 {
+			t.Errorf("round %d renewed %d ids in one call, want all 8", i, len(ids))
+		}
+	}
+	cat.mu.Unlock()
+	for _, r := range regs {
+		r.Close()
+		if s := r.Stats(); s.Failures != 0 || s.Heartbeats < 5 {
+			t.Errorf("stats %+v", s)
+		}
+	}
+}
+
+// logBuffer is a slog handler target that tests can read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
+	cat := &countingCatalog{Catalog: openSQLite(t)}
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	in := service("q")
+	in.TTL = 400 * time.Millisecond
+	reg, err := switchboard.Bootstrap(context.Background(), cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	failedAt := time.Now()
+	cat.setFail(errors.New("connection refused"))
+	waitUntil(t, "a WARN", func() bool { return strings.Contains(logs.String(), "level=WARN msg=\"heartbeat failed\"") })
+	waitUntil(t, "escalation to ERROR", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
+	if since := time.Since(failedAt); since < in.TTL {
+		t.Fatalf("escalated after %v, before the TTL %v", since, in.TTL)
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
+		t.Fatalf("ERROR logged %d times, want once per outage:\n%s", n, logs)
+	}
+	cat.setFail(nil)
+	waitUntil(t, "recovery", func() bool { return strings.Contains(logs.String(), "heartbeat recovered") })
+	if s := reg.Stats(); s.Failures == 0 {
+		t.Fatalf("failures not counted: %+v", s)
+	}
+}
