@@ -1,0 +1,473 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/switchboard-io/switchboard"
+)
+
+// instanceCols are the columns scanInstance reads, in order.
+const instanceCols = `i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components, i.ttl_ms, i.registered_at, i.last_seen`
+
+// row is an instance as stored.
+type row struct {
+	id, name, typ, address, caps, version, metadata string
+	components                                      sql.NullString
+	ttlMS, registeredAt, lastSeen                   int64
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRow scans the columns of instanceCols, after the leading columns
+// that go into before.
+func scanRow(s scanner, before ...any) (row, error) {
+	var r row
+	err := s.Scan(append(before, &r.id, &r.name, &r.typ, &r.address, &r.caps, &r.version, &r.metadata,
+		&r.components, &r.ttlMS, &r.registeredAt, &r.lastSeen)...)
+	return r, err
+}
+
+// instance decodes r; now (µs, catalog clock) decides Stale.
+func (r row) instance(now int64) (switchboard.Instance, error) {
+	in := switchboard.Instance{
+		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
+		TTL:          time.Duration(r.ttlMS) * time.Millisecond,
+		RegisteredAt: time.UnixMicro(r.registeredAt).UTC(),
+		LastSeen:     time.UnixMicro(r.lastSeen).UTC(),
+		Stale:        now-r.lastSeen > r.ttlMS*1000,
+	}
+	if err := json.Unmarshal([]byte(r.caps), &in.Capabilities); err != nil {
+		return in, fmt.Errorf("instance %s: capabilities: %w", r.id, err)
+	}
+	if in.Capabilities == nil {
+		in.Capabilities = []string{}
+	}
+	if err := json.Unmarshal([]byte(r.metadata), &in.Metadata); err != nil {
+		return in, fmt.Errorf("instance %s: metadata: %w", r.id, err)
+	}
+	if in.Metadata == nil {
+		in.Metadata = map[string]string{}
+	}
+	if r.components.Valid {
+		in.Components = json.RawMessage(r.components.String)
+	}
+	return in, nil
+}
+
+// sameContent reports whether r and s differ in nothing but their times.
+func (r row) sameContent(s row) bool {
+	return r.name == s.name && r.typ == s.typ && r.address == s.address && r.caps == s.caps &&
+		r.version == s.version && r.metadata == s.metadata && r.components == s.components &&
+		r.ttlMS == s.ttlMS
+}
+
+// encode turns a normalized instance into its stored form.
+func (c *Catalog) encode(in switchboard.Instance) (row, error) {
+	caps, err := json.Marshal(in.Capabilities)
+	if err != nil {
+		return row{}, err
+	}
+	md := in.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	mdj, err := json.Marshal(md) // keys sorted: a stable form to compare
+	if err != nil {
+		return row{}, err
+	}
+	ttl := in.TTL
+	if ttl == 0 {
+		ttl = c.opts.DefaultTTL
+	}
+	r := row{
+		id: in.ID, name: in.Name, typ: in.Type, address: in.Address, caps: string(caps),
+		version: in.Version, metadata: string(mdj), ttlMS: max(ttl.Milliseconds(), 1),
+	}
+	if len(bytes.TrimSpace(in.Components)) > 0 {
+		r.components = sql.NullString{String: string(in.Components), Valid: true}
+	}
+	return r, nil
+}
+
+// clock reads the catalog clock (µs) inside tx.
+func clock(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var now int64
+	err := tx.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
+	return now, err
+}
+
+// logChange appends one entry to the change log and trims the log when due.
+func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, now int64, id, op string, reason switchboard.Reason) error {
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO changes (id, op, reason, at) VALUES (?, ?, ?, ?)`, id, op, string(reason), now); err != nil {
+		return err
+	}
+	return c.maybeTrim(ctx, tx, now)
+}
+
+// Register validates and upserts in; see switchboard.Catalog. Re-registering
+// identical content only renews last_seen (a heartbeat: no change-log entry
+// unless the row was stale); any other difference is logged as an upsert in
+// the same transaction.
+func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	n, err := switchboard.Normalize(in)
+	if err != nil {
+		return switchboard.Instance{}, err
+	}
+	if n.ID == "" {
+		n.ID = uuid.NewString()
+	}
+	if c.closed.Load() {
+		return switchboard.Instance{}, errClosed("register " + n.ID)
+	}
+	want, err := c.encode(n)
+	if err != nil {
+		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
+	}
+	var out switchboard.Instance
+	err = c.write(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, n.ID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO instances
+				(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				want.id, want.name, want.typ, want.address, want.caps, want.version, want.metadata,
+				want.components, want.ttlMS, now, now); err != nil {
+				return err
+			}
+			if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
+				return err
+			}
+			if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+				return err
+			}
+			want.registeredAt = now
+		case err != nil:
+			return err
+		case old.sameContent(want):
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, n.ID); err != nil {
+				return err
+			}
+			if now-old.lastSeen > old.ttlMS*1000 { // revived: see Heartbeat
+				if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+					return err
+				}
+			}
+			want.registeredAt = old.registeredAt
+		default:
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET
+				name = ?, type = ?, address = ?, capabilities = ?, version = ?, metadata = ?,
+				components = ?, ttl_ms = ?, last_seen = ? WHERE id = ?`,
+				want.name, want.typ, want.address, want.caps, want.version, want.metadata,
+				want.components, want.ttlMS, now, n.ID); err != nil {
+				return err
+			}
+			if old.caps != want.caps {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, n.ID); err != nil {
+					return err
+				}
+				if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
+					return err
+				}
+			}
+			if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+				return err
+			}
+			want.registeredAt = old.registeredAt
+		}
+		want.lastSeen = now
+		out, err = want.instance(now)
+		return err
+	})
+	if err != nil {
+		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
+	}
+	return out, nil
+}
+
+func insertCaps(ctx context.Context, tx *sql.Tx, id string, caps []string) error {
+	for _, cp := range caps {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO instance_capabilities (instance_id, capability) VALUES (?, ?)`, id, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heartbeat renews last_seen of every id in one write transaction and
+// returns the ids that have no row. A renewal writes no change-log entry,
+// except for a row that was stale: its return is logged as an upsert, so
+// that watchers add it back at once.
+func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if c.closed.Load() {
+		return nil, errClosed("heartbeat")
+	}
+	seen := make(map[string]struct{}, len(ids))
+	uniq := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			uniq = append(uniq, id)
+		}
+	}
+	list, err := json.Marshal(uniq)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: heartbeat: %w", err)
+	}
+	var missing []string
+	err = c.write(ctx, func(tx *sql.Tx) error {
+		missing = nil
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// A stale row coming back to life is a change watchers must hear
+		// of (it is added again to every active view); a plain renewal
+		// is not.
+		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
+			SELECT id, 'upsert', '', ?1 FROM instances
+			WHERE id IN (SELECT value FROM json_each(?2)) AND ?1 - last_seen > ttl_ms * 1000`, now, string(list))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n > 0 {
+			if err := c.maybeTrim(ctx, tx, now); err != nil {
+				return err
+			}
+		}
+		res, err = tx.ExecContext(ctx, `UPDATE instances SET last_seen = ?
+			WHERE id IN (SELECT value FROM json_each(?))`, now, string(list))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == int64(len(uniq)) {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT j.value FROM json_each(?) j
+			WHERE NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = j.value) ORDER BY j.key`, string(list))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			missing = append(missing, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: heartbeat %d ids: %w", len(uniq), err)
+	}
+	return missing, nil
+}
+
+// Deregister deletes the row of id and logs its removal with reason
+// "deregistered"; switchboard.ErrNotFound when there is none.
+func (c *Catalog) Deregister(ctx context.Context, id string) error {
+	if c.closed.Load() {
+		return errClosed("deregister " + id)
+	}
+	err := c.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err == nil {
+				err = switchboard.ErrNotFound
+			}
+			return err
+		}
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return c.logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: deregister %s: %w", id, err)
+	}
+	return nil
+}
+
+// Get returns the instance id, stale or not; switchboard.ErrNotFound when
+// there is none.
+func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	if c.closed.Load() {
+		return switchboard.Instance{}, errClosed("get " + id)
+	}
+	var out switchboard.Instance
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		r, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return switchboard.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		out, err = r.instance(now)
+		return err
+	})
+	if err != nil {
+		return switchboard.Instance{}, fmt.Errorf("sqlite: get %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// List returns the instances selected by q, ordered by name then id. The
+// capability filter goes through the capability index; staleness is judged
+// by the catalog clock.
+func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	if c.closed.Load() {
+		return nil, errClosed("list")
+	}
+	var out []switchboard.Instance
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		out = nil
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		query := `SELECT ` + instanceCols + ` FROM instances i`
+		var args []any
+		if q.Capability != "" {
+			query += ` JOIN instance_capabilities ic ON ic.instance_id = i.id AND ic.capability = ?`
+			args = append(args, q.Capability)
+		}
+		query += ` WHERE 1`
+		if q.Name != "" {
+			query += ` AND i.name = ?`
+			args = append(args, q.Name)
+		}
+		if q.Type != "" {
+			query += ` AND i.type = ?`
+			args = append(args, q.Type)
+		}
+		if !q.All {
+			query += ` AND ? - i.last_seen <= i.ttl_ms * 1000`
+			args = append(args, now)
+		}
+		query += ` ORDER BY i.name, i.id`
+		out, err = queryInstances(ctx, tx, now, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
+	return out, nil
+}
+
+func queryInstances(ctx context.Context, tx *sql.Tx, now int64, query string, args ...any) ([]switchboard.Instance, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []switchboard.Instance{}
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		in, err := r.instance(now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+// Reap deletes the rows whose last_seen is older than olderThan (zero:
+// older than twice their own TTL) and logs each removal with reason
+// "expired". It returns how many rows it deleted.
+func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	if c.closed.Load() {
+		return 0, errClosed("reap")
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
+	}
+	var n int
+	err := c.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cond, arg := `last_seen < ? - 2 * ttl_ms * 1000`, now
+		if olderThan > 0 {
+			cond, arg = `last_seen < ?`, now-olderThan.Microseconds()
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
+			SELECT id, 'delete', ?, ? FROM instances WHERE `+cond+` ORDER BY id`,
+			string(switchboard.ReasonExpired), now, arg)
+		if err != nil {
+			return err
+		}
+		logged, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if logged == 0 {
+			return errNoChange
+		}
+		if res, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE `+cond, arg); err != nil {
+			return err
+		}
+		deleted, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if deleted != logged {
+			return fmt.Errorf("deleted %d rows but logged %d", deleted, logged)
+		}
+		n = int(deleted)
+		return c.maybeTrim(ctx, tx, now)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reap: %w", err)
+	}
+	return n, nil
+}
+
+// Now returns the catalog's (SQLite's) clock.
+func (c *Catalog) Now(ctx context.Context) (time.Time, error) {
+	if c.closed.Load() {
+		return time.Time{}, errClosed("now")
+	}
+	var now int64
+	err := c.retry(ctx, func() error {
+		return c.rdb.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: now: %w", err)
+	}
+	return time.UnixMicro(now).UTC(), nil
+}

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// leaseRow is a lease as stored.
+type leaseRow struct {
+	holder    string
+	token     int64
+	ttlMS     int64
+	expiresAt int64
+}
+
+func (r leaseRow) lease(name string) switchboard.Lease {
+	return switchboard.Lease{
+		Name: name, Holder: r.holder, Token: r.token,
+		TTL:       time.Duration(r.ttlMS) * time.Millisecond,
+		ExpiresAt: time.UnixMicro(r.expiresAt).UTC(),
+	}
+}
+
+func checkLease(name, holder string, ttl time.Duration) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: lease name must not be empty", switchboard.ErrInvalid)
+	case holder == "":
+		return fmt.Errorf("%w: lease holder must not be empty", switchboard.ErrInvalid)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
+	}
+	return nil
+}
+
+func readLease(ctx context.Context, tx *sql.Tx, name string) (leaseRow, error) {
+	var r leaseRow
+	err := tx.QueryRowContext(ctx, `SELECT holder, token, ttl_ms, expires_at FROM leases WHERE name = ?`, name).
+		Scan(&r.holder, &r.token, &r.ttlMS, &r.expiresAt)
+	return r, err
+}
+
+// Acquire takes the lease name for holder when it is free, released or
+// expired (by the SQLite clock), with a token one above the last one; when
+// holder already holds it, it is renewed with the same token. Otherwise
+// switchboard.ErrLeaseHeld.
+func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
+	if err := checkLease(name, holder, ttl); err != nil {
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
+	}
+	if c.closed.Load() {
+		return switchboard.Lease{}, errClosed("acquire lease " + name)
+	}
+	var out switchboard.Lease
+	err := c.write(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cur, err := readLease(ctx, tx, name)
+		next := leaseRow{holder: holder, ttlMS: ttl.Milliseconds(), expiresAt: now + ttl.Milliseconds()*1000}
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			next.token = 1
+			_, err = tx.ExecContext(ctx, `INSERT INTO leases (name, holder, token, ttl_ms, expires_at) VALUES (?, ?, ?, ?, ?)`,
+				name, next.holder, next.token, next.ttlMS, next.expiresAt)
+		case err != nil:
+			return err
+		case cur.holder == holder && cur.expiresAt > now:
+			next.token = cur.token
+			_, err = tx.ExecContext(ctx, `UPDATE leases SET ttl_ms = ?, expires_at = ? WHERE name = ?`,
+				next.ttlMS, next.expiresAt, name)
+		case cur.holder != "" && cur.expiresAt > now:
+			return fmt.Errorf("%w: held by %s (token %d) for %s more", switchboard.ErrLeaseHeld, cur.holder,
+				cur.token, time.Duration(cur.expiresAt-now)*time.Microsecond)
+		default:
+			next.token = cur.token + 1
+			_, err = tx.ExecContext(ctx, `UPDATE leases SET holder = ?, token = ?, ttl_ms = ?, expires_at = ? WHERE name = ?`,
+				next.holder, next.token, next.ttlMS, next.expiresAt, name)
+		}
+		out = next.lease(name)
+		return err
+	})
+	if err != nil {
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s for %s: %w", name, holder, err)
+	}
+	return out, nil
+}
+
+// Renew extends l by its TTL if it is still held by l.Holder with l.Token
+// and has not expired; switchboard.ErrLeaseLost otherwise.
+func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
+	if err := checkLease(l.Name, l.Holder, l.TTL); err != nil {
+		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
+	}
+	if c.closed.Load() {
+		return switchboard.Lease{}, errClosed("renew lease " + l.Name)
+	}
+	var out switchboard.Lease
+	err := c.write(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cur, err := readLease(ctx, tx, l.Name)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: no such lease", switchboard.ErrLeaseLost)
+		case err != nil:
+			return err
+		case cur.holder != l.Holder || cur.token != l.Token:
+			return fmt.Errorf("%w: now held by %q with token %d", switchboard.ErrLeaseLost, cur.holder, cur.token)
+		case cur.expiresAt <= now:
+			return fmt.Errorf("%w: expired %s ago", switchboard.ErrLeaseLost, time.Duration(now-cur.expiresAt)*time.Microsecond)
+		}
+		next := leaseRow{holder: l.Holder, token: l.Token, ttlMS: l.TTL.Milliseconds(), expiresAt: now + l.TTL.Milliseconds()*1000}
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET ttl_ms = ?, expires_at = ? WHERE name = ?`,
+			next.ttlMS, next.expiresAt, l.Name)
+		out = next.lease(l.Name)
+		return err
+	})
+	if err != nil {
+		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s for %s: %w", l.Name, l.Holder, err)
+	}
+	return out, nil
+}
+
+// Release gives l up if it is still held with l.Token: the row stays (so
+// the token keeps growing) with no holder and expires_at = now. Releasing a
+// lease already released with the same token is a no-op;
+// switchboard.ErrLeaseLost when someone else took it since.
+func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
+	if c.closed.Load() {
+		return errClosed("release lease " + l.Name)
+	}
+	err := c.write(ctx, func(tx *sql.Tx) error {
+		cur, err := readLease(ctx, tx, l.Name)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: no such lease", switchboard.ErrLeaseLost)
+		case err != nil:
+			return err
+		case cur.token == l.Token && cur.holder == "":
+			return errNoChange
+		case cur.token != l.Token || cur.holder != l.Holder:
+			return fmt.Errorf("%w: now held by %q with token %d", switchboard.ErrLeaseLost, cur.holder, cur.token)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE leases SET holder = '', expires_at = `+nowSQL+` WHERE name = ?`, l.Name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: release lease %s for %s: %w", l.Name, l.Holder, err)
+	}
+	return nil
+}
+
+// Leases lists every lease row, ordered by name; a released lease has an
+// empty Holder.
+func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
+	if c.closed.Load() {
+		return nil, errClosed("leases")
+	}
+	var out []switchboard.Lease
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		out = []switchboard.Lease{}
+		rows, err := tx.QueryContext(ctx, `SELECT name, holder, token, ttl_ms, expires_at FROM leases ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				name string
+				r    leaseRow
+			)
+			if err := rows.Scan(&name, &r.holder, &r.token, &r.ttlMS, &r.expiresAt); err != nil {
+				return err
+			}
+			out = append(out, r.lease(name))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: leases: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// nowSQL is SQLite's clock in microseconds since the Unix epoch. 'now' has
+// millisecond resolution, so it is rounded to the millisecond first (the
+// julianday double is only exact to ~40 µs).
+const nowSQL = `(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)`
+
+// migrations is the ordered schema history: migrations[i] brings the schema
+// from version i to version i+1. Append only; never edit an applied entry.
+var migrations = []string{
+	// 1: instances, their capabilities, the change log, leases.
+	`CREATE TABLE instances (
+		id            TEXT PRIMARY KEY,
+		name          TEXT NOT NULL,
+		type          TEXT NOT NULL,
+		address       TEXT NOT NULL,
+		capabilities  TEXT NOT NULL DEFAULT '[]',
+		version       TEXT NOT NULL DEFAULT '',
+		metadata      TEXT NOT NULL DEFAULT '{}',
+		components    TEXT,
+		ttl_ms        INTEGER NOT NULL,
+		registered_at INTEGER NOT NULL,
+		last_seen     INTEGER NOT NULL
+	);
+	CREATE INDEX instances_name ON instances(name, id);
+	CREATE INDEX instances_last_seen ON instances(last_seen);
+	CREATE TABLE instance_capabilities (
+		instance_id TEXT NOT NULL REFERENCES instances(id) ON DELETE CASCADE,
+		capability  TEXT NOT NULL,
+		PRIMARY KEY (instance_id, capability)
+	) WITHOUT ROWID;
+	CREATE INDEX instance_capabilities_capability ON instance_capabilities(capability, instance_id);
+	CREATE TABLE changes (
+		seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+		id     TEXT NOT NULL,
+		op     TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+		reason TEXT NOT NULL DEFAULT '',
+		at     INTEGER NOT NULL
+	);
+	CREATE TABLE leases (
+		name       TEXT PRIMARY KEY,
+		holder     TEXT NOT NULL,
+		token      INTEGER NOT NULL,
+		ttl_ms     INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	);
+	CREATE TABLE meta (
+		key   TEXT PRIMARY KEY,
+		value INTEGER NOT NULL
+	);
+	INSERT INTO meta (key, value) VALUES ('trimmed_seq', 0);`,
+}
+
+// migrate applies the missing migrations, each in its own write
+// transaction. The version is read again inside the transaction (BEGIN
+// IMMEDIATE holds the write lock), so processes opening the same new file at
+// once apply every migration exactly once and none of them fails.
+func (c *Catalog) migrate(ctx context.Context) error {
+	for {
+		var applied, from int
+		err := c.write(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx,
+				`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				if _, err := tx.ExecContext(ctx,
+					`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+					return err
+				}
+			}
+			if err := tx.QueryRowContext(ctx,
+				`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&from); err != nil {
+				return err
+			}
+			if from > len(migrations) {
+				return fmt.Errorf("database schema version %d is newer than this program knows (%d)", from, len(migrations))
+			}
+			if from == len(migrations) {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, migrations[from]); err != nil {
+				return fmt.Errorf("migration %d: %w", from+1, err)
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO schema_migrations (version, applied_at) VALUES (?, `+nowSQL+`)`, from+1); err != nil {
+				return err
+			}
+			applied = from + 1
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", c.where(), err)
+		}
+		if applied == 0 {
+			return nil
+		}
+		c.log.Info("sqlite: schema migrated", "version", applied, "db", c.where())
+	}
+}
+
+// where names the database in errors and logs.
+func (c *Catalog) where() string {
+	if c.path == "" {
+		return ":memory:"
+	}
+	return c.path
+}

@@ -1,0 +1,197 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+)
+
+// source is the catalog as the hub reads it (hub.Source).
+type source struct{ c *Catalog }
+
+var _ hub.Source = source{}
+
+// logPosition reads the last sequence number ever given to a change-log
+// entry (AUTOINCREMENT never reuses one, even after a trim) and the
+// position up to which the log has been trimmed.
+func logPosition(ctx context.Context, tx *sql.Tx) (head, trimmed int64, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT
+		coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0),
+		(SELECT value FROM meta WHERE key = 'trimmed_seq')`).Scan(&head, &trimmed)
+	return head, trimmed, err
+}
+
+// Snapshot reads every row (stale ones included) and the log position, in
+// one read transaction.
+func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
+	c := s.c
+	if c.closed.Load() {
+		return hub.Snapshot{}, errClosed("snapshot")
+	}
+	var snap hub.Snapshot
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		head, _, err := logPosition(ctx, tx)
+		if err != nil {
+			return err
+		}
+		ins, err := queryInstances(ctx, tx, now, `SELECT `+instanceCols+` FROM instances i ORDER BY i.name, i.id`)
+		if err != nil {
+			return err
+		}
+		snap = hub.Snapshot{Instances: ins, Seq: head, Now: time.UnixMicro(now).UTC()}
+		return nil
+	})
+	if err != nil {
+		return hub.Snapshot{}, fmt.Errorf("sqlite: snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// ChangesSince reads the log entries after seq, each joined with its row as
+// it is now, in one read transaction. hub.ErrCursorGone when entries after
+// seq were trimmed, or when seq is ahead of the log (the database was
+// replaced, e.g. restored from a backup).
+func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
+	c := s.c
+	if c.closed.Load() {
+		return hub.Batch{}, errClosed("changes")
+	}
+	var b hub.Batch
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		head, trimmed, err := logPosition(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if seq < trimmed || seq > head {
+			return fmt.Errorf("%w: position %d, log holds (%d, %d]", hub.ErrCursorGone, seq, trimmed, head)
+		}
+		b = hub.Batch{Seq: seq, Now: time.UnixMicro(now).UTC()}
+		if seq == head {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT ch.seq, ch.op, ch.reason, i.id IS NOT NULL,
+			ch.id, coalesce(i.name, ''), coalesce(i.type, ''), coalesce(i.address, ''),
+			coalesce(i.capabilities, '[]'), coalesce(i.version, ''), coalesce(i.metadata, '{}'),
+			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0)
+			FROM changes ch LEFT JOIN instances i ON i.id = ch.id
+			WHERE ch.seq > ? ORDER BY ch.seq`, seq)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				ch         hub.Change
+				op, reason string
+			)
+			r, err := scanRow(rows, &ch.Seq, &op, &reason, &ch.Found)
+			if err != nil {
+				return err
+			}
+			b.Seq, ch.ID = ch.Seq, r.id
+			switch {
+			case op == "delete":
+				ch.Deleted, ch.Reason, ch.Found = true, switchboard.Reason(reason), false
+				ch.Instance.ID = r.id
+			case ch.Found:
+				if ch.Instance, err = r.instance(now); err != nil {
+					return err
+				}
+			default:
+				ch.Instance.ID = r.id
+			}
+			b.Changes = append(b.Changes, ch)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return hub.Batch{}, fmt.Errorf("sqlite: changes since %d: %w", seq, err)
+	}
+	return b, nil
+}
+
+// RenewedSince returns the rows whose last_seen is after since (through the
+// last_seen index) and the catalog clock.
+func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewal, time.Time, error) {
+	c := s.c
+	if c.closed.Load() {
+		return nil, time.Time{}, errClosed("renewed")
+	}
+	var (
+		out []hub.Renewal
+		now int64
+	)
+	err := c.read(ctx, func(tx *sql.Tx) error {
+		out = nil
+		var err error
+		if now, err = clock(ctx, tx); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, last_seen FROM instances WHERE last_seen > ?`, since.UnixMicro())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id   string
+				seen int64
+			)
+			if err := rows.Scan(&id, &seen); err != nil {
+				return err
+			}
+			out = append(out, hub.Renewal{ID: id, LastSeen: time.UnixMicro(seen).UTC()})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sqlite: renewed since %s: %w", since.UTC().Format(switchboard.TimeFormat), err)
+	}
+	return out, time.UnixMicro(now).UTC(), nil
+}
+
+// maybeTrim trims the change log inside a write transaction, at most once
+// per trimEvery in this process. The entries up to head-keepChanges go once
+// the newest of them is older than keepChangesAge; the trimmed-up-to
+// position is recorded in meta, so ChangesSince can tell a trimmed log from
+// an empty one.
+func (c *Catalog) maybeTrim(ctx context.Context, tx *sql.Tx, now int64) error {
+	last := c.lastTrim.Load()
+	t := time.Now().UnixNano()
+	if t-last < int64(c.trimEvery) || !c.lastTrim.CompareAndSwap(last, t) {
+		return nil
+	}
+	head, trimmed, err := logPosition(ctx, tx)
+	if err != nil {
+		return err
+	}
+	bound := head - c.keepChanges
+	if bound <= trimmed {
+		return nil
+	}
+	var at sql.NullInt64
+	if err := tx.QueryRowContext(ctx,
+		`SELECT at FROM changes WHERE seq <= ? ORDER BY seq DESC LIMIT 1`, bound).Scan(&at); err != nil && err != sql.ErrNoRows {
+		return err
+	}
+	if at.Valid && at.Int64 >= now-c.keepChangesAge.Microseconds() {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM changes WHERE seq <= ?`, bound); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'trimmed_seq'`, bound)
+	return err
+}

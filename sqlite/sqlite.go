@@ -1,0 +1,332 @@
+// Package sqlite is the embedded SQLite catalog backend of Switchboard:
+// "sqlite://PATH", "sqlite:///abs/path.db" and "sqlite::memory:".
+//
+// The database runs in WAL mode with synchronous=NORMAL, a busy timeout and
+// foreign keys on every pooled connection (set through the driver's DSN
+// parameters, so a connection the pool opens later gets them too). Writes go
+// through one dedicated connection per process that begins with BEGIN
+// IMMEDIATE, so two writers never deadlock on a lock upgrade, and are retried
+// with jittered backoff on SQLITE_BUSY / SQLITE_LOCKED. All times come from
+// SQLite's clock, never from the process.
+//
+// Watch is served by the shared hub (internal/hub), fed by the change log of
+// this package: in-process writes notify it at once; writes of other
+// processes are noticed through inotify on the database and its -wal file,
+// with PRAGMA data_version polled as a fallback.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+func init() {
+	switchboard.RegisterBackend("sqlite", func(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (switchboard.Catalog, error) {
+		return Open(ctx, dsn, opts)
+	})
+}
+
+// Tuning of the connection pools and the write retry.
+const (
+	// busyTimeout is how long SQLite itself waits for a lock (ms).
+	busyTimeout = 5000
+	// maxReadConns bounds the read pool of a file catalog.
+	maxReadConns = 8
+	// retryBudget bounds the extra time spent retrying a transaction that
+	// failed with SQLITE_BUSY or SQLITE_LOCKED.
+	retryBudget = 2 * time.Second
+	// retryMaxDelay caps one backoff step.
+	retryMaxDelay = 64 * time.Millisecond
+)
+
+// Change-log retention: an entry is trimmed once it is not among the last
+// keepChanges entries and older than keepChangesAge; trimming is tried at
+// most once per trimEvery per process.
+const (
+	keepChanges    = 10000
+	keepChangesAge = 10 * time.Minute
+	trimEvery      = time.Second
+)
+
+// Catalog is a switchboard.Catalog and switchboard.Leaser on one SQLite
+// database. It is safe for concurrent use, and several processes may open
+// the same file at once.
+type Catalog struct {
+	opts switchboard.Options
+	log  *slog.Logger
+	// path is the absolute database file; empty for an in-memory catalog.
+	path string
+	// rdb serves reads (deferred transactions); wdb serves writes (one
+	// connection, BEGIN IMMEDIATE). For an in-memory catalog both are the
+	// same single-connection pool.
+	rdb, wdb *sql.DB
+	// anchor keeps an in-memory database alive for the catalog's lifetime.
+	anchor *sql.DB
+	// dsn opens one more connection to the same database (the
+	// data_version poller).
+	dsn string
+
+	// Change-log retention; fields so that tests can shrink them.
+	keepChanges    int64
+	keepChangesAge time.Duration
+	trimEvery      time.Duration
+	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
+
+	closed    atomic.Bool
+	mu        sync.Mutex // guards hub, detector and closing
+	hub       *hub.Hub
+	detector  *detector
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ switchboard.Catalog = (*Catalog)(nil)
+	_ switchboard.Leaser  = (*Catalog)(nil)
+)
+
+// Open opens (creating it and its parent directories when needed) the
+// SQLite catalog of dsn and brings its schema up to date.
+func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
+	if dsn.Scheme != "sqlite" {
+		return nil, fmt.Errorf("sqlite: open %q: not a sqlite DSN", dsn.Raw)
+	}
+	opts = opts.WithDefaults()
+	c := &Catalog{
+		opts:           opts,
+		log:            opts.Logger.With("component", "catalog", "backend", "sqlite"),
+		keepChanges:    keepChanges,
+		keepChangesAge: keepChangesAge,
+		trimEvery:      trimEvery,
+	}
+	var err error
+	if dsn.Memory {
+		err = c.openMemory()
+	} else {
+		err = c.openFile(dsn.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.migrate(ctx); err != nil {
+		c.closeDBs()
+		return nil, err
+	}
+	return c, nil
+}
+
+// pragmas are applied by the driver to every new connection, busy_timeout
+// first.
+func pragmas(memory bool) url.Values {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout))
+	q.Add("_pragma", "foreign_keys(1)")
+	if !memory {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
+	return q
+}
+
+func (c *Catalog) openFile(p string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", p, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
+	}
+	c.path = abs
+	q := pragmas(false)
+	c.dsn = abs + "?" + q.Encode()
+	if c.rdb, err = sql.Open("sqlite", c.dsn); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	c.rdb.SetMaxOpenConns(maxReadConns)
+	c.rdb.SetMaxIdleConns(maxReadConns)
+	q.Set("_txlock", "immediate")
+	if c.wdb, err = sql.Open("sqlite", abs+"?"+q.Encode()); err != nil {
+		c.rdb.Close()
+		return fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	c.wdb.SetMaxOpenConns(1)
+	c.wdb.SetMaxIdleConns(1)
+	return nil
+}
+
+// openMemory opens a private in-memory database (SQLite's memdb VFS, so it
+// has ordinary locking) served by one connection; the anchor connection
+// keeps it alive even if the pool replaces that connection.
+func (c *Catalog) openMemory() error {
+	q := pragmas(true)
+	q.Set("vfs", "memdb")
+	q.Set("_txlock", "immediate")
+	dsn := "file:/switchboard-" + uuid.NewString() + "?" + q.Encode()
+	anchor, err := sql.Open("sqlite", dsn)
+	if err == nil {
+		err = anchor.Ping()
+	}
+	if err != nil {
+		if anchor != nil {
+			anchor.Close()
+		}
+		return fmt.Errorf("sqlite: open :memory: %w", err)
+	}
+	anchor.SetMaxOpenConns(1)
+	anchor.SetMaxIdleConns(1)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		anchor.Close()
+		return fmt.Errorf("sqlite: open :memory: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	c.anchor, c.rdb, c.wdb = anchor, db, db
+	return nil
+}
+
+// Close stops watches and closes the database; it is idempotent. Methods
+// called after Close return switchboard.ErrClosed.
+func (c *Catalog) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.mu.Lock()
+		h, d := c.hub, c.detector
+		c.hub, c.detector = nil, nil
+		c.mu.Unlock()
+		if h != nil {
+			h.Close()
+		}
+		if d != nil {
+			d.stop()
+		}
+		c.closeErr = c.closeDBs()
+	})
+	return c.closeErr
+}
+
+func (c *Catalog) closeDBs() error {
+	errs := []error{c.rdb.Close()}
+	if c.wdb != c.rdb {
+		errs = append(errs, c.wdb.Close())
+	}
+	if c.anchor != nil {
+		errs = append(errs, c.anchor.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// errClosed is returned by methods called after Close.
+func errClosed(op string) error {
+	return fmt.Errorf("sqlite: %s: %w", op, switchboard.ErrClosed)
+}
+
+// retryable reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any
+// extended code of them).
+func retryable(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// errNoChange, returned by the function of write, rolls the transaction
+// back and makes write return nil without notifying the hub.
+var errNoChange = errors.New("no change")
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE on the write
+// connection) and commits it, retrying the whole transaction with jittered
+// backoff while it fails with SQLITE_BUSY or SQLITE_LOCKED, for at most
+// retryBudget. After a commit the hub, if any, is notified.
+func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	err := c.retry(ctx, func() error {
+		tx, err := c.wdb.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return nil
+	case err == nil:
+		c.notify()
+	}
+	return err
+}
+
+// read runs fn in a read transaction: every statement of fn sees the same
+// snapshot of the database.
+func (c *Catalog) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return c.retry(ctx, func() error {
+		tx, err := c.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		return fn(tx)
+	})
+}
+
+// retry calls fn until it succeeds, fails with an error other than BUSY or
+// LOCKED, ctx ends, or retryBudget is spent.
+func (c *Catalog) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(retryBudget)
+	delay := time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !retryable(err) || time.Now().After(deadline) {
+			if err != nil && c.closed.Load() {
+				return fmt.Errorf("%w: %w", switchboard.ErrClosed, err)
+			}
+			return err
+		}
+		sleep := delay/2 + rand.N(delay/2+1)
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, retryMaxDelay)
+	}
+}
+
+// notify tells the hub, if someone watches, that the catalog changed.
+func (c *Catalog) notify() {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h != nil {
+		h.Notify()
+	}
+}

@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+)
+
+// dataVersionEvery is the period of the PRAGMA data_version fallback poll.
+const dataVersionEvery = 250 * time.Millisecond
+
+// Watch streams the instances selected by q (see switchboard.Catalog). The
+// process's one hub is created at the first Watch, together with the
+// detection of other processes' writes on a file catalog.
+func (c *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	h, err := c.watchHub()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := h.Watch(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: watch: %w", err)
+	}
+	return ch, nil
+}
+
+func (c *Catalog) watchHub() (*hub.Hub, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil, errClosed("watch")
+	}
+	if c.hub == nil {
+		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.log})
+		if c.path != "" {
+			c.detector = c.detect(c.hub.Notify)
+		}
+	}
+	return c.hub, nil
+}
+
+// detector notices writes of other processes to the database file: inotify
+// (fsnotify) on the file and its -wal, and PRAGMA data_version polled on a
+// connection of its own as a fallback.
+type detector struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// detect starts the detector; notify is called on every sign of a write.
+func (c *Catalog) detect(notify func()) *detector {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &detector{cancel: cancel}
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		c.log.Warn("sqlite: file notifications unavailable, relying on data_version polling", "err", err)
+	} else if err := w.Add(filepath.Dir(c.path)); err != nil {
+		w.Close()
+		c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", filepath.Dir(c.path), "err", err)
+	} else {
+		d.wg.Add(1)
+		go d.files(ctx, c, w, notify)
+	}
+	d.wg.Add(1)
+	go d.dataVersion(ctx, c, notify)
+	return d
+}
+
+func (d *detector) stop() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// files calls notify for every write to, or creation of, the database file
+// or its -wal file. The directory is watched rather than the files because
+// the -wal file comes and goes with the connections.
+func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, notify func()) {
+	defer d.wg.Done()
+	defer w.Close()
+	db, wal := c.path, c.path+"-wal"
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if (ev.Name == wal || ev.Name == db) && ev.Has(fsnotify.Write|fsnotify.Create) {
+				notify()
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			// An overflow loses events: look at the catalog to be safe.
+			c.log.Warn("sqlite: file notification error", "err", err)
+			notify()
+		}
+	}
+}
+
+// dataVersion polls PRAGMA data_version on a dedicated connection, whose
+// value changes whenever another connection commits, and calls notify when
+// it changed.
+func (d *detector) dataVersion(ctx context.Context, c *Catalog, notify func()) {
+	defer d.wg.Done()
+	db, err := sql.Open("sqlite", c.dsn)
+	if err != nil {
+		c.log.Warn("sqlite: data_version poller not started", "err", err)
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("sqlite: data_version poller not started", "err", err)
+		}
+		return
+	}
+	defer conn.Close()
+	t := time.NewTicker(dataVersionEvery)
+	defer t.Stop()
+	var last int64
+	for first := true; ; first = false {
+		var v int64
+		if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Debug("sqlite: data_version poll failed", "err", err)
+		} else {
+			if !first && v != last {
+				notify()
+			}
+			last = v
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
