@@ -212,6 +212,17 @@ func TestHeartbeat(t *testing.T) {
 	if missing, err := c.Heartbeat(ctx); err != nil || missing != nil {
 		t.Fatalf("empty heartbeat: %v %v", missing, err)
 	}
+	// A stale row coming back is logged once, so watchers see it return.
+	exec(t, conn, `UPDATE instances SET last_seen = now() - interval '11 seconds' WHERE id = $1`, a.ID)
+	if _, err := c.Heartbeat(ctx, a.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM changes WHERE id = $1`, a.ID); n != 2 {
+		t.Fatalf("revived row: %d log entries, want 2 (register, revival)", n)
+	}
+	if n := count(t, conn, `SELECT count(*) FROM changes WHERE id = $1`, b.ID); n != 1 {
+		t.Fatalf("live row: %d log entries, want 1", n)
+	}
 }
 
 func TestDeregister(t *testing.T) {

@@ -234,7 +234,11 @@ func (c *Catalog) trim(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Heartbeat renews last_seen of every id in one statement and returns the
-// ids that have no row, in the order given. It writes no change-log entry.
+// ids that have no row, in the order given. A heartbeat is not a change and
+// writes no log entry, with one exception: a row that had gone stale (or
+// was about to, within a fifth of its TTL) is logged as an upsert, because
+// watchers that saw it expire must see it come back, and only the log (not
+// the bulk renewal read) reaches them at once, in every process.
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -246,13 +250,25 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	var missing []string
+	type result struct {
+		id   string
+		late *bool // nil: no row
+	}
+	var res []result
 	for attempt := 0; ; attempt++ {
+		// The sub-select reads the rows as they were before the update.
 		rows, err := c.pool.Query(ctx, `WITH renewed AS (
-				UPDATE instances SET last_seen = now() WHERE id = ANY($1::text[]) RETURNING id)
-			SELECT x FROM unnest($1::text[]) AS x WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = x)`, sorted)
+				UPDATE instances i SET last_seen = now()
+				FROM (SELECT id, now() - last_seen > ttl * 0.8 AS late FROM instances WHERE id = ANY($1::text[])) o
+				WHERE i.id = o.id
+				RETURNING i.id, o.late)
+			SELECT x, r.late FROM unnest($1::text[]) AS x LEFT JOIN renewed r ON r.id = x
+			WHERE r.id IS NULL OR r.late`, sorted)
 		if err == nil {
-			missing, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			res, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (result, error) {
+				var x result
+				return x, r.Scan(&x.id, &x.late)
+			})
 		}
 		if err == nil {
 			break
@@ -262,14 +278,30 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		}
 		return nil, c.wrap("heartbeat", err)
 	}
-	if len(missing) == 0 {
+	gone := make(map[string]bool)
+	var revived []string
+	for _, r := range res {
+		if r.late == nil {
+			gone[r.id] = true
+		} else {
+			revived = append(revived, r.id)
+		}
+	}
+	if len(revived) > 0 {
+		err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+			tag, err := tx.Exec(ctx, `INSERT INTO changes (id, op)
+				SELECT id, 'upsert' FROM instances WHERE id = ANY($1::text[]) ORDER BY id`, revived)
+			return err == nil && tag.RowsAffected() > 0, err
+		})
+		if err != nil {
+			return nil, c.wrap("heartbeat: log revived instances", err)
+		}
+		c.notify()
+	}
+	if len(gone) == 0 {
 		return nil, nil
 	}
-	gone := make(map[string]bool, len(missing))
-	for _, id := range missing {
-		gone[id] = true
-	}
-	out := make([]string, 0, len(missing))
+	out := make([]string, 0, len(gone))
 	for _, id := range ids {
 		if gone[id] {
 			out = append(out, id)

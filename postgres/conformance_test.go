@@ -1,0 +1,17 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
+)
+
+// TestConformance runs the shared suite unchanged, each case on a fresh
+// schema of this binary's database.
+func TestConformance(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
+		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
+	})
+}
