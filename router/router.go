@@ -1,0 +1,342 @@
+// Package router routes messages between module nodes by name (SPEC §7).
+//
+// A destination is a full node name, "<flow>.<module>.<node>[:<port>]". A
+// message to a node of the router's own module is dispatched to a local
+// Handler; a message to another module goes out through a Wire: the gRPC
+// address pool (package pool) today, the NATS wire later, with the same
+// semantics either way. Every failure that crosses a wire is an *Error with a
+// code and a retryable flag, so an edge's RetryPolicy can act on it; nothing
+// retries unless the policy asks for it. The hop depth travels with every
+// message and a message deeper than MaxDepth is refused (loop protection).
+//
+// The package is transport-neutral: it imports no gRPC or NATS code.
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// MaxDepth is the deepest hop count a message may have; deeper messages are
+// refused with a permanent CodeDepthExceeded error.
+const MaxDepth = 256
+
+// DepthHeader is the metadata key (gRPC) and header (NATS) that carries the
+// hop depth between processes.
+const DepthHeader = "x-message-depth"
+
+// Message is one message between nodes.
+type Message struct {
+	// ID identifies the message; the router fills it in when empty.
+	ID string
+	// From is the sender's full node name (informational).
+	From string
+	// To is the destination: "<flow>.<module>.<node>[:<port>]".
+	To string
+	// EdgeID names the flow edge the message travels on; it selects the
+	// retry policy.
+	EdgeID string
+	// Payload is the body, opaque to the router.
+	Payload []byte
+	// Metadata is carried unchanged to the destination.
+	Metadata map[string]string
+	// Depth is the hop count: 0 for a message sent from outside any
+	// handler. A message sent from inside a handler gets at least the
+	// handled message's depth + 1 (see Router.Send).
+	Depth int
+}
+
+// Handler handles a message delivered to a node and returns its result.
+type Handler func(ctx context.Context, msg *Message) ([]byte, error)
+
+// Wire carries a message to another module and returns the destination's
+// result. Failures should be *Error values (wires rebuild them from what the
+// remote side sent).
+type Wire interface {
+	Send(ctx context.Context, msg *Message) ([]byte, error)
+}
+
+// Echo is a Handler that returns the payload unchanged.
+func Echo(_ context.Context, msg *Message) ([]byte, error) { return msg.Payload, nil }
+
+// Options configure a Router.
+type Options struct {
+	// Module is this process's module (sanitised name). Messages to its
+	// nodes are dispatched locally. Empty for a pure client.
+	Module string
+	// Wire carries messages to other modules. Nil: only local delivery.
+	Wire Wire
+	// Logger receives the router's logs (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Router dispatches messages locally or over its Wire. It is safe for
+// concurrent use.
+type Router struct {
+	module string
+	wire   Wire
+	log    *slog.Logger
+
+	mu       sync.RWMutex
+	handlers map[string]Handler // "node" or "node:port"
+	fallback Handler
+	policies map[string]RetryPolicy // edge id → policy (defaults applied)
+
+	idPrefix string
+	idSeq    atomic.Uint64
+}
+
+// New returns a router for opts.Module (may be empty) sending to other
+// modules through opts.Wire.
+func New(opts Options) (*Router, error) {
+	if opts.Module != "" && !switchboard.IsSanitized(opts.Module) {
+		return nil, Permanent(CodeInvalidName, fmt.Sprintf("router module %q is not a sanitised name", opts.Module))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Router{
+		module:   opts.Module,
+		wire:     opts.Wire,
+		log:      opts.Logger,
+		handlers: map[string]Handler{},
+		policies: map[string]RetryPolicy{},
+		idPrefix: hex.EncodeToString(b[:]) + "-",
+	}, nil
+}
+
+// Module returns the router's own module name.
+func (r *Router) Module() string { return r.module }
+
+// Handle registers h for a node of the router's module: node is "<node>"
+// (every port) or "<node>:<port>" (that port only, preferred over the
+// node-wide handler). It replaces an earlier handler for the same key.
+func (r *Router) Handle(node string, h Handler) error {
+	if h == nil {
+		return Permanent(CodeNoHandler, "router: nil handler for "+node)
+	}
+	if r.module == "" {
+		return Permanent(CodeInvalidName, "router: Handle needs Options.Module")
+	}
+	if _, err := switchboard.ParseNodeName("f." + r.module + "." + node); err != nil {
+		return Permanent(CodeInvalidName, "router: node "+strconv.Quote(node)+": "+err.Error())
+	}
+	r.mu.Lock()
+	r.handlers[node] = h
+	r.mu.Unlock()
+	return nil
+}
+
+// HandleDefault registers h for every node of the router's module that has
+// no handler of its own (an echo module uses it).
+func (r *Router) HandleDefault(h Handler) {
+	r.mu.Lock()
+	r.fallback = h
+	r.mu.Unlock()
+}
+
+// SetEdgePolicy sets the retry policy of an edge after validating it. Sends
+// on other edges make one attempt.
+func (r *Router) SetEdgePolicy(edgeID string, p RetryPolicy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.policies[edgeID] = p.WithDefaults()
+	r.mu.Unlock()
+	return nil
+}
+
+// EdgePolicy returns the policy of an edge, defaults applied.
+func (r *Router) EdgePolicy(edgeID string) RetryPolicy {
+	r.mu.RLock()
+	p, ok := r.policies[edgeID]
+	r.mu.RUnlock()
+	if !ok {
+		return RetryPolicy{}.WithDefaults()
+	}
+	return p
+}
+
+type depthKey struct{}
+
+// WithDepth returns a context saying that the code running under it handles
+// a message of the given depth; Router.Send derives nested depths from it.
+func WithDepth(ctx context.Context, depth int) context.Context {
+	return context.WithValue(ctx, depthKey{}, depth)
+}
+
+// DepthFrom returns the depth of the message being handled under ctx and
+// whether there is one.
+func DepthFrom(ctx context.Context) (int, bool) {
+	d, ok := ctx.Value(depthKey{}).(int)
+	return d, ok
+}
+
+// Send delivers msg using the retry policy of msg.EdgeID (one attempt when
+// the edge has none).
+func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
+	return r.SendWithPolicy(ctx, msg, r.EdgePolicy(msg.EdgeID))
+}
+
+// SendWithPolicy delivers msg to its destination, locally or over the wire,
+// with policy p (validated; zero fields take the defaults). When called
+// from inside a handler, the message's depth is raised to the handled
+// message's depth + 1. Failures are *Error values (a local handler's own
+// error is returned as is); after several attempts the last failure is
+// returned wrapped with the attempt count.
+func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.WithDefaults()
+	if d, ok := DepthFrom(ctx); ok && msg.Depth <= d {
+		msg.Depth = d + 1
+	}
+	if err := checkDepth(msg.Depth); err != nil {
+		return nil, err
+	}
+	nn, err := parseTo(msg.To)
+	if err != nil {
+		return nil, err
+	}
+	if msg.ID == "" {
+		msg.ID = r.idPrefix + strconv.FormatUint(r.idSeq.Add(1), 10)
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := r.attempt(ctx, nn.Module, msg, p.Timeout)
+		if err == nil {
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		e := AsError(err)
+		if attempt >= p.MaxAttempts || !p.shouldRetry(e) {
+			if attempt > 1 {
+				return nil, fmt.Errorf("%s: gave up after %d attempts: %w", msg.To, attempt, err)
+			}
+			return nil, err
+		}
+		delay := p.Delay(attempt)
+		r.log.Debug("router: retrying", "to", msg.To, "edge", msg.EdgeID, "attempt", attempt, "code", e.Code, "delay", delay)
+		if serr := sleep(ctx, delay); serr != nil {
+			return nil, fmt.Errorf("%s: gave up after %d attempts (%v): %w", msg.To, attempt, serr, err)
+		}
+	}
+}
+
+func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeout time.Duration) ([]byte, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if module == r.module {
+		return r.dispatch(ctx, msg)
+	}
+	if r.wire == nil {
+		return nil, Transient(CodeModuleUnknown, fmt.Sprintf("module %q is not this process's module and no wire is configured", module))
+	}
+	out, err := r.wire.Send(ctx, msg)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		// The attempt's own deadline: make the error say so whatever the
+		// wire reported.
+		if e := AsError(err); e.Code != CodeDeadlineExceeded {
+			return nil, &Error{Code: CodeDeadlineExceeded, Retryable: true, Message: "attempt timed out: " + err.Error()}
+		}
+	}
+	return out, err
+}
+
+// Dispatch delivers a message that arrived from a wire to the local handler
+// of its node. Servers (grpcwire, the NATS wire) call it for every incoming
+// message. It refuses messages deeper than MaxDepth, malformed names,
+// messages for another module (CodeMisrouted) and nodes without a handler.
+func (r *Router) Dispatch(ctx context.Context, msg *Message) ([]byte, error) {
+	if err := checkDepth(msg.Depth); err != nil {
+		return nil, err
+	}
+	nn, err := parseTo(msg.To)
+	if err != nil {
+		return nil, err
+	}
+	if nn.Module != r.module {
+		return nil, Transient(CodeMisrouted, fmt.Sprintf("this process serves module %q, not %q", r.module, nn.Module))
+	}
+	return r.dispatch(ctx, msg)
+}
+
+func (r *Router) dispatch(ctx context.Context, msg *Message) ([]byte, error) {
+	h := r.lookup(msg.To)
+	if h == nil {
+		return nil, Permanent(CodeNoHandler, fmt.Sprintf("module %q has no handler for %s", r.module, msg.To))
+	}
+	return h(WithDepth(ctx, msg.Depth), msg)
+}
+
+// lookup finds the handler for a full node name already parsed as valid:
+// "node:port", then "node", then the default handler.
+func (r *Router) lookup(to string) Handler {
+	// to is "<flow>.<module>.<node>[:<port>]" and valid: the node key is
+	// everything after the second dot.
+	key := to
+	for i, dots := 0, 0; i < len(to); i++ {
+		if to[i] == '.' {
+			dots++
+			if dots == 2 {
+				key = to[i+1:]
+				break
+			}
+		}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if h, ok := r.handlers[key]; ok {
+		return h
+	}
+	node := key
+	for i := 0; i < len(key); i++ {
+		if key[i] == ':' {
+			node = key[:i]
+			break
+		}
+	}
+	if h, ok := r.handlers[node]; ok {
+		return h
+	}
+	return r.fallback
+}
+
+func checkDepth(d int) error {
+	if d > MaxDepth {
+		return Permanent(CodeDepthExceeded, fmt.Sprintf("message depth %d exceeds %d (a routing loop?)", d, MaxDepth))
+	}
+	if d < 0 {
+		return Permanent(CodeDepthExceeded, fmt.Sprintf("message depth %d is negative", d))
+	}
+	return nil
+}
+
+// ParseTo parses a destination full node name and returns it, or a
+// permanent CodeInvalidName *Error that says what is wrong.
+func ParseTo(to string) (switchboard.NodeName, error) { return parseTo(to) }
+
+func parseTo(to string) (switchboard.NodeName, error) {
+	nn, err := switchboard.ParseNodeName(to)
+	if err != nil {
+		return nn, Permanent(CodeInvalidName, "destination "+err.Error())
+	}
+	return nn, nil
+}

@@ -1,0 +1,348 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeWire fails with the given errors in order, then echoes.
+type fakeWire struct {
+	calls atomic.Int32
+	errs  []error
+	last  atomic.Pointer[Message]
+}
+
+func (w *fakeWire) Send(ctx context.Context, msg *Message) ([]byte, error) {
+	n := int(w.calls.Add(1))
+	w.last.Store(msg)
+	if n <= len(w.errs) {
+		return nil, w.errs[n-1]
+	}
+	return msg.Payload, nil
+}
+
+func newRouter(t *testing.T, module string, w Wire) *Router {
+	t.Helper()
+	r, err := New(Options{Module: module, Wire: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestLocalDispatch(t *testing.T) {
+	r := newRouter(t, "mod-a", nil)
+	var got []string
+	if err := r.Handle("n1", func(ctx context.Context, m *Message) ([]byte, error) {
+		got = append(got, "n1")
+		return []byte("one"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Handle("n1:in", func(ctx context.Context, m *Message) ([]byte, error) {
+		got = append(got, "n1:in")
+		return []byte("port"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ to, want string }{
+		{"f.mod-a.n1", "one"},
+		{"f.mod-a.n1:out", "one"},
+		{"f.mod-a.n1:in", "port"},
+	} {
+		out, err := r.Send(ctx, &Message{To: tc.to})
+		if err != nil || string(out) != tc.want {
+			t.Errorf("Send(%s) = %q, %v; want %q", tc.to, out, err, tc.want)
+		}
+	}
+	_, err := r.Send(ctx, &Message{To: "f.mod-a.n2"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeNoHandler || e.Retryable {
+		t.Fatalf("no handler: got %v", err)
+	}
+	r.HandleDefault(Echo)
+	out, err := r.Send(ctx, &Message{To: "f.mod-a.n2", Payload: []byte("hi")})
+	if err != nil || string(out) != "hi" {
+		t.Fatalf("default handler: %q %v", out, err)
+	}
+	if err := r.Handle("bad.node", Echo); err == nil {
+		t.Fatal("Handle accepted a node with a dot")
+	}
+}
+
+func TestUnknownModuleAndMalformedNames(t *testing.T) {
+	r := newRouter(t, "mod-a", nil)
+	ctx := context.Background()
+	_, err := r.Send(ctx, &Message{To: "f.mod-b.n"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeModuleUnknown || !strings.Contains(err.Error(), "mod-b") {
+		t.Fatalf("unknown module: %v", err)
+	}
+	for _, to := range []string{"", "a.b", "a.b.c.d", "f.Mod.n", "f.mod-a.n:", "f..n", "f.mod-a.n:p:q", "f.mod_a.n"} {
+		_, err := r.Send(ctx, &Message{To: to})
+		if !errors.As(err, &e) || e.Code != CodeInvalidName || e.Retryable {
+			t.Errorf("Send(%q): got %v, want invalid_name", to, err)
+		}
+	}
+}
+
+func TestDepth(t *testing.T) {
+	w := &fakeWire{}
+	r := newRouter(t, "mod-a", w)
+	ctx := context.Background()
+	if _, err := r.Send(ctx, &Message{To: "f.mod-b.n", Depth: 256}); err != nil {
+		t.Fatalf("depth 256: %v", err)
+	}
+	_, err := r.Send(ctx, &Message{To: "f.mod-b.n", Depth: 257})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeDepthExceeded || e.Retryable {
+		t.Fatalf("depth 257: %v", err)
+	}
+	// Even with a retry policy, a depth error is not retried.
+	before := w.calls.Load()
+	_, err = r.SendWithPolicy(ctx, &Message{To: "f.mod-b.n", Depth: 257}, RetryPolicy{MaxAttempts: 5, InitialDelay: time.Millisecond})
+	if err == nil || w.calls.Load() != before {
+		t.Fatalf("depth 257 with retries: err=%v calls=%d", err, w.calls.Load()-before)
+	}
+	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.n", Depth: 300}); !errors.As(err, &e) || e.Code != CodeDepthExceeded {
+		t.Fatalf("Dispatch depth 300: %v", err)
+	}
+	// A send from inside a handler is one hop deeper than the handled message.
+	r.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
+		return r.Send(ctx, &Message{To: "f.mod-b.n"})
+	})
+	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.x", Depth: 41}); err != nil {
+		t.Fatal(err)
+	}
+	if d := w.last.Load().Depth; d != 42 {
+		t.Fatalf("nested depth = %d, want 42", d)
+	}
+	// A loop through the local module ends at MaxDepth.
+	r2 := newRouter(t, "loop", nil)
+	var hops atomic.Int32
+	r2.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
+		hops.Add(1)
+		return r2.Send(ctx, &Message{To: "f.loop.n"})
+	})
+	_, err = r2.Send(ctx, &Message{To: "f.loop.n"})
+	if !errors.As(err, &e) || e.Code != CodeDepthExceeded {
+		t.Fatalf("loop: %v", err)
+	}
+	if hops.Load() != MaxDepth+1 {
+		t.Fatalf("loop made %d hops, want %d", hops.Load(), MaxDepth+1)
+	}
+}
+
+func TestMisrouted(t *testing.T) {
+	r := newRouter(t, "mod-a", nil)
+	r.HandleDefault(Echo)
+	_, err := r.Dispatch(context.Background(), &Message{To: "f.mod-b.n"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeMisrouted || !e.Retryable {
+		t.Fatalf("misrouted: %v", err)
+	}
+}
+
+func TestRetryPolicy(t *testing.T) {
+	ctx := context.Background()
+	fast := RetryPolicy{MaxAttempts: 4, InitialDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+
+	t.Run("no policy, no retry", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Transient("boom", "x")}}
+		r := newRouter(t, "a", w)
+		if _, err := r.Send(ctx, &Message{To: "f.b.n"}); err == nil {
+			t.Fatal("want error")
+		}
+		if w.calls.Load() != 1 {
+			t.Fatalf("calls = %d, want 1", w.calls.Load())
+		}
+	})
+	t.Run("retryable retried until success", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Transient("boom", "1"), Transient("boom", "2")}}
+		r := newRouter(t, "a", w)
+		if err := r.SetEdgePolicy("e1", fast); err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.Send(ctx, &Message{To: "f.b.n", EdgeID: "e1", Payload: []byte("ok")})
+		if err != nil || string(out) != "ok" || w.calls.Load() != 3 {
+			t.Fatalf("out=%q err=%v calls=%d", out, err, w.calls.Load())
+		}
+	})
+	t.Run("retryable exhausts maxAttempts", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Transient("boom", "1"), Transient("boom", "2"), Transient("boom", "3"), Transient("boom", "4"), Transient("boom", "5")}}
+		r := newRouter(t, "a", w)
+		_, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, fast)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "boom" || w.calls.Load() != 4 || !strings.Contains(err.Error(), "4 attempts") {
+			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
+		}
+	})
+	t.Run("permanent not retried", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Permanent("bad", "x")}}
+		r := newRouter(t, "a", w)
+		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, fast); err == nil || w.calls.Load() != 1 {
+			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
+		}
+	})
+	t.Run("nonRetryableErrorCodes", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Transient("quota", "x")}}
+		r := newRouter(t, "a", w)
+		p := fast
+		p.NonRetryableErrorCodes = []string{"quota"}
+		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, p); err == nil || w.calls.Load() != 1 {
+			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
+		}
+	})
+	t.Run("per-attempt timeout", func(t *testing.T) {
+		var calls atomic.Int32
+		r := newRouter(t, "a", nil)
+		r.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
+			if calls.Add(1) < 3 {
+				<-ctx.Done() // hang until the attempt times out
+				return nil, ctx.Err()
+			}
+			return []byte("late ok"), nil
+		})
+		p := fast
+		p.Timeout = 20 * time.Millisecond
+		out, err := r.SendWithPolicy(ctx, &Message{To: "f.a.n"}, p)
+		if err != nil || string(out) != "late ok" || calls.Load() != 3 {
+			t.Fatalf("out=%q err=%v calls=%d", out, err, calls.Load())
+		}
+	})
+	t.Run("caller cancel stops retries", func(t *testing.T) {
+		w := &fakeWire{errs: []error{Transient("boom", "1"), Transient("boom", "2")}}
+		r := newRouter(t, "a", w)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		p := fast
+		p.InitialDelay = time.Hour
+		p.MaxDelay = time.Hour
+		if _, err := r.SendWithPolicy(cctx, &Message{To: "f.b.n"}, p); err == nil || w.calls.Load() > 1 {
+			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
+		}
+	})
+}
+
+func TestPolicyValidationAndDelay(t *testing.T) {
+	bad := []RetryPolicy{
+		{MaxAttempts: -1}, {MaxAttempts: 11}, {InitialDelay: -1}, {MaxDelay: -1},
+		{BackoffCoefficient: 0.5}, {BackoffCoefficient: 101}, {Timeout: -time.Second},
+		{InitialDelay: 2 * time.Second, MaxDelay: time.Second}, {NonRetryableErrorCodes: []string{""}},
+	}
+	for _, p := range bad {
+		err := p.Validate()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeInvalidPolicy {
+			t.Errorf("Validate(%+v) = %v, want invalid_policy", p, err)
+		}
+		r := newRouter(t, "a", nil)
+		if r.SetEdgePolicy("e", p) == nil {
+			t.Errorf("SetEdgePolicy accepted %+v", p)
+		}
+	}
+	for _, p := range []RetryPolicy{{}, {MaxAttempts: 1}, {MaxAttempts: 10, BackoffCoefficient: 1}} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v", p, err)
+		}
+	}
+	d := RetryPolicy{}.WithDefaults()
+	if d.MaxAttempts != 1 || d.InitialDelay != time.Second || d.BackoffCoefficient != 2 || d.MaxDelay != 30*time.Second {
+		t.Fatalf("defaults: %+v", d)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for i, w := range want {
+		if got := d.Delay(i + 1); got != w {
+			t.Errorf("Delay(%d) = %v, want %v", i+1, got, w)
+		}
+	}
+}
+
+func TestPolicyJSON(t *testing.T) {
+	var p RetryPolicy
+	err := json.Unmarshal([]byte(`{"maxAttempts":3,"initialDelay":"10ms","backoffCoefficient":1.5,"maxDelay":"1s","nonRetryableErrorCodes":["x"],"timeout":"2s"}`), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxAttempts != 3 || p.InitialDelay != 10*time.Millisecond || p.BackoffCoefficient != 1.5 || p.MaxDelay != time.Second || p.Timeout != 2*time.Second || len(p.NonRetryableErrorCodes) != 1 {
+		t.Fatalf("%+v", p)
+	}
+	b, _ := json.Marshal(p)
+	var q RetryPolicy
+	if err := json.Unmarshal(b, &q); err != nil || q.Timeout != p.Timeout || q.MaxDelay != p.MaxDelay {
+		t.Fatalf("round trip %s: %+v %v", b, q, err)
+	}
+	for _, s := range []string{`{"maxAttempts":11}`, `{"initialDelay":"soon"}`, `{"backoffCoefficient":0.1}`, `[]`} {
+		if err := json.Unmarshal([]byte(s), &p); err == nil {
+			t.Errorf("accepted %s", s)
+		}
+	}
+}
+
+func TestAsError(t *testing.T) {
+	if AsError(nil) != nil {
+		t.Fatal("nil")
+	}
+	e := AsError(errors.New("plain"))
+	if e.Code != CodeInternal || !e.Retryable {
+		t.Fatalf("%+v", e)
+	}
+	if e := AsError(context.Canceled); e.Code != CodeCanceled || e.Retryable {
+		t.Fatalf("%+v", e)
+	}
+	wrapped := errors.Join(errors.New("x"), Permanent("c1", "m"))
+	if e := AsError(wrapped); e.Code != "c1" {
+		t.Fatalf("%+v", e)
+	}
+	if !errors.Is(wrapped, &Error{Code: "c1"}) {
+		t.Fatal("errors.Is by code")
+	}
+}
+
+func FuzzRoute(f *testing.F) {
+	for _, s := range []string{"f.a.n", "f.a.n:p", "f.b.n", "", "...", "f.a.n:", "x.A.y", "f.a.n:p:q"} {
+		f.Add(s, 0)
+	}
+	r, _ := New(Options{Module: "a", Wire: &fakeWire{}})
+	r.HandleDefault(Echo)
+	f.Fuzz(func(t *testing.T, to string, depth int) {
+		_, err := r.Send(context.Background(), &Message{To: to, Depth: depth})
+		if err == nil {
+			if _, perr := ParseTo(to); perr != nil {
+				t.Fatalf("routed an unparsable name %q", to)
+			}
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Code == "" {
+			t.Fatalf("error without a code for %q: %v", to, err)
+		}
+	})
+}
+
+func FuzzPolicyJSON(f *testing.F) {
+	f.Add(`{"maxAttempts":3,"initialDelay":"10ms","backoffCoefficient":1.5,"maxDelay":"1s","timeout":"2s"}`)
+	f.Add(`{"maxAttempts":-3}`)
+	f.Add(`{"backoffCoefficient":1e309}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var p RetryPolicy
+		if err := json.Unmarshal([]byte(s), &p); err != nil {
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("decoded an invalid policy %+v: %v", p, err)
+		}
+		d := p.WithDefaults()
+		for i := 1; i <= d.MaxAttempts; i++ {
+			if x := d.Delay(i); x < 0 || x > d.MaxDelay {
+				t.Fatalf("Delay(%d) = %v out of [0, %v]", i, x, d.MaxDelay)
+			}
+		}
+	})
+}
