@@ -1,0 +1,170 @@
+package grpcwire
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// KeepaliveMinTime is the shortest client ping interval the server accepts
+// (clients ping every 10 s); PermitWithoutStream is on.
+const KeepaliveMinTime = 5 * time.Second
+
+// DefaultGracePeriod is how long Serve lets in-flight calls finish after its
+// context ends before it stops the server hard.
+const DefaultGracePeriod = 10 * time.Second
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Logger receives the server's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// GracePeriod bounds the graceful stop of Serve (zero:
+	// DefaultGracePeriod).
+	GracePeriod time.Duration
+	// GRPCOptions are appended to the server's own options.
+	GRPCOptions []grpc.ServerOption
+}
+
+// Server serves module.ModuleService, the gRPC health service and server
+// reflection. Every incoming message goes to one router.Handler, usually a
+// router's Dispatch.
+type Server struct {
+	gs     *grpc.Server
+	health *health.Server
+	log    *slog.Logger
+	grace  time.Duration
+}
+
+// NewServer returns a server handing every incoming message to h, with the
+// keepalive enforcement policy (MinTime 5 s, PermitWithoutStream), health
+// (SERVING for "" and "module.ModuleService") and reflection registered.
+func NewServer(h router.Handler, opts ServerOptions) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.GracePeriod <= 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	gs := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             KeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+	}, opts.GRPCOptions...)...)
+	modulepb.RegisterModuleServiceServer(gs, &service{h: h})
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(modulepb.ModuleService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &Server{gs: gs, health: hs, log: opts.Logger, grace: opts.GracePeriod}
+}
+
+// GRPC returns the underlying *grpc.Server (to register more services
+// before serving).
+func (s *Server) GRPC() *grpc.Server { return s.gs }
+
+// Serve accepts connections on lis until Stop or GracefulStop.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.gs.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// GracefulStop marks the server NOT_SERVING, stops accepting and waits for
+// in-flight calls to finish.
+func (s *Server) GracefulStop() {
+	s.health.Shutdown()
+	s.gs.GracefulStop()
+}
+
+// Stop closes every connection and listener at once.
+func (s *Server) Stop() {
+	s.health.Shutdown()
+	s.gs.Stop()
+}
+
+// Serve runs a Server for h on lis until ctx ends, then stops it gracefully
+// (hard after the grace period). It returns nil after a stop caused by ctx.
+func Serve(ctx context.Context, lis net.Listener, h router.Handler, opts ServerOptions) error {
+	s := NewServer(h, opts)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(lis) }()
+	s.log.Info("grpc server: serving", "addr", lis.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.grace):
+		s.log.Warn("grpc server: graceful stop timed out; stopping hard", "addr", lis.Addr().String(), "grace", s.grace)
+		s.Stop()
+		<-done
+	}
+	<-errc
+	s.log.Info("grpc server: stopped", "addr", lis.Addr().String())
+	return nil
+}
+
+// ServeEcho serves module as an echo module on lis until ctx ends: every
+// node of the module returns the payload it receives. It is what
+// `switchboard echo --name M` runs (the caller registers lis.Addr() in the
+// catalog).
+func ServeEcho(ctx context.Context, lis net.Listener, module string, opts ServerOptions) error {
+	r, err := router.New(router.Options{Module: module, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	r.HandleDefault(router.Echo)
+	return Serve(ctx, lis, r.Dispatch, opts)
+}
+
+type service struct {
+	modulepb.UnimplementedModuleServiceServer
+	h router.Handler
+}
+
+func (s *service) Message(ctx context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
+	depth, err := depthFromIncoming(ctx)
+	if err != nil {
+		return nil, statusWithTrailer(ctx, err)
+	}
+	out, err := s.h(ctx, &router.Message{
+		ID:       req.ID,
+		From:     req.From,
+		To:       req.To,
+		EdgeID:   req.EdgeID,
+		Payload:  req.Payload,
+		Metadata: req.Metadata,
+		Depth:    depth,
+	})
+	if err != nil {
+		return nil, statusWithTrailer(ctx, err)
+	}
+	return &modulepb.MessageResponse{Data: out}, nil
+}
+
+func statusWithTrailer(ctx context.Context, err error) error {
+	e := router.AsError(err)
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(e.Code), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
+	return ToStatus(e)
+}

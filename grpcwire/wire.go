@@ -1,0 +1,234 @@
+// Package grpcwire is the gRPC fallback wire between modules (SPEC §7): the
+// module.ModuleService protocol (module.proto, generated code in modulepb),
+// a server that hands every incoming message to a router.Handler, and the
+// client half used by the address pool.
+//
+// Failures cross the wire as gRPC status errors carrying a
+// modulepb.ErrorDetail (code, retryable, message) in the status details, and
+// also as x-error-code / x-error-retryable trailing metadata for peers that
+// do not decode details. The caller rebuilds a *router.Error, so errors.As
+// and retry policies work across the hop. The hop depth travels in the
+// x-message-depth request metadata.
+package grpcwire
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// Trailing metadata keys that mirror the status details for peers that do
+// not decode them.
+const (
+	ErrorCodeTrailer      = "x-error-code"
+	ErrorRetryableTrailer = "x-error-retryable"
+)
+
+// Client keepalive of SPEC §6: ping every 10 s when idle, 3 s for the ack,
+// also without active RPCs.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 3 * time.Second
+)
+
+// DialOptions returns the options every module connection uses: plaintext
+// and the SPEC §6 keepalive. Extra options are appended.
+func DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
+	return append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                KeepaliveTime,
+			Timeout:             KeepaliveTimeout,
+			PermitWithoutStream: true,
+		}),
+	}, extra...)
+}
+
+// Call sends msg over c and returns the destination's result. The depth goes
+// in x-message-depth when positive. Every failure is returned as a
+// *router.Error rebuilt from what the server sent (or from the gRPC status
+// for transport failures).
+func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
+	if msg.Depth > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))
+	}
+	resp, err := c.Message(ctx, &modulepb.MessageRequest{
+		ID:       msg.ID,
+		From:     msg.From,
+		To:       msg.To,
+		Payload:  msg.Payload,
+		EdgeID:   msg.EdgeID,
+		Metadata: msg.Metadata,
+	})
+	if err != nil {
+		return nil, FromStatus(err)
+	}
+	if resp.HasError {
+		// A peer reporting the failure in-band carries no code of its own.
+		return nil, &router.Error{Code: router.CodeInternal, Retryable: true, Message: resp.Error}
+	}
+	return resp.Data, nil
+}
+
+// FromStatus rebuilds the *router.Error a server sent: from the
+// ErrorDetail in the status details when present, else from the gRPC code
+// (Unavailable → "unavailable", retryable; DeadlineExceeded →
+// "deadline_exceeded", retryable; …). Errors that are not gRPC statuses go
+// through router.AsError. It returns nil for nil.
+func FromStatus(err error) *router.Error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return router.AsError(err)
+	}
+	for _, d := range st.Details() {
+		if ed, ok := d.(*modulepb.ErrorDetail); ok && ed.Code != "" {
+			return &router.Error{Code: ed.Code, Retryable: ed.Retryable, Message: ed.Message}
+		}
+	}
+	code, retryable := fromGRPCCode(st.Code())
+	return &router.Error{Code: code, Retryable: retryable, Message: st.Message()}
+}
+
+// FromTrailer rebuilds an error from the x-error-code / x-error-retryable
+// trailing metadata and the status message; ok is false when md has no
+// error code.
+func FromTrailer(md metadata.MD, msg string) (e *router.Error, ok bool) {
+	cs := md.Get(ErrorCodeTrailer)
+	if len(cs) == 0 || cs[0] == "" {
+		return nil, false
+	}
+	r := md.Get(ErrorRetryableTrailer)
+	retryable := len(r) > 0 && ParseBool(r[0])
+	return &router.Error{Code: cs[0], Retryable: retryable, Message: msg}, true
+}
+
+// ParseBool reads a retryable flag leniently: "true", "1", "yes" (any case)
+// are true, everything else false.
+func ParseBool(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "t":
+		return true
+	}
+	return false
+}
+
+// ToStatus turns a handler's error into the gRPC status error a server
+// returns: a gRPC code chosen from the error's code, and an ErrorDetail
+// with code, retryable flag and message.
+func ToStatus(err error) error {
+	e := router.AsError(err)
+	code, msg := strings.ToValidUTF8(e.Code, "\uFFFD"), strings.ToValidUTF8(e.Message, "\uFFFD")
+	if code == "" {
+		code = router.CodeInternal
+	}
+	st := status.New(toGRPCCode(code), msg)
+	if withDetail, derr := st.WithDetails(&modulepb.ErrorDetail{Code: code, Retryable: e.Retryable, Message: msg}); derr == nil {
+		st = withDetail
+	}
+	return st.Err()
+}
+
+func toGRPCCode(code string) codes.Code {
+	switch code {
+	case router.CodeUnavailable, router.CodeModuleUnknown, router.CodeMisrouted:
+		return codes.Unavailable
+	case router.CodeDeadlineExceeded:
+		return codes.DeadlineExceeded
+	case router.CodeCanceled:
+		return codes.Canceled
+	case router.CodeInvalidName, router.CodeInvalidPolicy:
+		return codes.InvalidArgument
+	case router.CodeDepthExceeded, router.CodeNotDialable:
+		return codes.FailedPrecondition
+	case router.CodeNoHandler:
+		return codes.NotFound
+	case router.CodeInternal:
+		return codes.Internal
+	}
+	return codes.Unknown
+}
+
+func fromGRPCCode(c codes.Code) (string, bool) {
+	switch c {
+	case codes.Unavailable:
+		return router.CodeUnavailable, true
+	case codes.DeadlineExceeded:
+		return router.CodeDeadlineExceeded, true
+	case codes.Canceled:
+		return router.CodeCanceled, false
+	case codes.Unknown, codes.Internal:
+		return router.CodeInternal, true
+	case codes.ResourceExhausted:
+		return "resource_exhausted", true
+	case codes.Aborted:
+		return "aborted", true
+	}
+	return snake(c.String()), false
+}
+
+// snake turns "InvalidArgument" into "invalid_argument".
+func snake(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// trailerValue makes s safe for a non-binary metadata value: printable
+// ASCII only, anything else replaced by '_'.
+func trailerValue(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] < 0x20 || b[j] > 0x7e {
+					b[j] = '_'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// ParseDepth reads an x-message-depth value: a decimal from 0 upward. A
+// malformed value is a permanent error.
+func ParseDepth(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, router.Permanent("invalid_argument", "malformed "+router.DepthHeader+" "+strconv.Quote(s))
+	}
+	return n, nil
+}
+
+// depthFromIncoming reads x-message-depth of an incoming call (0 when
+// absent).
+func depthFromIncoming(ctx context.Context) (int, error) {
+	vs := metadata.ValueFromIncomingContext(ctx, router.DepthHeader)
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	return ParseDepth(vs[0])
+}
