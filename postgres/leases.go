@@ -48,7 +48,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
 	l, err := scanLease(c.pool.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, token, ttl_ms, expires_at)
-		VALUES ($1, $2, 1, $3, now() + $3 * interval '1 millisecond')
+		VALUES ($1, $2, 1, $3::bigint, now() + $3::bigint * interval '1 millisecond')
 		ON CONFLICT (name) DO UPDATE SET
 			holder = EXCLUDED.holder,
 			token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.token ELSE l.token + 1 END,
