@@ -199,7 +199,9 @@ func (b *beater) run() {
 		}
 		b.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), max(b.key.every, time.Second))
+		// A renewal is worth landing until half the TTL has passed; a
+		// shorter timeout turns a slow catalog into lost heartbeats.
+		ctx, cancel := context.WithTimeout(context.Background(), max(b.key.every, maxTTL/2))
 		missing, err := b.key.cat.Heartbeat(ctx, ids...)
 		switch {
 		case err != nil:

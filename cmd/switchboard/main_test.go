@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// binary is the CLI built once for the tests that need other OS processes.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "switchboard-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "switchboard")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the CLI:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cli runs one command line in this process and returns its exit code and
+// output.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code = run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func dsnIn(t *testing.T) (dsn, path string) {
+	path = filepath.Join(t.TempDir(), "sub", "catalog.db")
+	return "sqlite://" + path, path
+}
+
+func TestInvalidInputExitsTwoAndWritesNothing(t *testing.T) {
+	dsn, path := dsnIn(t)
+	base := []string{"register", "--dsn", dsn, "--name", "svc", "--type", "writer", "--address", "127.0.0.1:4317"}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		field string
+	}{
+		{"empty name", []string{"register", "--dsn", dsn, "--name", "", "--type", "w", "--address", "127.0.0.1:1"}, "name"},
+		{"name of symbols", []string{"register", "--dsn", dsn, "--name", "__", "--type", "w", "--address", "127.0.0.1:1"}, "name"},
+		{"bad address", append(base[:0:0], "register", "--dsn", dsn, "--name", "s", "--type", "w", "--address", "localhost"), "address"},
+		{"unbracketed ipv6", append(base[:0:0], "register", "--dsn", dsn, "--name", "s", "--type", "w", "--address", "::1:80"), "address"},
+		{"bad capability", append(append([]string{}, base...), "--capability", "has space"), "capability"},
+		{"bad ttl", append(append([]string{}, base...), "--ttl", "ten"), "ttl"},
+		{"negative heartbeat", append(append([]string{}, base...), "--heartbeat", "-1s"), "heartbeat"},
+		{"heartbeat longer than ttl", append(append([]string{}, base...), "--heartbeat", "20s", "--ttl", "10s"), "heartbeat"},
+		{"bad meta", append(append([]string{}, base...), "--meta", "novalue"), "meta"},
+		{"bad dsn", []string{"ls", "--dsn", "mysql://x"}, "dsn"},
+		{"empty sqlite path", []string{"ls", "--dsn", "sqlite://"}, "dsn"},
+		{"memory dsn in a standalone command", []string{"ls", "--dsn", "sqlite::memory:"}, "dsn"},
+		{"bad reap duration", []string{"reap", "--dsn", dsn, "--older-than", "soon"}, "older-than"},
+		{"unknown flag", []string{"ls", "--dsn", dsn, "--nope"}, "--nope"},
+		{"bad filter capability", []string{"ls", "--dsn", dsn, "--capability", "a b"}, "capability"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := cli(t, tc.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, stderr)
+			}
+			if stdout != "" {
+				t.Fatalf("stdout %q", stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.field) {
+				t.Fatalf("stderr should be one line naming %q, got %q", tc.field, stderr)
+			}
+			if _, err := os.Stat(path); !os.IsNotExist(err) {
+				t.Fatalf("invalid input created the catalog file: %v", err)
+			}
+		})
+	}
+}
+
+func TestDeregisterUnknown(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	code, _, stderr := cli(t, "deregister", "--dsn", dsn, "no-such-id")
+	if code != 1 || !strings.Contains(stderr, `no instance with id "no-such-id"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestLsEmptyJSON(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json")
+	if code != 0 || stdout != "[]\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := cli(t, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "switchboard ") {
+		t.Fatalf("exit %d stdout %q", code, stdout)
+	}
+}
+
+// proc is a CLI subprocess whose stdout lines the test reads.
+type proc struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, lines: make(chan string, 1024), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for range p.lines {
+		}
+	})
+	return p
+}
+
+func (p *proc) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("process exited; stderr: %s", p.stderr)
+		}
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no output within 30s; stderr: %s", p.stderr)
+	}
+	return ""
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	for range p.lines {
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("process did not exit")
+	}
+	return nil
+}
+
+func TestRegisterPrintsJSONAndDeregistersOnSignal(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	p := start(t, "register", "--dsn", dsn, "--name", "Edge_Writer", "--type", "writer", "--address", "[::1]:4317",
+		"--capability", "storage", "--capability", "custom.cap:v2", "--version", "1.4.0", "--meta", "zone=eu-1",
+		"--id", "w-1", "--heartbeat", "100ms", "--ttl", "2s")
+	line := p.line(t)
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(line), &raw); err != nil {
+		t.Fatalf("not one JSON line: %q", line)
+	}
+	for _, k := range []string{"id", "name", "type", "address", "capabilities", "version", "metadata", "ttl", "registered_at", "last_seen", "stale"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("field %q missing from %s", k, line)
+		}
+	}
+	if raw["id"] != "w-1" || raw["name"] != "edge-writer" || raw["ttl"] != "2s" || raw["stale"] != false {
+		t.Fatalf("instance line: %s", line)
+	}
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z07:00", raw["last_seen"].(string)); err != nil {
+		t.Fatalf("last_seen not RFC 3339 with ms: %v", err)
+	}
+
+	code, stdout, _ := cli(t, "ls", "--dsn", dsn, "--json", "--capability", "custom.cap:v2")
+	var list []switchboard.Instance
+	if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 1 || list[0].ID != "w-1" {
+		t.Fatalf("ls --json: exit %d %q", code, stdout)
+	}
+	code, stdout, _ = cli(t, "ls", "--dsn", dsn)
+	if code != 0 || !strings.Contains(stdout, "edge-writer") || !strings.Contains(stdout, "custom.cap:v2") {
+		t.Fatalf("ls table: %q", stdout)
+	}
+
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Fatalf("register exit: %v; stderr %s", err, p.stderr)
+	}
+	code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
+	if code != 0 || stdout != "[]\n" {
+		t.Fatalf("row left after SIGTERM: %q", stdout)
+	}
+}
+
+// TestTwoProcessesSeeEachOther runs watchers and registrations in two OS
+// processes on one file, both ways, plus a kill -9.
+func TestTwoProcessesSeeEachOther(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	events, err := cat.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher := start(t, "watch", "--dsn", dsn, "--json")
+
+	// This process registers; the other one sees it.
+	mine, err := cat.Register(ctx, switchboard.Instance{Name: "here", Type: "router", Address: "127.0.0.1:7000", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, watcher, "added", mine.ID)
+
+	// The other process registers, then dies by SIGKILL: this process sees
+	// it arrive, then expire; the other watcher too.
+	reg := start(t, "register", "--dsn", dsn, "--name", "there", "--type", "querier", "--address", "127.0.0.1:7001",
+		"--heartbeat", "100ms", "--ttl", "500ms")
+	var theirs switchboard.Instance
+	if err := json.Unmarshal([]byte(reg.line(t)), &theirs); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, events, switchboard.EventAdded, "", theirs.ID)
+	reg.cmd.Process.Kill()
+	waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonExpired, theirs.ID)
+	waitLine(t, watcher, `"removed","reason":"expired"`, theirs.ID)
+
+	// A graceful stop is a deregistration, seen at once by both.
+	reg2 := start(t, "register", "--dsn", dsn, "--name", "polite", "--type", "querier", "--address", "127.0.0.1:7002")
+	var polite switchboard.Instance
+	json.Unmarshal([]byte(reg2.line(t)), &polite)
+	waitEvent(t, events, switchboard.EventAdded, "", polite.ID)
+	reg2.cmd.Process.Signal(syscall.SIGINT)
+	waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonDeregistered, polite.ID)
+	waitLine(t, watcher, `"removed","reason":"deregistered"`, polite.ID)
+	if err := reg2.wait(t); err != nil {
+		t.Fatalf("graceful register exit: %v", err)
+	}
+}
+
+func waitLine(t *testing.T, p *proc, substr, id string) {
+	t.Helper()
+	for {
+		l := p.line(t)
+		if strings.Contains(l, substr) && strings.Contains(l, id) {
+			return
+		}
+	}
+}
+
+func waitEvent(t *testing.T, ch <-chan switchboard.Event, kind switchboard.EventKind, reason switchboard.Reason, id string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.Kind == kind && ev.Reason == reason && ev.Instance.ID == id {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %s/%s for %s within 30s", kind, reason, id)
+		}
+	}
+}
+
+// TestContention: 8 bootstraps in this process and 4 register processes on
+// one file for 10 s. No error may reach a caller and no heartbeat may be
+// lost: zero failures, zero re-registrations, nobody expires.
+func TestContention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 s contention run; skipped with -short")
+	}
+	dsn, _ := dsnIn(t)
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	events, err := cat.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []switchboard.Event
+	var mu sync.Mutex
+	go func() {
+		for ev := range events {
+			if ev.Kind == switchboard.EventRemoved || ev.Kind == switchboard.EventError {
+				mu.Lock()
+				removed = append(removed, ev)
+				mu.Unlock()
+			}
+		}
+	}()
+	var procs []*proc
+	for i := 0; i < 4; i++ {
+		p := start(t, "register", "--dsn", dsn, "--name", fmt.Sprintf("proc-%d", i), "--type", "writer",
+			"--address", fmt.Sprintf("127.0.0.1:%d", 8000+i), "--heartbeat", "50ms", "--ttl", "1s", "--log-level", "warn")
+		p.line(t)
+		procs = append(procs, p)
+	}
+	var regs []*switchboard.Registration
+	for i := 0; i < 8; i++ {
+		in := switchboard.Instance{Name: fmt.Sprintf("local-%d", i), Type: "querier", Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), TTL: time.Second}
+		r, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	// Meanwhile this process also writes: registrations come and go.
+	stop := time.After(10 * time.Second)
+	churn := 0
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		default:
+		}
+		in, err := cat.Register(ctx, switchboard.Instance{Name: "churn", Type: "router", Address: "127.0.0.1:1", TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("register under contention: %v", err)
+		}
+		if err := cat.Deregister(ctx, in.ID); err != nil {
+			t.Fatalf("deregister under contention: %v", err)
+		}
+		churn++
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, r := range regs {
+		s := r.Stats()
+		if s.Failures != 0 || s.Reregistrations != 0 || s.Heartbeats < 50 {
+			t.Errorf("bootstrap %s: %+v", r.ID(), s)
+		}
+		r.Close()
+	}
+	for i, p := range procs {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.wait(t); err != nil {
+			t.Errorf("process %d exit: %v", i, err)
+		}
+		if s := p.stderr.String(); s != "" {
+			t.Errorf("process %d reported problems:\n%s", i, s)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, ev := range removed {
+		if ev.Kind == switchboard.EventError || ev.Reason == switchboard.ReasonExpired {
+			t.Errorf("during the run: %s %s %s %v", ev.Kind, ev.Reason, ev.Instance.Name, ev.Err)
+		}
+	}
+	t.Logf("%d register/deregister pairs from this process alongside 12 heartbeating registrations", churn)
+}
