@@ -150,7 +150,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func start(t *testing.T, args ...string) *proc {
+func start(t testing.TB, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	out, err := cmd.StdoutPipe()

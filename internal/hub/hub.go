@@ -126,6 +126,28 @@ func (h *Hub) Notify() {
 	}
 }
 
+// Publish hands the hub a write this process has just committed, so its
+// watchers hear of it without a read of the log. It is applied at once when
+// it directly follows what the hub has seen (b.Changes[0].Seq == last + 1);
+// otherwise, or before the first Watch, it is only a Notify. Backends call it
+// after commit, in commit order or not: out-of-order calls fall back to
+// reading the log.
+func (h *Hub) Publish(b Batch) {
+	h.startMu.Lock()
+	started := h.started
+	h.startMu.Unlock()
+	if started && len(b.Changes) > 0 {
+		h.mu.Lock()
+		if h.healthy && b.Changes[0].Seq == h.seq+1 {
+			h.applyBatch(b)
+		}
+		h.mu.Unlock()
+	}
+	// The loop re-reads from its cursor (usually nothing) and re-arms its
+	// expiry timer for what was just applied.
+	h.Notify()
+}
+
 // Close stops the hub and closes every watcher's channel. It is idempotent.
 func (h *Hub) Close() {
 	h.close.Do(func() {

@@ -331,3 +331,32 @@ func TestCloseClosesWatchers(t *testing.T) {
 		t.Fatalf("watch after close: %v", err)
 	}
 }
+
+func TestPublishAppliesContiguousWrites(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{})
+	defer h.Close()
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop the loop from reading the log: a Publish that is applied must
+	// not need it.
+	m.setDown(true)
+	in := inst("p", time.Minute)
+	in.LastSeen = time.Now()
+	m.mu.Lock()
+	m.seq++
+	seq := m.seq
+	m.mu.Unlock()
+	h.Publish(Batch{Changes: []Change{{Seq: seq, ID: "p", Instance: in, Found: true}}, Seq: seq, Now: time.Now()})
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "p" {
+		t.Fatalf("got %+v", ev)
+	}
+	// A gap (seq+2) is not applied: it waits for the log.
+	in.ID = "q"
+	h.Publish(Batch{Changes: []Change{{Seq: seq + 2, ID: "q", Instance: in, Found: true}}, Seq: seq + 2, Now: time.Now()})
+	if ev := next(t, ch); ev.Kind != switchboard.EventError {
+		t.Fatalf("a gapped publish was applied: %+v", ev)
+	}
+}
