@@ -65,8 +65,10 @@ func Normalize(in Instance) (Instance, error) {
 		if len(in.Components) > MaxComponentsSize {
 			return Instance{}, invalid(ErrInvalid, "components", "", "larger than 256 KiB")
 		}
-		if !json.Valid(in.Components) {
-			return Instance{}, invalid(ErrInvalid, "components", "", "not valid JSON")
+		// json.Valid does not check the encoding of strings; PostgreSQL's
+		// jsonb and every strict JSON reader reject invalid UTF-8.
+		if !json.Valid(in.Components) || !utf8.Valid(in.Components) {
+			return Instance{}, invalid(ErrInvalid, "components", "", "not valid UTF-8 JSON")
 		}
 	}
 	if in.TTL < 0 {
@@ -166,6 +168,9 @@ func ValidateAddress(addr string) error {
 		if err != nil || !ip.Is6() {
 			return invalid(ErrInvalidAddress, field, addr, "bracketed host must be an IPv6 address")
 		}
+		if z := ip.Zone(); z != "" && !validZone(z) {
+			return invalid(ErrInvalidAddress, field, addr, "IPv6 zone must be an interface name or index (letters, digits, '_', '.', '-')")
+		}
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
@@ -207,12 +212,31 @@ func IsDialable(addr string) bool {
 	return !strings.HasPrefix(addr, "nats://") && ValidateAddress(addr) == nil
 }
 
+// validZone accepts the zone of a link-local IPv6 address: an interface
+// name or index. netip accepts any bytes there, including ']' and ' ',
+// which no dialer can parse back out of "[addr%zone]:port".
+func validZone(z string) bool {
+	for i := 0; i < len(z); i++ {
+		if c := z[i]; !isAlnum(c) && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
 func validDNSName(h string) bool {
 	h = strings.TrimSuffix(h, ".")
 	if h == "" || len(h) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(h, ".") {
+	labels := strings.Split(h, ".")
+	// An all-numeric last label makes the name an IPv4 address to resolvers
+	// (inet_aton reads "123" as 0.0.0.123 and "01.2.3.4" as octal); one that
+	// is not a valid IPv4 address is a typo, not a host name (RFC 3696 §2).
+	if allDigits(labels[len(labels)-1]) {
+		return false
+	}
+	for _, label := range labels {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}
@@ -224,6 +248,15 @@ func validDNSName(h string) bool {
 		}
 	}
 	return true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func validSubject(s string) bool {
