@@ -53,7 +53,8 @@ func ParseDSN(s string) (DSN, error) {
 		if err != nil {
 			return DSN{}, invalid(ErrInvalidDSN, field, s, "not a valid URL: "+err.Error())
 		}
-		if u.Host == "" {
+		// u.Host is ":5432" for "postgres://:5432/db": a port but no host.
+		if u.Hostname() == "" {
 			return DSN{}, invalid(ErrInvalidDSN, field, s, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
 		}
 		return DSN{Scheme: "postgres", Raw: s}, nil

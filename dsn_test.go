@@ -1,0 +1,154 @@
+package switchboard_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+func TestParseDSN(t *testing.T) {
+	tests := []struct {
+		in   string
+		want switchboard.DSN
+	}{
+		{"sqlite://.data/switchboard.db", switchboard.DSN{Scheme: "sqlite", Path: ".data/switchboard.db"}},
+		{switchboard.DefaultDSN, switchboard.DSN{Scheme: "sqlite", Path: ".data/switchboard.db"}},
+		{"sqlite://catalog.db", switchboard.DSN{Scheme: "sqlite", Path: "catalog.db"}},
+		{"sqlite:///var/lib/switchboard/catalog.db", switchboard.DSN{Scheme: "sqlite", Path: "/var/lib/switchboard/catalog.db"}},
+		{"sqlite::memory:", switchboard.DSN{Scheme: "sqlite", Memory: true}},
+		{"sqlite://:memory:", switchboard.DSN{Scheme: "sqlite", Memory: true}},
+		{"postgres://user:pw@127.0.0.1:5432/switchboard?sslmode=disable", switchboard.DSN{Scheme: "postgres"}},
+		{"postgresql://db.internal/switchboard", switchboard.DSN{Scheme: "postgres"}},
+		{"postgres://[::1]:5432/db", switchboard.DSN{Scheme: "postgres"}},
+		{"kube://default", switchboard.DSN{Scheme: "kube", Path: "default"}},
+		{"kube://tiny-systems", switchboard.DSN{Scheme: "kube", Path: "tiny-systems"}},
+		{"kube://", switchboard.DSN{Scheme: "kube"}},
+	}
+	for _, tt := range tests {
+		got, err := switchboard.ParseDSN(tt.in)
+		if err != nil {
+			t.Errorf("ParseDSN(%q): %v", tt.in, err)
+			continue
+		}
+		tt.want.Raw = tt.in
+		if got != tt.want {
+			t.Errorf("ParseDSN(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestParseDSNErrors(t *testing.T) {
+	tests := []struct{ in, reason string }{
+		{"", "must not be empty"},
+		{"mysql://localhost/db", "unknown scheme mysql"},
+		{"redis://x", "unknown scheme redis"},
+		{"SQLITE://x.db", "unknown scheme"},
+		{"catalog.db", "want sqlite://PATH"},
+		{"sqlite:catalog.db", "want sqlite://PATH"},
+		{"sqlite:memory:", "want sqlite://PATH"},
+		{"sqlite://", "needs a file path"},
+		{"sqlite://.data/", "needs a file path"},
+		{"sqlite:///", "needs a file path"},
+		{"sqlite://x.db?_busy_timeout=5000", "no query parameters"},
+		{"sqlite://?x=1", "no query parameters"},
+		{"sqlite://x\x00.db", "NUL"},
+		{"postgres://", "needs a host"},
+		{"postgres:///switchboard", "needs a host"},
+		{"postgres://user@/switchboard", "needs a host"},
+		{"postgres://:5432/switchboard", "needs a host"},
+		{"postgresql://user:pw@:5432/db", "needs a host"},
+		{"postgres://host:port/db", "not a valid URL"},
+		{"postgres://[::1/db", "not a valid URL"},
+		{"kube://Default", "RFC 1123"},
+		{"kube://ns/extra", "RFC 1123"},
+		{"kube://-ns", "RFC 1123"},
+	}
+	for _, tt := range tests {
+		got, err := switchboard.ParseDSN(tt.in)
+		if err == nil {
+			t.Errorf("ParseDSN(%q) = %+v, want an error", tt.in, got)
+			continue
+		}
+		if !errors.Is(err, switchboard.ErrInvalidDSN) || !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("ParseDSN(%q) error %v is not ErrInvalidDSN", tt.in, err)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "dsn") || !strings.Contains(msg, tt.reason) {
+			t.Errorf("ParseDSN(%q) error %q: want it to name dsn and say %q", tt.in, msg, tt.reason)
+		}
+		if got != (switchboard.DSN{}) {
+			t.Errorf("ParseDSN(%q) returned %+v with an error", tt.in, got)
+		}
+	}
+}
+
+func TestOpenUnknownBackend(t *testing.T) {
+	// kube is parsed by the root package but no test here links a kube backend.
+	_, err := switchboard.Open(context.Background(), "kube://default", switchboard.Options{})
+	if !errors.Is(err, switchboard.ErrUnknownBackend) || !strings.Contains(err.Error(), "kube") {
+		t.Fatalf("Open(kube://default) = %v, want ErrUnknownBackend naming kube", err)
+	}
+	_, err = switchboard.Open(context.Background(), "nope://x", switchboard.Options{})
+	if !errors.Is(err, switchboard.ErrInvalidDSN) {
+		t.Fatalf("Open(nope://x) = %v, want ErrInvalidDSN", err)
+	}
+}
+
+func TestOptionsWithDefaults(t *testing.T) {
+	o := switchboard.Options{}.WithDefaults()
+	if o.DefaultTTL != switchboard.DefaultTTL || o.PollInterval != switchboard.DefaultPollInterval || o.Logger == nil {
+		t.Errorf("Options{}.WithDefaults() = %+v", o)
+	}
+	if switchboard.DefaultTTL.String() != "10s" || switchboard.DefaultPollInterval.String() != "30s" ||
+		switchboard.DefaultHeartbeatInterval.String() != "3s" || switchboard.DefaultDSN != "sqlite://.data/switchboard.db" {
+		t.Errorf("defaults differ from SPEC §8")
+	}
+	o = switchboard.Options{DefaultTTL: 7, PollInterval: 9}.WithDefaults()
+	if o.DefaultTTL != 7 || o.PollInterval != 9 {
+		t.Errorf("WithDefaults overwrote set fields: %+v", o)
+	}
+}
+
+func FuzzParseDSN(f *testing.F) {
+	for _, s := range []string{
+		"", "sqlite://.data/switchboard.db", "sqlite:///abs/x.db", "sqlite::memory:", "sqlite://:memory:",
+		"sqlite://", "sqlite://dir/", "sqlite://x?y", "postgres://u:p@h:5432/db?sslmode=disable",
+		"postgresql://h/db", "postgres://:5432/db", "postgres://", "kube://default", "kube://", "kube://A",
+		"mysql://x", "x", "sqlite://\x00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := switchboard.ParseDSN(s)
+		if err != nil {
+			if !errors.Is(err, switchboard.ErrInvalidDSN) {
+				t.Fatalf("ParseDSN(%q) error %v is not ErrInvalidDSN", s, err)
+			}
+			return
+		}
+		if d.Raw != s {
+			t.Fatalf("ParseDSN(%q).Raw = %q", s, d.Raw)
+		}
+		switch d.Scheme {
+		case "sqlite":
+			if d.Memory == (d.Path != "") {
+				t.Fatalf("ParseDSN(%q) = %+v: want exactly one of Memory and Path", s, d)
+			}
+			if strings.ContainsAny(d.Path, "?\x00") || strings.HasSuffix(d.Path, "/") {
+				t.Fatalf("ParseDSN(%q) = %+v: bad sqlite path", s, d)
+			}
+		case "postgres":
+			if d.Path != "" || d.Memory {
+				t.Fatalf("ParseDSN(%q) = %+v", s, d)
+			}
+		case "kube":
+			if d.Memory || (d.Path != "" && !switchboard.IsSanitized(d.Path)) {
+				t.Fatalf("ParseDSN(%q) = %+v: bad namespace", s, d)
+			}
+		default:
+			t.Fatalf("ParseDSN(%q) accepted unknown scheme %q", s, d.Scheme)
+		}
+	})
+}
