@@ -88,7 +88,10 @@ func Load(path string, getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }
 
 func durSetter(dst *time.Duration, field string) func(string) error {

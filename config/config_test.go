@@ -1,0 +1,267 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
+)
+
+// env is a fake getenv.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+func writeFile(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, config.DefaultFile)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var specDefaults = config.Discovery{
+	DSN:               "sqlite://.data/switchboard.db",
+	HeartbeatInterval: 3 * time.Second,
+	PollInterval:      30 * time.Second,
+	TTL:               10 * time.Second,
+}
+
+func TestDefault(t *testing.T) {
+	if got := config.Default().Discovery; got != specDefaults {
+		t.Fatalf("Default() = %+v, want SPEC §8 %+v", got, specDefaults)
+	}
+	if err := config.Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate(): %v", err)
+	}
+	o := config.Default().Options()
+	if o.DefaultTTL != 10*time.Second || o.PollInterval != 30*time.Second {
+		t.Fatalf("Default().Options() = %+v", o)
+	}
+}
+
+func TestLoadNoFileGivesDefaults(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c, err := config.Load("", env{}.get)
+	if err != nil {
+		t.Fatalf("Load without a switchboard.toml: %v", err)
+	}
+	if c.Discovery != specDefaults {
+		t.Fatalf("Load = %+v, want %+v", c.Discovery, specDefaults)
+	}
+}
+
+func TestLoadMissingExplicitFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	p := filepath.Join(t.TempDir(), "nope.toml")
+	_, err := config.Load(p, env{}.get)
+	if err == nil || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.toml") {
+		t.Fatalf("Load(%q) = %v, want a not-exist error naming the file", p, err)
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	p := writeFile(t, t.TempDir(), `
+# seed-compatible section
+[discovery]
+dsn = "postgres://switchboard@127.0.0.1:5432/switchboard"
+heartbeat_interval = "2s"
+poll_interval = "1m"
+ttl = "15s"
+`)
+	c, err := config.Load(p, env{}.get)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := config.Discovery{
+		DSN:               "postgres://switchboard@127.0.0.1:5432/switchboard",
+		HeartbeatInterval: 2 * time.Second,
+		PollInterval:      time.Minute,
+		TTL:               15 * time.Second,
+	}
+	if c.Discovery != want {
+		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
+	}
+}
+
+func TestLoadPartialFileKeepsDefaults(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "[discovery]\nttl = \"20s\"\n")
+	c, err := config.Load(p, env{}.get)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := specDefaults
+	want.TTL = 20 * time.Second
+	if c.Discovery != want {
+		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
+	}
+}
+
+func TestLoadDefaultFileFromCwd(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "[discovery]\ndsn = \"sqlite://from-cwd.db\"\n")
+	t.Chdir(dir)
+	c, err := config.Load("", env{}.get)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.Discovery.DSN != "sqlite://from-cwd.db" {
+		t.Fatalf("DSN = %q: the default file in the working directory was not read", c.Discovery.DSN)
+	}
+}
+
+func TestLoadEnvWinsOverFile(t *testing.T) {
+	p := writeFile(t, t.TempDir(), `[discovery]
+dsn = "sqlite://file.db"
+heartbeat_interval = "2s"
+poll_interval = "1m"
+ttl = "15s"
+`)
+	e := env{
+		"SWITCHBOARD_DISCOVERY_DSN":                "sqlite://env.db",
+		"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL": "500ms",
+		"SWITCHBOARD_DISCOVERY_POLL_INTERVAL":      "5s",
+		"SWITCHBOARD_DISCOVERY_TTL":                "4s",
+	}
+	c, err := config.Load(p, e.get)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second}
+	if c.Discovery != want {
+		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
+	}
+
+	// Only the variables that are set override; the rest stays from the file.
+	c, err = config.Load(p, env{"SWITCHBOARD_DISCOVERY_TTL": "30s"}.get)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second}
+	if c.Discovery != want {
+		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
+	}
+}
+
+func TestLoadNilGetenvUsesEnvironment(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("SWITCHBOARD_DISCOVERY_DSN", "sqlite://real-env.db")
+	c, err := config.Load("", nil)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.Discovery.DSN != "sqlite://real-env.db" {
+		t.Fatalf("DSN = %q, want the process environment read when getenv is nil", c.Discovery.DSN)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		file string // "" for no file
+		env  env
+		want []string // fragments of the error
+		is   error    // nil: not checked
+	}{
+		{"unknown key", "[discovery]\ndsn = \"sqlite://x.db\"\nheartbeat = \"3s\"\n", nil,
+			[]string{"unknown", "discovery.heartbeat"}, nil},
+		{"unknown section", "[discovery]\nttl = \"10s\"\n[server]\nlisten = \":8080\"\n", nil,
+			[]string{"unknown", "server"}, nil},
+		{"unknown top-level key", "dsn = \"sqlite://x.db\"\n", nil,
+			[]string{"unknown", "dsn"}, nil},
+		{"bad heartbeat in file", "[discovery]\nheartbeat_interval = \"soon\"\n", nil,
+			[]string{"discovery.heartbeat_interval", "soon"}, switchboard.ErrInvalid},
+		{"bad poll in file", "[discovery]\npoll_interval = \"30\"\n", nil,
+			[]string{"discovery.poll_interval"}, switchboard.ErrInvalid},
+		{"zero ttl in file", "[discovery]\nttl = \"0s\"\n", nil,
+			[]string{"discovery.ttl", "positive"}, switchboard.ErrInvalid},
+		{"negative ttl in file", "[discovery]\nttl = \"-10s\"\n", nil,
+			[]string{"discovery.ttl", "positive"}, switchboard.ErrInvalid},
+		{"empty ttl in file", "[discovery]\nttl = \"\"\n", nil,
+			[]string{"discovery.ttl"}, switchboard.ErrInvalid},
+		{"duration not a string", "[discovery]\nttl = 10\n", nil,
+			[]string{"ttl"}, nil},
+		{"bad toml", "[discovery\n", nil, []string{config.DefaultFile}, nil},
+		{"bad ttl in env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "ten"},
+			[]string{"SWITCHBOARD_DISCOVERY_TTL", "ten"}, switchboard.ErrInvalid},
+		{"bad heartbeat in env", "", env{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL": "-1s"},
+			[]string{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL"}, switchboard.ErrInvalid},
+		{"bad poll in env", "", env{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL": "0"},
+			[]string{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL"}, switchboard.ErrInvalid},
+		{"heartbeat equal to ttl", "[discovery]\nheartbeat_interval = \"10s\"\nttl = \"10s\"\n", nil,
+			[]string{"heartbeat_interval", "ttl"}, switchboard.ErrInvalid},
+		{"heartbeat above ttl", "[discovery]\nheartbeat_interval = \"3s\"\nttl = \"2s\"\n", nil,
+			[]string{"heartbeat_interval", "shorter than ttl"}, switchboard.ErrInvalid},
+		{"heartbeat above ttl from env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "1s"},
+			[]string{"heartbeat_interval", "shorter than ttl"}, switchboard.ErrInvalid},
+		{"bad dsn in file", "[discovery]\ndsn = \"mysql://x\"\n", nil,
+			[]string{"dsn", "mysql"}, switchboard.ErrInvalidDSN},
+		{"bad dsn in env", "", env{"SWITCHBOARD_DISCOVERY_DSN": "sqlite://"},
+			[]string{"dsn"}, switchboard.ErrInvalidDSN},
+		{"empty dsn in file", "[discovery]\ndsn = \"\"\n", nil,
+			[]string{"dsn"}, switchboard.ErrInvalidDSN},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Chdir(dir)
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, dir, tt.file)
+			}
+			c, err := config.Load(path, tt.env.get)
+			if err == nil {
+				t.Fatalf("Load = %+v, want an error", c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if c != (config.Config{}) {
+				t.Errorf("Load returned %+v with an error", c)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*config.Discovery)
+		field  string // "" when valid
+	}{
+		{"defaults", func(*config.Discovery) {}, ""},
+		{"memory dsn", func(d *config.Discovery) { d.DSN = "sqlite::memory:" }, ""},
+		{"heartbeat just under ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL - 1 }, ""},
+		{"zero heartbeat", func(d *config.Discovery) { d.HeartbeatInterval = 0 }, "heartbeat_interval"},
+		{"zero poll", func(d *config.Discovery) { d.PollInterval = 0 }, "poll_interval"},
+		{"negative ttl", func(d *config.Discovery) { d.TTL = -time.Second }, "ttl"},
+		{"heartbeat = ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL }, "heartbeat_interval"},
+		{"bad dsn", func(d *config.Discovery) { d.DSN = "nope" }, "dsn"},
+	}
+	for _, tt := range tests {
+		c := config.Default()
+		tt.mutate(&c.Discovery)
+		err := c.Validate()
+		if tt.field == "" {
+			if err != nil {
+				t.Errorf("%s: Validate: %v", tt.name, err)
+			}
+			continue
+		}
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want an invalid-%s FieldError", tt.name, err, tt.field)
+		}
+	}
+}
