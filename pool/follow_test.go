@@ -1,0 +1,135 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// fakeCatalog hands out watch channels the test feeds by hand. Only Watch
+// is implemented; the pool needs nothing else.
+type fakeCatalog struct {
+	switchboard.Catalog
+	watches chan chan switchboard.Event
+}
+
+func newFakeCatalog() *fakeCatalog {
+	return &fakeCatalog{watches: make(chan chan switchboard.Event, 4)}
+}
+
+func (c *fakeCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	ch := make(chan switchboard.Event, 64)
+	c.watches <- ch
+	return ch, nil
+}
+
+func (c *fakeCatalog) nextWatch(t *testing.T) chan switchboard.Event {
+	t.Helper()
+	select {
+	case ch := <-c.watches:
+		return ch
+	case <-time.After(waitFor):
+		t.Fatal("no watch started")
+		return nil
+	}
+}
+
+func inst(id, name, addr string) switchboard.Instance {
+	return switchboard.Instance{ID: id, Name: name, Type: "module", Address: addr}
+}
+
+func TestFollowAppliesCatalogEvents(t *testing.T) {
+	s1 := startServer(t, nil)
+	s2 := startServer(t, nil)
+	s3 := startServer(t, nil)
+	cat := newFakeCatalog()
+	p := newPool(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	followed := make(chan error, 1)
+	go func() { followed <- p.Follow(ctx, cat, switchboard.Query{}) }()
+	w := cat.nextWatch(t)
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("a1", "mod-a", s1.addr)}
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("a2", "mod-a", s2.addr)}
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("b1", "mod-b", s3.addr)}
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("n1", "mod-n", "nats://tinymodule.mod-n.msg")}
+	select {
+	case <-followed:
+		t.Fatal("Follow returned before the snapshot was synced")
+	case <-time.After(20 * time.Millisecond):
+	}
+	w <- switchboard.Event{Kind: switchboard.EventSynced}
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	// Follow returned after the snapshot: everything is there already.
+	mods := p.Modules()
+	if len(mods["mod-a"]) != 2 || len(mods["mod-b"]) != 1 || len(mods["mod-n"]) != 1 {
+		t.Fatalf("modules: %v", mods)
+	}
+	if _, err := send(ctx, p, "f.mod-b.n", "x"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Removed (expired) replica stops receiving.
+	w <- switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonExpired, Instance: inst("a1", "mod-a", s1.addr)}
+	eventually(t, "a1 removed", func() bool { return len(p.Modules()["mod-a"]) == 1 })
+	before := s1.calls.Load()
+	for i := 0; i < 4; i++ {
+		if _, err := send(ctx, p, "f.mod-a.n", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s1.calls.Load() != before {
+		t.Fatal("removed replica still received")
+	}
+
+	// Updated address moves the instance.
+	w <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: inst("b1", "mod-b", s1.addr)}
+	eventually(t, "b1 moved", func() bool { m := p.Modules()["mod-b"]; return len(m) == 1 && m[0] == s1.addr })
+	eventually(t, "old b1 connection closed", func() bool { return s3.lis.open.Load() == 0 })
+
+	// A catalog outage keeps the last known set.
+	w <- switchboard.Event{Kind: switchboard.EventError, Err: errors.New("catalog unreachable")}
+	w <- switchboard.Event{Kind: switchboard.EventError, Err: errors.New("catalog unreachable")}
+	time.Sleep(20 * time.Millisecond)
+	if mods := p.Modules(); len(mods) != 3 {
+		t.Fatalf("outage dropped instances: %v", mods)
+	}
+
+	// The watch ends early: Follow watches again, and what vanished in
+	// between is removed at the new sync.
+	close(w)
+	w2 := cat.nextWatch(t)
+	w2 <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("b1", "mod-b", s1.addr)}
+	w2 <- switchboard.Event{Kind: switchboard.EventSynced}
+	eventually(t, "vanished instances removed after resync", func() bool {
+		m := p.Modules()
+		return len(m) == 1 && len(m["mod-b"]) == 1
+	})
+
+	// Stale instance (All watches) counts as gone.
+	w2 <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: func() switchboard.Instance {
+		in := inst("b1", "mod-b", s1.addr)
+		in.Stale = true
+		return in
+	}()}
+	eventually(t, "stale instance removed", func() bool { return len(p.Modules()) == 0 })
+}
+
+func TestFollowEvents(t *testing.T) {
+	srv := startServer(t, nil)
+	p := newPool(t, Options{})
+	ch := make(chan switchboard.Event, 4)
+	ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("i", "mod-e", srv.addr)}
+	ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	close(ch)
+	p.FollowEvents(context.Background(), ch)
+	if _, err := send(context.Background(), p, "f.mod-e.n", "x"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,444 @@
+// Package pool is the gRPC address pool of the module fallback wire (SPEC §6,
+// seeds/client-pool.txt), without the seed's races.
+//
+// The pool keeps a module → instances table, each instance with its address
+// ("host:port"), and one *grpc.ClientConn per distinct address, shared by
+// every module and instance on it. A module with several live instances
+// receives messages round-robin over them; an instance that leaves stops
+// receiving at once. Connections are created single-flight (a thousand
+// concurrent first sends make one connection), pre-warmed in the background
+// on registration, kept alive (10 s / 3 s, permit without stream), closed as
+// soon as no module uses their address any more, and all closed when the
+// pool's run context ends. Addresses that are not host:port (nats://…) are
+// never dialled.
+//
+// Pool implements router.Wire; Follow keeps the table in step with a
+// switchboard.Catalog.
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// Options configure a Pool.
+type Options struct {
+	// Logger receives the pool's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// DialOptions are appended to grpcwire.DialOptions() for every
+	// connection (a custom dialer, stats handler, …).
+	DialOptions []grpc.DialOption
+	// Lazy disables pre-warming: connections are made by the first send.
+	Lazy bool
+}
+
+// Pool is the module address pool. It is safe for concurrent use.
+type Pool struct {
+	log      *slog.Logger
+	dialOpts []grpc.DialOption
+	lazy     bool
+
+	ctx    context.Context // ends when the pool closes
+	cancel context.CancelFunc
+
+	mu      sync.Mutex                   // serialises writers
+	modules map[string]map[string]string // module → instance id → addr
+	conns   map[string]*conn             // addr → connection
+	refs    map[string]int               // addr → number of instances on it
+	closed  bool
+
+	routes atomic.Pointer[map[string]*route] // immutable snapshot read by Send
+}
+
+// route is the send-side view of one module, immutable once published.
+type route struct {
+	targets []*conn  // dialable instances' connections, ordered by instance id
+	others  []string // addresses that cannot be dialled (nats://…)
+	next    atomic.Uint64
+}
+
+// New returns an empty pool. Call Start or Run to tie it to a run context;
+// Close releases everything.
+func New(opts Options) *Pool {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{
+		log:      opts.Logger,
+		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
+		lazy:     opts.Lazy,
+		ctx:      ctx,
+		cancel:   cancel,
+		modules:  map[string]map[string]string{},
+		conns:    map[string]*conn{},
+		refs:     map[string]int{},
+	}
+	empty := map[string]*route{}
+	p.routes.Store(&empty)
+	return p
+}
+
+// Run blocks until ctx ends (or the pool is closed), then closes every
+// connection.
+func (p *Pool) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-p.ctx.Done():
+	}
+	p.Close()
+	return nil
+}
+
+// Start runs the pool in the background until ctx ends (the seed's Start).
+func (p *Pool) Start(ctx context.Context) {
+	go func() { _ = p.Run(ctx) }()
+}
+
+// Close empties the table and closes every connection; later sends fail
+// with CodeUnavailable. It is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	conns := p.conns
+	p.conns = map[string]*conn{}
+	p.modules = map[string]map[string]string{}
+	p.refs = map[string]int{}
+	empty := map[string]*route{}
+	p.routes.Store(&empty)
+	p.mu.Unlock()
+	p.cancel()
+	for addr, c := range conns {
+		p.log.Info("address pool: closing connection", "module", c.module, "addr", addr, "reason", "pool closed")
+		c.close()
+	}
+	return nil
+}
+
+// Register sets the address of a module with a single instance (the
+// Kubernetes case: one Service address), replacing any earlier addresses.
+// The connection is pre-warmed in the background; a connection to an old
+// address no other module uses is closed.
+func (p *Pool) Register(module, addr string) {
+	p.set(module, map[string]string{"": addr})
+}
+
+// Deregister removes a module and all its instances; connections no other
+// module uses are closed.
+func (p *Pool) Deregister(module string) {
+	p.set(module, nil)
+}
+
+// AddInstance adds or moves one instance (replica) of a module. Messages to
+// the module are spread round-robin over its instances.
+func (p *Pool) AddInstance(module, id, addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := maps1(p.modules[module])
+	next[id] = addr
+	p.apply(module, next)
+}
+
+// RemoveInstance removes one instance of a module; it stops receiving at
+// once. The module is forgotten when its last instance goes.
+func (p *Pool) RemoveInstance(module, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur, ok := p.modules[module]
+	if !ok {
+		return
+	}
+	if _, ok := cur[id]; !ok {
+		return
+	}
+	next := maps1(cur)
+	delete(next, id)
+	p.apply(module, next)
+}
+
+func (p *Pool) set(module string, instances map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.apply(module, instances)
+}
+
+func maps1(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// apply replaces the instances of module with next (nil or empty: remove
+// the module), adjusting connections and the route snapshot. p.mu is held.
+func (p *Pool) apply(module string, next map[string]string) {
+	if p.closed {
+		p.log.Debug("address pool: closed; ignoring change", "module", module)
+		return
+	}
+	prev := p.modules[module]
+	if sameInstances(prev, next) {
+		return
+	}
+	if len(next) == 0 {
+		p.log.Info("address pool: deregistering module", "module", module)
+	}
+	// Take references on the new addresses first, so an address kept
+	// across the change never drops to zero.
+	for id, addr := range next {
+		if prev[id] == addr {
+			continue
+		}
+		p.log.Info("address pool: registering module", "module", module, "addr", addr, "instance", id)
+		if !switchboard.IsDialable(addr) {
+			p.log.Info("address pool: address is not dialable; not connecting", "module", module, "addr", addr)
+		}
+		p.refs[addr]++
+		if p.refs[addr] == 1 && switchboard.IsDialable(addr) {
+			c := &conn{addr: addr, module: module}
+			p.conns[addr] = c
+			if !p.lazy {
+				go p.prewarm(c)
+			}
+		}
+	}
+	for id, addr := range prev {
+		if naddr, ok := next[id]; ok && naddr == addr {
+			continue
+		}
+		p.refs[addr]--
+		if p.refs[addr] > 0 {
+			continue
+		}
+		delete(p.refs, addr)
+		if c, ok := p.conns[addr]; ok {
+			delete(p.conns, addr)
+			p.log.Info("address pool: closing connection", "module", module, "addr", addr)
+			c.close()
+		}
+	}
+	if len(next) == 0 {
+		delete(p.modules, module)
+	} else {
+		p.modules[module] = next
+	}
+	p.publish(module)
+}
+
+func sameInstances(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// publish rebuilds the route of module and stores a new snapshot. p.mu is
+// held.
+func (p *Pool) publish(module string) {
+	old := *p.routes.Load()
+	routes := make(map[string]*route, len(old)+1)
+	for k, v := range old {
+		routes[k] = v
+	}
+	insts := p.modules[module]
+	if len(insts) == 0 {
+		delete(routes, module)
+	} else {
+		ids := make([]string, 0, len(insts))
+		for id := range insts {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		rt := &route{}
+		for _, id := range ids {
+			addr := insts[id]
+			if c, ok := p.conns[addr]; ok {
+				rt.targets = append(rt.targets, c)
+			} else if !slices.Contains(rt.others, addr) {
+				rt.others = append(rt.others, addr)
+			}
+		}
+		routes[module] = rt
+	}
+	p.routes.Store(&routes)
+}
+
+// Send delivers msg to a live instance of its destination module, chosen
+// round-robin, over the shared connection of the instance's address. It
+// implements router.Wire. Failures are *router.Error: CodeModuleUnknown when
+// the module has no address (retryable), CodeNotDialable when it has only
+// nats:// addresses, CodeUnavailable when the connection fails, or the
+// remote side's error as it sent it.
+func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
+	nn, err := router.ParseTo(msg.To)
+	if err != nil {
+		return nil, err
+	}
+	for try := 0; ; try++ {
+		rt := (*p.routes.Load())[nn.Module]
+		if rt == nil {
+			if p.ctx.Err() != nil {
+				return nil, router.Permanent(router.CodeUnavailable, "address pool is closed")
+			}
+			return nil, router.Transient(router.CodeModuleUnknown, fmt.Sprintf("module %q address is unknown (not discovered yet, or gone)", nn.Module))
+		}
+		if len(rt.targets) == 0 {
+			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s, which the gRPC wire does not dial", nn.Module, strings.Join(rt.others, ", ")))
+		}
+		c := rt.targets[(rt.next.Add(1)-1)%uint64(len(rt.targets))]
+		client, err := p.client(c)
+		if err != nil {
+			if try < 2 && c.isClosed() {
+				continue // the module moved under us: take the new route
+			}
+			return nil, err
+		}
+		out, err := grpcwire.Call(ctx, client, msg)
+		if err != nil && c.isClosed() && ctx.Err() == nil {
+			// The connection was closed during the call (the instance left).
+			return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s closed during the call (instance of %q left): %v", c.addr, nn.Module, err))
+		}
+		return out, err
+	}
+}
+
+// Modules returns the registered modules and their addresses (sorted), for
+// inspection.
+func (p *Pool) Modules() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string, len(p.modules))
+	for m, insts := range p.modules {
+		var addrs []string
+		for _, a := range insts {
+			if !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		sort.Strings(addrs)
+		out[m] = addrs
+	}
+	return out
+}
+
+// Connections returns the addresses that currently have a connection entry
+// (dialled or about to be), sorted.
+func (p *Pool) Connections() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.conns))
+	for a := range p.conns {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// conn is one address's connection, created on first use.
+type conn struct {
+	addr   string
+	module string // the module that first registered the address (for logs)
+
+	cc     atomic.Pointer[grpc.ClientConn]
+	client atomic.Pointer[modulepb.ModuleServiceClient]
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func (c *conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	cc := c.cc.Load()
+	c.mu.Unlock()
+	if cc != nil {
+		_ = cc.Close()
+	}
+}
+
+// client returns the connection's client, creating the *grpc.ClientConn
+// once (single-flight under c.mu) and connecting it at once.
+func (p *Pool) client(c *conn) (modulepb.ModuleServiceClient, error) {
+	if cl := c.client.Load(); cl != nil {
+		return *cl, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.client.Load(); cl != nil {
+		return *cl, nil
+	}
+	if c.closed {
+		return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
+	}
+	cc, err := grpc.NewClient(c.addr, p.dialOpts...)
+	if err != nil {
+		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
+		return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
+	}
+	cc.Connect()
+	cl := modulepb.NewModuleServiceClient(cc)
+	c.cc.Store(cc)
+	c.client.Store(&cl)
+	go p.watch(c, cc)
+	return cl, nil
+}
+
+// prewarm creates the connection in the background so the first message
+// does not pay the dial.
+func (p *Pool) prewarm(c *conn) {
+	_, _ = p.client(c)
+}
+
+// watch logs the connection's life: pre-warmed when it first becomes ready,
+// failed on every transition to TRANSIENT_FAILURE. It ends when the
+// connection is closed.
+func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
+	ready := false
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			if !ready {
+				ready = true
+				p.log.Info("address pool: connection pre-warmed", "module", c.module, "addr", c.addr)
+			}
+		case connectivity.TransientFailure:
+			p.log.Warn("grpc client: connection failed", "addr", c.addr, "module", c.module)
+		case connectivity.Shutdown:
+			return
+		}
+		if !cc.WaitForStateChange(p.ctx, s) {
+			return // pool closed; Close closes cc
+		}
+	}
+}
