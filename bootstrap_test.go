@@ -15,7 +15,7 @@ import (
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
-func openSQLite(t *testing.T) switchboard.Catalog {
+func openSQLite(t testing.TB) switchboard.Catalog {
 	t.Helper()
 	cat, err := switchboard.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"), switchboard.Options{})
 	if err != nil {
