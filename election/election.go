@@ -1,0 +1,244 @@
+// Package election elects one leader among the processes contending for a
+// named lease of a switchboard.Leaser (both SQL catalogs), for singleton
+// roles such as the module status publisher or a compactor.
+//
+// Safety does not rest on clocks agreeing: the lease expires by the
+// catalog's clock, and a leader steps down by its own monotonic clock, a
+// margin before the lease could expire counted from the moment it sent its
+// last successful acquire or renew. A stalled process, a slow catalog or a
+// wall-clock jump can cost leadership, never give two leaders.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Defaults of Config, as for Kubernetes leader election (SPEC §5).
+const (
+	DefaultTTL        = 15 * time.Second
+	DefaultRetryEvery = 2 * time.Second
+)
+
+// Config tunes an Elector. Zero values take the defaults.
+type Config struct {
+	// TTL is the lease duration (default 15 s).
+	TTL time.Duration
+	// RenewEvery is the leader's renewal period (default TTL/3).
+	RenewEvery time.Duration
+	// RetryEvery is how often a follower tries to acquire, and how soon a
+	// leader retries a failed renewal (default 2 s, at most TTL/3).
+	RetryEvery time.Duration
+	// Margin is how long before the lease could expire a leader whose
+	// renewal is unconfirmed steps down (default TTL/5): it covers the
+	// scheduling delay of the step-down and clock-rate drift.
+	Margin time.Duration
+	// OnElected is called in its own goroutine when this contender becomes
+	// leader. ctx is cancelled when leadership ends (stop, lost lease, or
+	// an unconfirmed renewal); the callback must then return promptly.
+	OnElected func(ctx context.Context, l switchboard.Lease)
+	// OnLost is called when leadership ends, after OnElected has returned
+	// and before the lease is released or contended for again.
+	OnLost func()
+	// Logger receives the elector's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.TTL < 0 || c.RenewEvery < 0 || c.RetryEvery < 0 || c.Margin < 0 {
+		return c, fmt.Errorf("election: %w: durations must not be negative", switchboard.ErrInvalid)
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.TTL / 3
+	}
+	if c.RetryEvery == 0 {
+		c.RetryEvery = min(DefaultRetryEvery, c.TTL/3)
+	}
+	if c.Margin == 0 {
+		c.Margin = c.TTL / 5
+	}
+	if c.RenewEvery+c.Margin >= c.TTL {
+		return c, fmt.Errorf("election: %w: RenewEvery (%s) plus Margin (%s) must be shorter than TTL (%s)",
+			switchboard.ErrInvalid, c.RenewEvery, c.Margin, c.TTL)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// Elector contends for one lease under one identity.
+type Elector struct {
+	leaser   switchboard.Leaser
+	name     string
+	identity string
+	cfg      Config
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	lease   switchboard.Lease
+	leading bool
+}
+
+// New returns an elector for the lease name. identity is stored whole
+// (never truncated): it must be unique per process, e.g. the full pod name.
+func New(leaser switchboard.Leaser, name, identity string, cfg Config) (*Elector, error) {
+	if leaser == nil {
+		return nil, fmt.Errorf("election: %w: nil Leaser", switchboard.ErrInvalid)
+	}
+	if name == "" || identity == "" {
+		return nil, fmt.Errorf("election: %w: lease name and identity must not be empty", switchboard.ErrInvalid)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{leaser: leaser, name: name, identity: identity, cfg: cfg,
+		log: cfg.Logger.With("lease", name, "identity", identity)}, nil
+}
+
+// Run contends with New's arguments until ctx ends; see Elector.Run.
+func Run(ctx context.Context, leaser switchboard.Leaser, name, identity string, cfg Config) error {
+	e, err := New(leaser, name, identity, cfg)
+	if err != nil {
+		return err
+	}
+	return e.Run(ctx)
+}
+
+// Leader reports whether this elector leads now, and its lease.
+func (e *Elector) Leader() (switchboard.Lease, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lease, e.leading
+}
+
+// Run contends for the lease until ctx ends, leading whenever it holds it.
+// When ctx ends while leading, it steps down and releases the lease so
+// another contender takes over at once. It returns nil when ctx ends.
+func (e *Elector) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		start := time.Now()
+		actx, cancel := context.WithTimeout(ctx, e.cfg.TTL-e.cfg.Margin)
+		l, err := e.leaser.Acquire(actx, e.name, e.identity, e.cfg.TTL)
+		cancel()
+		switch {
+		case err == nil && time.Since(start) < e.cfg.TTL-e.cfg.Margin:
+			e.lead(ctx, l, start)
+			continue
+		case err == nil:
+			e.log.Warn("election: lease acquired too late to lead safely; retrying", "took", time.Since(start))
+		case errors.Is(err, switchboard.ErrLeaseHeld), ctx.Err() != nil:
+		default:
+			e.log.Warn("election: acquire failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(e.cfg.RetryEvery):
+		}
+	}
+	return nil
+}
+
+type renewal struct {
+	lease switchboard.Lease
+	start time.Time
+	err   error
+}
+
+// lead runs one leadership term of the lease l, acquired by a request sent
+// at start, until it ends.
+func (e *Elector) lead(ctx context.Context, l switchboard.Lease, start time.Time) {
+	deadline := start.Add(e.cfg.TTL - e.cfg.Margin)
+	e.mu.Lock()
+	e.lease, e.leading = l, true
+	e.mu.Unlock()
+	e.log.Info("election: elected", "token", l.Token)
+
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if e.cfg.OnElected != nil {
+			e.cfg.OnElected(lctx, l)
+		}
+	}()
+
+	stepDown := time.NewTimer(time.Until(deadline))
+	defer stepDown.Stop()
+	next := time.NewTimer(e.cfg.RenewEvery)
+	defer next.Stop()
+	results := make(chan renewal, 1)
+	inflight := false
+	release := true
+	reason := ""
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			reason = "stopped"
+			break loop
+		case <-stepDown.C:
+			reason = "renewal not confirmed before the lease could expire"
+			break loop
+		case <-next.C:
+			if inflight {
+				continue
+			}
+			inflight = true
+			// The renewal runs beside this loop, so a catalog that never
+			// answers cannot hold the step-down back.
+			go func(l switchboard.Lease, deadline time.Time) {
+				rctx, cancel := context.WithDeadline(ctx, deadline)
+				defer cancel()
+				start := time.Now()
+				nl, err := e.leaser.Renew(rctx, l)
+				results <- renewal{nl, start, err}
+			}(l, deadline)
+		case r := <-results:
+			inflight = false
+			switch {
+			case r.err == nil:
+				l = r.lease
+				deadline = r.start.Add(e.cfg.TTL - e.cfg.Margin)
+				stepDown.Reset(time.Until(deadline))
+				next.Reset(e.cfg.RenewEvery)
+				e.mu.Lock()
+				e.lease = l
+				e.mu.Unlock()
+			case errors.Is(r.err, switchboard.ErrLeaseLost):
+				reason, release = "lease lost", false
+				break loop
+			default:
+				e.log.Warn("election: renew failed; retrying until the lease could expire", "err", r.err)
+				next.Reset(min(e.cfg.RetryEvery, e.cfg.RenewEvery))
+			}
+		}
+	}
+	cancel()
+	e.mu.Lock()
+	e.leading = false
+	e.mu.Unlock()
+	<-done
+	if e.cfg.OnLost != nil {
+		e.cfg.OnLost()
+	}
+	e.log.Info("election: stepped down", "reason", reason, "token", l.Token)
+	if release {
+		// Best effort: hands the lease over at once instead of at expiry.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
+		if err := e.leaser.Release(rctx, l); err != nil {
+			e.log.Warn("election: release failed; the lease will expire", "err", err)
+		}
+		cancel()
+	}
+}
