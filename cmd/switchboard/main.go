@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
+	_ "github.com/switchboard-io/switchboard/postgres"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
@@ -90,7 +91,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
 		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
-		newReapCmd(g), newVersionCmd(g), newDemoCmd(g),
+		newReapCmd(g), newLeasesCmd(g), newVersionCmd(g), newDemoCmd(g),
 	)
 	return root
 }

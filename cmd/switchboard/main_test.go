@@ -412,3 +412,43 @@ loop:
 	}
 	t.Logf("%d register/deregister pairs from this process alongside 12 heartbeating registrations", churn)
 }
+
+func TestLeasesCommand(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	leaser := cat.(switchboard.Leaser)
+	first, err := leaser.Acquire(ctx, "compactor-lock", "pod-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaser.Release(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second, err := leaser.Acquire(ctx, "compactor-lock", "pod-b-with-a-very-long-identity-that-is-never-truncated", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := cli(t, "leases", "--dsn", dsn, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got []leaseJSON
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v: %q", err, stdout)
+	}
+	if len(got) != 1 || got[0].Holder != second.Holder || got[0].Token != second.Token || !got[0].Held || got[0].TTL != "1m0s" {
+		t.Fatalf("leases --json = %+v, want holder %s token %d", got, second.Holder, second.Token)
+	}
+	if second.Token <= first.Token {
+		t.Fatalf("fencing token did not grow: %d then %d", first.Token, second.Token)
+	}
+	code, stdout, _ = cli(t, "leases", "--dsn", dsn)
+	if code != 0 || !strings.Contains(stdout, second.Holder) || !strings.Contains(stdout, "in ") {
+		t.Fatalf("leases table: %q", stdout)
+	}
+}
