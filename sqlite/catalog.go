@@ -160,11 +160,6 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, n.ID); err != nil {
 				return err
 			}
-			if now-old.lastSeen > old.ttlMS*1000 { // revived: see Heartbeat
-				if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-					return err
-				}
-			}
 			want.registeredAt = old.registeredAt
 		default:
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET
@@ -182,8 +177,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 					return err
 				}
 			}
-			if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-				return err
+			// A stale row was logged by the instances_revived trigger.
+			if now-old.lastSeen <= old.ttlMS*1000 {
+				if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+					return err
+				}
 			}
 			want.registeredAt = old.registeredAt
 		}
@@ -207,10 +205,10 @@ func insertCaps(ctx context.Context, tx *sql.Tx, id string, caps []string) error
 	return nil
 }
 
-// Heartbeat renews last_seen of every id in one write transaction and
-// returns the ids that have no row. A renewal writes no change-log entry,
-// except for a row that was stale: its return is logged as an upsert, so
-// that watchers add it back at once.
+// Heartbeat renews last_seen of every id in one statement and returns the
+// ids that have no row. A renewal writes no change-log entry, except for a
+// row that was stale: its return is logged as an upsert (by the
+// instances_revived trigger), so that watchers add it back at once.
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -233,28 +231,8 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	var missing []string
 	err = c.write(ctx, func(tx *sql.Tx) error {
 		missing = nil
-		now, err := clock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		// A stale row coming back to life is a change watchers must hear
-		// of (it is added again to every active view); a plain renewal
-		// is not.
-		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
-			SELECT id, 'upsert', '', ?1 FROM instances
-			WHERE id IN (SELECT value FROM json_each(?2)) AND ?1 - last_seen > ttl_ms * 1000`, now, string(list))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n > 0 {
-			if err := c.maybeTrim(ctx, tx, now); err != nil {
-				return err
-			}
-		}
-		res, err = tx.ExecContext(ctx, `UPDATE instances SET last_seen = ?
-			WHERE id IN (SELECT value FROM json_each(?))`, now, string(list))
+		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = `+nowSQL+`
+			WHERE id IN (SELECT value FROM json_each(?))`, string(list))
 		if err != nil {
 			return err
 		}

@@ -55,6 +55,15 @@ var migrations = []string{
 		value INTEGER NOT NULL
 	);
 	INSERT INTO meta (key, value) VALUES ('trimmed_seq', 0);`,
+	// 2: a stale row coming back to life (a heartbeat or an identical
+	// re-registration after its TTL) is a change watchers must hear of: it
+	// is added back to every active view. A plain renewal is not logged.
+	// Done by a trigger so that a batched heartbeat stays one statement.
+	`CREATE TRIGGER instances_revived AFTER UPDATE OF last_seen ON instances
+	WHEN NEW.last_seen - OLD.last_seen > OLD.ttl_ms * 1000
+	BEGIN
+		INSERT INTO changes (id, op, reason, at) VALUES (NEW.id, 'upsert', '', NEW.last_seen);
+	END;`,
 }
 
 // migrate applies the missing migrations, each in its own write

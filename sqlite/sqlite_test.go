@@ -282,6 +282,28 @@ func TestStaleRevivalIsLogged(t *testing.T) {
 	if got := changeLog(t, c); len(got) != 2 {
 		t.Fatalf("revival by heartbeat not logged: %v", got)
 	}
+	if _, err := c.Heartbeat(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if got := changeLog(t, c); len(got) != 2 {
+		t.Fatalf("renewal of an active row logged: %v", got)
+	}
+	// Revival by an identical re-registration: one entry.
+	b := mustRegister(t, c, in)
+	waitClock(t, c, b.LastSeen.Add(in.TTL))
+	mustRegister(t, c, in)
+	if got := changeLog(t, c); len(got) != 3 {
+		t.Fatalf("revival by re-registration: %v", got)
+	}
+	// Revival with new content: still one entry.
+	waitClock(t, c, b.LastSeen.Add(3*in.TTL))
+	in.Version = "2"
+	if got := mustRegister(t, c, in); got.Version != "2" || got.Stale {
+		t.Fatalf("revived: %+v", got)
+	}
+	if got := changeLog(t, c); len(got) != 4 {
+		t.Fatalf("revival with a change: %v", got)
+	}
 }
 
 func TestHeartbeat(t *testing.T) {
