@@ -194,3 +194,25 @@ type Leaser interface {
 	// Leases lists every lease row.
 	Leases(ctx context.Context) ([]Lease, error)
 }
+
+// WatchStats describes the watch machinery of a catalog handle: what it
+// mirrors, whether the catalog is reachable, and self-preservation.
+type WatchStats struct {
+	Instances int // rows mirrored, stale included
+	Active    int // rows not expired
+	Watchers  int
+	Healthy   bool  // the last read of the catalog succeeded
+	LastError error // the error that made it unhealthy
+	// Preserving is true while self-preservation holds expirations;
+	// HeldExpirations counts the instances held.
+	Preserving      bool
+	HeldExpirations int
+	// SelfPreservationEvents counts how many times it engaged.
+	SelfPreservationEvents int
+}
+
+// WatchStatser is implemented by catalogs that report their WatchStats
+// (the SQL backends).
+type WatchStatser interface {
+	WatchStats() WatchStats
+}

@@ -28,19 +28,7 @@ type Options struct {
 }
 
 // Stats is a snapshot of a hub's state, for metrics and tests.
-type Stats struct {
-	Instances int // rows mirrored, stale included
-	Active    int // rows not expired
-	Watchers  int
-	Healthy   bool  // the last read of the catalog succeeded
-	LastError error // the error that made it unhealthy
-	// Preserving is true while self-preservation holds expirations;
-	// HeldExpirations counts how many instances are being held.
-	Preserving      bool
-	HeldExpirations int
-	// SelfPreservationEvents counts how many times it engaged.
-	SelfPreservationEvents int
-}
+type Stats = switchboard.WatchStats
 
 const (
 	renewOverlap    = time.Second // re-read renewals this far back: commits land after their timestamps

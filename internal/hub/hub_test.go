@@ -28,7 +28,9 @@ var errDown = errors.New("connection refused")
 func (m *memSource) put(in switchboard.Instance) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	in.LastSeen = time.Now()
+	if in.LastSeen.IsZero() {
+		in.LastSeen = time.Now()
+	}
 	m.rows[in.ID] = in
 	m.seq++
 	m.log = append(m.log, Change{Seq: m.seq, ID: in.ID})
@@ -260,8 +262,11 @@ func TestSelfPreservation(t *testing.T) {
 	h := New(m, Options{SelfPreservationMin: 4})
 	defer h.Close()
 	ids := []string{"a", "b", "c", "d"}
+	seen := time.Now() // one crash takes three down at the same instant
 	for _, id := range ids[:3] {
-		m.put(inst(id, 300*time.Millisecond))
+		in := inst(id, 300*time.Millisecond)
+		in.LastSeen = seen
+		m.put(in)
 	}
 	m.put(inst("d", time.Hour))
 	ch, err := h.Watch(context.Background(), switchboard.Query{})
