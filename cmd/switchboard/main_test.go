@@ -452,3 +452,40 @@ func TestLeasesCommand(t *testing.T) {
 		t.Fatalf("leases table: %q", stdout)
 	}
 }
+
+func TestEchoAndSend(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	echo := start(t, "echo", "--dsn", dsn, "--name", "Echo_Module", "--listen", "127.0.0.1:0")
+	var in switchboard.Instance
+	if err := json.Unmarshal([]byte(echo.line(t)), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Name != "echo-module" || !strings.HasPrefix(in.Address, "127.0.0.1:") || strings.HasSuffix(in.Address, ":0") {
+		t.Fatalf("echo registered %+v", in)
+	}
+	code, stdout, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow1.echo-module.node-a:in", "--data", "hello, module")
+	if code != 0 || stdout != "hello, module\n" {
+		t.Fatalf("send: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	code, _, stderr = cli(t, "send", "--dsn", dsn, "--to", "flow1.nobody.node-a:in", "--data", "x")
+	if code != 1 || !strings.Contains(stderr, "code module_unknown") {
+		t.Fatalf("unknown module: exit %d stderr %q", code, stderr)
+	}
+	for _, bad := range [][]string{
+		{"--to", "not-a-node-name", "--data", "x"},
+		{"--to", "f.echo-module.n:in", "--data", "x", "--edge-retry", "11"},
+	} {
+		code, _, stderr = cli(t, append([]string{"send", "--dsn", dsn}, bad...)...)
+		if code != 2 || strings.Count(stderr, "\n") != 1 {
+			t.Fatalf("%v: exit %d stderr %q", bad, code, stderr)
+		}
+	}
+	echo.cmd.Process.Signal(syscall.SIGTERM)
+	if err := echo.wait(t); err != nil {
+		t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
+	}
+	code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
+	if code != 0 || stdout != "[]\n" {
+		t.Fatalf("echo left its row behind: %q", stdout)
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/pool"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+func newEchoCmd(g *globals) *cobra.Command {
+	var name, listen string
+	cmd := &cobra.Command{
+		Use:   "echo --name M [--listen 127.0.0.1:0]",
+		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			module, err := switchboard.SanitizeName(name)
+			if err != nil {
+				return usage(err)
+			}
+			if _, _, err := net.SplitHostPort(listen); err != nil {
+				return usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:0"})
+			}
+			c, err := g.config()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cat, err := g.open(ctx, c, true)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			lis, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("echo: listen on %s: %w", listen, err)
+			}
+			// Register only once the listener exists, so the catalog never
+			// points at a port nobody serves.
+			reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: "module",
+				Address: lis.Addr().String(), Version: version, TTL: c.Discovery.TTL},
+				switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
+			if err != nil {
+				lis.Close()
+				return err
+			}
+			defer reg.Close()
+			line, err := json.Marshal(reg.Instance())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%s\n", line)
+			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log})
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
+	return cmd
+}
+
+func newSendCmd(g *globals) *cobra.Command {
+	var to, data string
+	var attempts int
+	cmd := &cobra.Command{
+		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N]",
+		Short: "Send one message through the router (the module found in the catalog) and print the reply",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := switchboard.ParseNodeName(to); err != nil {
+				return usage(err)
+			}
+			if attempts < 1 || attempts > router.MaxMaxAttempts {
+				return usage(&switchboard.FieldError{Field: "edge-retry", Value: fmt.Sprint(attempts), Reason: "must be from 1 to 10"})
+			}
+			policy := router.RetryPolicy{MaxAttempts: attempts}
+			c, err := g.config()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cat, err := g.open(ctx, c, true)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			p, err := pool.Connect(ctx, cat, pool.Options{Logger: g.log})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			r, err := router.New(router.Options{Wire: p, Logger: g.log})
+			if err != nil {
+				return err
+			}
+			out, err := r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, policy)
+			if err != nil {
+				var re *router.Error
+				if errors.As(err, &re) {
+					return fmt.Errorf("send to %s failed: %s (code %s, retryable %t)", to, re.Message, re.Code, re.Retryable)
+				}
+				return fmt.Errorf("send to %s failed: %w", to, err)
+			}
+			fmt.Fprintf(g.stdout, "%s\n", out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&to, "to", "", "full node name with port: <flow>.<module>.<node>:<port>")
+	f.StringVar(&data, "data", "", "payload")
+	f.IntVar(&attempts, "edge-retry", 1, "maxAttempts of the edge's retry policy (1–10; retries wait 1 s, doubling)")
+	return cmd
+}
