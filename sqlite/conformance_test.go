@@ -4,11 +4,16 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
 	"github.com/switchboard-io/switchboard/sqlite"
 )
+
+// opts gives instances without a TTL a long one: the suite's concurrency
+// case must not see rows go stale on a loaded machine under -race.
+var opts = switchboard.Options{DefaultTTL: time.Minute}
 
 func TestConformanceFile(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
@@ -16,7 +21,7 @@ func TestConformanceFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := sqlite.Open(context.Background(), dsn, switchboard.Options{})
+		c, err := sqlite.Open(context.Background(), dsn, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +32,7 @@ func TestConformanceFile(t *testing.T) {
 
 func TestConformanceMemory(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
-		c, err := switchboard.Open(context.Background(), "sqlite::memory:", switchboard.Options{})
+		c, err := switchboard.Open(context.Background(), "sqlite::memory:", opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,9 @@ import (
 	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
-var quiet = switchboard.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+// quiet discards logs; its long default TTL keeps rows of a slow run under
+// -race on a loaded machine from going stale mid-test.
+var quiet = switchboard.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DefaultTTL: time.Hour}
 
 func tctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
