@@ -62,6 +62,21 @@ CREATE TABLE leases (
 	expires_at timestamptz NOT NULL
 );
 `,
+	2: `
+-- A heartbeat must be a HOT update that touches no index: with last_seen
+-- indexed, every heartbeat inserted a new entry into every index, the GIN
+-- one included, whose pending list then slowed every capability lookup.
+-- RenewedSince and Reap scan instead (cheap next to 10,000 index inserts a
+-- second), and pages keep room for the new row versions.
+DROP INDEX instances_last_seen_idx;
+ALTER TABLE instances SET (fillfactor = 70);
+-- Capabilities change only on registration: lookups read the index tree
+-- directly instead of a pending list.
+ALTER INDEX instances_capabilities_idx SET (fastupdate = off);
+-- Set by each heartbeat from the row it replaces: whether the instance had
+-- gone (nearly) stale, so its return is logged for watchers.
+ALTER TABLE instances ADD COLUMN revived boolean NOT NULL DEFAULT false;
+`,
 }
 
 // migrate brings the schema of the connection's current schema to the
