@@ -22,14 +22,22 @@ import (
 // watch stream ends early it is re-established with backoff and the
 // instances that disappeared meanwhile are removed at its next sync.
 func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboard.Query) error {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(p.ctx, cancel)
 	events, err := cat.Watch(ctx, q)
 	if err != nil {
+		stop()
+		cancel()
 		return err
 	}
 	f := &follower{p: p, known: map[string]string{}}
 	synced := make(chan struct{})
 	var once sync.Once
+	p.follows.Add(1)
 	go func() {
+		defer p.follows.Done()
+		defer stop()
+		defer cancel()
 		backoff := 100 * time.Millisecond
 		for {
 			f.run(ctx, events, func() { once.Do(func() { close(synced) }) })

@@ -52,8 +52,9 @@ type Pool struct {
 	dialOpts []grpc.DialOption
 	lazy     bool
 
-	ctx    context.Context // ends when the pool closes
-	cancel context.CancelFunc
+	ctx     context.Context // ends when the pool closes
+	cancel  context.CancelFunc
+	follows sync.WaitGroup // Follow goroutines; Close waits for them
 
 	mu      sync.Mutex                   // serialises writers
 	modules map[string]map[string]string // module → instance id → addr
@@ -126,6 +127,7 @@ func (p *Pool) Close() error {
 	p.routes.Store(&empty)
 	p.mu.Unlock()
 	p.cancel()
+	p.follows.Wait()
 	for addr, c := range conns {
 		p.log.Info("address pool: closing connection", "module", c.module, "addr", addr, "reason", "pool closed")
 		c.close()
