@@ -166,12 +166,12 @@ func (e *Elector) lead(ctx context.Context, l switchboard.Lease, start time.Time
 
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() {
+	go func(l switchboard.Lease) {
 		defer close(done)
 		if e.cfg.OnElected != nil {
 			e.cfg.OnElected(lctx, l)
 		}
-	}()
+	}(l)
 
 	stepDown := time.NewTimer(time.Until(deadline))
 	defer stepDown.Stop()
