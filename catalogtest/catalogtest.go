@@ -303,7 +303,7 @@ func testDeregister(t *testing.T, c switchboard.Catalog) {
 
 func testReap(t *testing.T, c switchboard.Catalog) {
 	short := sample("short")
-	short.TTL = 150 * time.Millisecond
+	short.TTL = 500 * time.Millisecond
 	s := mustRegister(t, c, short)
 	l := mustRegister(t, c, sample("long"))
 	if n, err := c.Reap(ctx(t), 0); err != nil || n != 0 {
@@ -467,7 +467,9 @@ func testWatchFilter(t *testing.T, c switchboard.Catalog) {
 
 func testWatchHeartbeat(t *testing.T, c switchboard.Catalog) {
 	in := sample("beating")
-	in.TTL = 400 * time.Millisecond
+	// Heartbeats every 100 ms against a 3 s TTL: even on a loaded machine
+	// the row never goes stale, so any event here is a heartbeat leaking.
+	in.TTL = 3 * time.Second
 	a := mustRegister(t, c, in)
 	w := watch(t, c, switchboard.Query{})
 	for i := 0; i < 12; i++ {
@@ -483,16 +485,19 @@ func testWatchHeartbeat(t *testing.T, c switchboard.Catalog) {
 
 func testWatchExpiry(t *testing.T, c switchboard.Catalog) {
 	in := sample("mortal")
-	in.TTL = 300 * time.Millisecond
-	a := mustRegister(t, c, in)
+	in.TTL = time.Second
+	// Watch first: registered before, the instance could already be past
+	// its TTL when the watch starts on a slow machine, and never be shown.
 	w := watch(t, c, switchboard.Query{})
 	start := time.Now()
+	a := mustRegister(t, c, in)
+	expect(t, w.next(0), switchboard.EventAdded, "", a.ID)
 	ev := w.next(1)
 	expect(t, ev, switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
 	if !ev.Instance.Stale {
 		t.Fatal("expired instance not marked stale")
 	}
-	t.Logf("expired %v after watch start (ttl %v)", time.Since(start), in.TTL)
+	t.Logf("expired %v after registration (ttl %v)", time.Since(start), in.TTL)
 	if _, err := c.Heartbeat(ctx(t), a.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -501,10 +506,12 @@ func testWatchExpiry(t *testing.T, c switchboard.Catalog) {
 
 func testWatchReap(t *testing.T, c switchboard.Catalog) {
 	in := sample("reaped")
-	in.TTL = 200 * time.Millisecond
-	a := mustRegister(t, c, in)
+	in.TTL = time.Second
 	w := watch(t, c, switchboard.Query{})
 	all := watch(t, c, switchboard.Query{All: true})
+	a := mustRegister(t, c, in)
+	expect(t, w.next(0), switchboard.EventAdded, "", a.ID)
+	expect(t, all.next(0), switchboard.EventAdded, "", a.ID)
 	expect(t, w.next(1), switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
 	ev := all.next(1)
 	expect(t, ev, switchboard.EventUpdated, "", a.ID)

@@ -345,6 +345,9 @@ func (h *Hub) step(full bool) error {
 }
 
 func (h *Hub) fail(err error) error {
+	if h.ctx.Err() != nil {
+		return err // closing: our own cancellation, not an outage
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.healthy {
