@@ -521,3 +521,15 @@ func TestCapabilityUsesGINIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatTouchesNoIndex guards the HOT heartbeat: no index may cover
+// a column a heartbeat writes, or every heartbeat inserts into every index.
+func TestHeartbeatTouchesNoIndex(t *testing.T) {
+	_, conn, _ := newCatalog(t)
+	n := count(t, conn, `SELECT count(*) FROM pg_index x
+		JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY(x.indkey)
+		WHERE x.indrelid = 'instances'::regclass AND a.attname IN ('last_seen', 'revived')`)
+	if n != 0 {
+		t.Fatalf("%d indexes cover last_seen or revived", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // cols is the instance row as every read returns it; stale is judged by the
@@ -132,7 +133,8 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	changed := false
+	var change hub.Change
+	var at time.Time
 	err = c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		var old row
 		err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
@@ -162,17 +164,15 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		if err != nil {
 			return false, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO changes (id, op) VALUES ($1, 'upsert')`, in.ID); err != nil {
-			return false, err
-		}
-		changed = true
-		return true, nil
+		change = hub.Change{ID: in.ID, Instance: out, Found: true}
+		return true, tx.QueryRow(ctx, `INSERT INTO changes (id, op) VALUES ($1, 'upsert') RETURNING seq, clock_timestamp()`, in.ID).
+			Scan(&change.Seq, &at)
 	})
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
 	}
-	if changed {
-		c.notify()
+	if change.Seq != 0 {
+		c.publish([]hub.Change{change}, at)
 	}
 	return out, nil
 }
@@ -323,6 +323,8 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	change := hub.Change{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered, Instance: switchboard.Instance{ID: id}}
+	var at time.Time
 	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		tag, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id)
 		if err != nil {
@@ -331,13 +333,13 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 		if tag.RowsAffected() == 0 {
 			return false, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2)`, id, string(switchboard.ReasonDeregistered))
-		return err == nil, err
+		return true, tx.QueryRow(ctx, `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2) RETURNING seq, clock_timestamp()`,
+			id, string(change.Reason)).Scan(&change.Seq, &at)
 	})
 	if err != nil {
 		return c.wrap("deregister", err)
 	}
-	c.notify()
+	c.publish([]hub.Change{change}, at)
 	return nil
 }
 
@@ -411,23 +413,35 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if olderThan < 0 {
 		return 0, fmt.Errorf("postgres: reap: %w: olderThan must not be negative", switchboard.ErrInvalid)
 	}
-	var n int
+	var changes []hub.Change
+	var at time.Time
 	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		cond := `now() - last_seen > 2 * ttl`
 		var args []any
 		if olderThan > 0 {
 			cond, args = `now() - last_seen > $1::interval`, []any{olderThan}
 		}
-		tag, err := tx.Exec(ctx, `WITH gone AS (
+		rows, err := tx.Query(ctx, `WITH gone AS (
 				DELETE FROM instances WHERE id IN (
 					SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
-				RETURNING id)
-			INSERT INTO changes (id, op, reason) SELECT id, 'delete', '`+string(switchboard.ReasonExpired)+`' FROM gone ORDER BY id`, args...)
+				RETURNING id),
+			logged AS (
+				INSERT INTO changes (id, op, reason) SELECT id, 'delete', '`+string(switchboard.ReasonExpired)+`' FROM gone ORDER BY id
+				RETURNING seq, id)
+			SELECT seq, id, clock_timestamp() FROM logged ORDER BY seq`, args...)
 		if err != nil {
 			return false, err
 		}
-		n = int(tag.RowsAffected())
-		if n == 0 {
+		changes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hub.Change, error) {
+			ch := hub.Change{Deleted: true, Reason: switchboard.ReasonExpired}
+			err := r.Scan(&ch.Seq, &ch.ID, &at)
+			ch.Instance.ID = ch.ID
+			return ch, err
+		})
+		if err != nil {
+			return false, err
+		}
+		if len(changes) == 0 {
 			// Reaping runs in every process: let it keep the log short too.
 			return false, c.trim(ctx, tx)
 		}
@@ -436,8 +450,6 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if err != nil {
 		return 0, c.wrap("reap", err)
 	}
-	if n > 0 {
-		c.notify()
-	}
-	return n, nil
+	c.publish(changes, at)
+	return len(changes), nil
 }

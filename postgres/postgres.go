@@ -62,8 +62,9 @@ type Catalog struct {
 }
 
 var (
-	_ switchboard.Catalog = (*Catalog)(nil)
-	_ switchboard.Leaser  = (*Catalog)(nil)
+	_ switchboard.Catalog      = (*Catalog)(nil)
+	_ switchboard.Leaser       = (*Catalog)(nil)
+	_ switchboard.WatchStatser = (*Catalog)(nil)
 )
 
 // Open connects to the database of dsn (a postgres:// URL, passed to pgx
@@ -144,6 +145,31 @@ func (c *Catalog) notify() {
 	if h != nil {
 		h.Notify()
 	}
+}
+
+// publish hands this process's hub a write it has just committed, so its
+// watchers hear of it without reading the log (the hub falls back to a read
+// when the write does not directly follow what it has seen).
+func (c *Catalog) publish(changes []hub.Change, now time.Time) {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h == nil || len(changes) == 0 {
+		return
+	}
+	h.Publish(hub.Batch{Changes: changes, Seq: changes[len(changes)-1].Seq, Now: now.UTC()})
+}
+
+// WatchStats reports this handle's watch machinery (zero, and healthy,
+// before the first Watch).
+func (c *Catalog) WatchStats() switchboard.WatchStats {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h == nil {
+		return switchboard.WatchStats{Healthy: true}
+	}
+	return h.Stats()
 }
 
 // wrap adds the operation to err, keeping sentinels reachable and turning

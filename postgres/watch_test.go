@@ -141,6 +141,12 @@ func TestWatchPush(t *testing.T) {
 	if got := r.changes(0); !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
 	}
+	if st := watcher.WatchStats(); !st.Healthy || st.Watchers != 1 || st.Instances != 2 {
+		t.Fatalf("WatchStats %+v, want healthy, 1 watcher, 2 instances", st)
+	}
+	if st := writer.WatchStats(); !st.Healthy || st.Watchers != 0 {
+		t.Fatalf("WatchStats of a handle nobody watches: %+v", st)
+	}
 	// A second watcher of the same catalog shares its hub and listener.
 	ch2, err := watcher.Watch(ctx, switchboard.Query{Name: "svc"})
 	if err != nil {
