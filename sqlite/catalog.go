@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // instanceCols are the columns scanInstance reads, in order.
@@ -103,13 +104,19 @@ func clock(ctx context.Context, tx *sql.Tx) (int64, error) {
 	return now, err
 }
 
-// logChange appends one entry to the change log and trims the log when due.
-func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, now int64, id, op string, reason switchboard.Reason) error {
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO changes (id, op, reason, at) VALUES (?, ?, ?, ?)`, id, op, string(reason), now); err != nil {
-		return err
+// logChange appends one entry to the change log, trims the log when due,
+// and returns the entry's sequence number.
+func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, now int64, id, op string, reason switchboard.Reason) (int64, error) {
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO changes (id, op, reason, at) VALUES (?, ?, ?, ?)`, id, op, string(reason), now)
+	if err != nil {
+		return 0, err
 	}
-	return c.maybeTrim(ctx, tx, now)
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	return seq, c.maybeTrim(ctx, tx, now)
 }
 
 // Register validates and upserts in; see switchboard.Catalog. Re-registering
@@ -132,10 +139,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
 	}
 	var out switchboard.Instance
-	err = c.write(ctx, func(tx *sql.Tx) error {
+	err = c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) {
+		var seq int64 // the change-log entry this write made, if any
 		now, err := clock(ctx, tx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, n.ID))
 		switch {
@@ -145,20 +153,20 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				want.id, want.name, want.typ, want.address, want.caps, want.version, want.metadata,
 				want.components, want.ttlMS, now, now); err != nil {
-				return err
+				return nil, err
 			}
 			if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
-				return err
+				return nil, err
 			}
-			if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-				return err
+			if seq, err = c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+				return nil, err
 			}
 			want.registeredAt = now
 		case err != nil:
-			return err
+			return nil, err
 		case old.sameContent(want):
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, n.ID); err != nil {
-				return err
+				return nil, err
 			}
 			want.registeredAt = old.registeredAt
 		default:
@@ -167,27 +175,30 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 				components = ?, ttl_ms = ?, last_seen = ? WHERE id = ?`,
 				want.name, want.typ, want.address, want.caps, want.version, want.metadata,
 				want.components, want.ttlMS, now, n.ID); err != nil {
-				return err
+				return nil, err
 			}
 			if old.caps != want.caps {
 				if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, n.ID); err != nil {
-					return err
+					return nil, err
 				}
 				if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			// A stale row was logged by the instances_revived trigger.
 			if now-old.lastSeen <= old.ttlMS*1000 {
-				if err := c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-					return err
+				if seq, err = c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
+					return nil, err
 				}
 			}
 			want.registeredAt = old.registeredAt
 		}
 		want.lastSeen = now
 		out, err = want.instance(now)
-		return err
+		if err != nil || seq == 0 {
+			return nil, err
+		}
+		return &hub.Batch{Changes: []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true}}, Seq: seq, Now: out.LastSeen}, nil
 	})
 	if err != nil {
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
@@ -267,22 +278,27 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if c.closed.Load() {
 		return errClosed("deregister " + id)
 	}
-	err := c.write(ctx, func(tx *sql.Tx) error {
+	err := c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err == nil {
 				err = switchboard.ErrNotFound
 			}
-			return err
+			return nil, err
 		}
 		now, err := clock(ctx, tx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return c.logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
+		seq, err := c.logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
+		if err != nil {
+			return nil, err
+		}
+		return &hub.Batch{Changes: []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered}},
+			Seq: seq, Now: time.UnixMicro(now).UTC()}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: deregister %s: %w", id, err)

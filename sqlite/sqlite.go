@@ -263,12 +263,21 @@ var errNoChange = errors.New("no change")
 // backoff while it fails with SQLITE_BUSY or SQLITE_LOCKED, for at most
 // retryBudget. After a commit the hub, if any, is notified.
 func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) { return nil, fn(tx) })
+}
+
+// writeChange is write for a transaction that logs changes: fn returns
+// them (nil when it logged none), and after the commit they are handed to
+// the hub directly, so this process's watchers hear of them without a log
+// read.
+func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Batch, error)) error {
+	var change *hub.Batch
 	err := c.retry(ctx, func() error {
 		tx, err := c.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if err := fn(tx); err != nil {
+		if change, err = fn(tx); err != nil {
 			tx.Rollback()
 			return err
 		}
@@ -277,6 +286,8 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	switch {
 	case errors.Is(err, errNoChange):
 		return nil
+	case err == nil && change != nil:
+		c.publish(*change)
 	case err == nil:
 		c.notify()
 	}
@@ -318,6 +329,16 @@ func (c *Catalog) retry(ctx context.Context, fn func() error) error {
 		case <-t.C:
 		}
 		delay = min(2*delay, retryMaxDelay)
+	}
+}
+
+// publish hands committed changes to the hub, if someone watches.
+func (c *Catalog) publish(b hub.Batch) {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h != nil {
+		h.Publish(b)
 	}
 }
 

@@ -149,3 +149,15 @@ func (d *detector) dataVersion(ctx context.Context, c *Catalog, notify func()) {
 		}
 	}
 }
+
+// WatchStats reports the state of this handle's watch hub (zero before the
+// first Watch).
+func (c *Catalog) WatchStats() switchboard.WatchStats {
+	c.mu.Lock()
+	h := c.hub
+	c.mu.Unlock()
+	if h == nil {
+		return switchboard.WatchStats{Healthy: true}
+	}
+	return h.Stats()
+}
