@@ -61,12 +61,23 @@ const (
 func (c *Catalog) listen() {
 	defer c.listenWG.Done()
 	backoff := listenMinBackoff
+	up := false // connected since the last failure was logged
 	for c.ctx.Err() == nil {
-		err := c.listenOnce(func() { backoff = listenMinBackoff })
+		err := c.listenOnce(func() {
+			if backoff > listenMinBackoff || up {
+				c.log.Info("change listener: reconnected")
+			}
+			backoff, up = listenMinBackoff, true
+		})
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("change listener: connection lost; reconnecting", "err", err, "backoff", backoff)
+		if up {
+			c.log.Warn("change listener: connection lost; reconnecting", "err", err)
+			up = false
+		} else {
+			c.log.Debug("change listener: reconnect failed", "err", err, "backoff", backoff)
+		}
 		select {
 		case <-time.After(backoff):
 		case <-c.ctx.Done():
