@@ -88,6 +88,8 @@ type Catalog struct {
 	trimEvery      time.Duration
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
 
+	wlock *writeLock // queues writers (see writeLock)
+
 	closed    atomic.Bool
 	mu        sync.Mutex // guards hub, detector and closing
 	hub       *hub.Hub
@@ -167,6 +169,11 @@ func (c *Catalog) openFile(p string) error {
 	}
 	c.wdb.SetMaxOpenConns(1)
 	c.wdb.SetMaxIdleConns(1)
+	if c.wlock, err = newWriteLock(abs); err != nil {
+		c.rdb.Close()
+		c.wdb.Close()
+		return err
+	}
 	return nil
 }
 
@@ -198,6 +205,7 @@ func (c *Catalog) openMemory() error {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	c.anchor, c.rdb, c.wdb = anchor, db, db
+	c.wlock, _ = newWriteLock("")
 	return nil
 }
 
@@ -229,6 +237,7 @@ func (c *Catalog) closeDBs() error {
 	if c.anchor != nil {
 		errs = append(errs, c.anchor.Close())
 	}
+	errs = append(errs, c.wlock.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
@@ -271,8 +280,12 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // the hub directly, so this process's watchers hear of them without a log
 // read.
 func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Batch, error)) error {
+	unlock, err := c.wlock.lock(ctx)
+	if err != nil {
+		return err
+	}
 	var change *hub.Batch
-	err := c.retry(ctx, func() error {
+	err = c.retry(ctx, func() error {
 		tx, err := c.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -283,6 +296,7 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Bat
 		}
 		return tx.Commit()
 	})
+	unlock()
 	switch {
 	case errors.Is(err, errNoChange):
 		return nil

@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+// writeLock queues writers. SQLite's own busy handler makes a blocked writer
+// sleep (up to 100 ms a time) and retry, so under sustained writes from
+// several processes one writer can miss every window and starve for
+// seconds. Writers of a file therefore first queue here: in this process on
+// a one-slot semaphore, across processes on an flock of the sidecar file
+// "<db>-wlock", on which the kernel wakes a waiter the moment the lock is
+// released. SQLite's locking stays the authority; this only orders who
+// asks, and the busy retry is still there for writers that do not queue
+// (other programs, older versions).
+type writeLock struct {
+	sem  chan struct{}
+	file *os.File // nil for an in-memory catalog
+}
+
+func newWriteLock(dbPath string) (*writeLock, error) {
+	l := &writeLock{sem: make(chan struct{}, 1)}
+	if dbPath == "" {
+		return l, nil
+	}
+	f, err := os.OpenFile(dbPath+"-wlock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open write lock: %w", err)
+	}
+	l.file = f
+	return l, nil
+}
+
+// lock waits for this process's turn, then for the file's; it gives up when
+// ctx ends. The returned function releases both.
+func (l *writeLock) lock(ctx context.Context) (func(), error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if l.file == nil {
+		return func() { <-l.sem }, nil
+	}
+	if err := lockFile(ctx, l.file); err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return func() {
+		unlockFile(l.file)
+		<-l.sem
+	}, nil
+}
+
+func (l *writeLock) close() error {
+	if l.file == nil {
+		return nil
+	}
+	return l.file.Close()
+}

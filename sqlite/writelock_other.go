@@ -1,0 +1,14 @@
+//go:build !unix
+
+package sqlite
+
+import (
+	"context"
+	"os"
+)
+
+// Without flock, writers of other processes are ordered by SQLite's busy
+// handler alone.
+func lockFile(context.Context, *os.File) error { return nil }
+
+func unlockFile(*os.File) {}

@@ -1,0 +1,48 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+)
+
+// lockFile takes an exclusive flock on f, blocking in the kernel until it is
+// free or ctx ends.
+func lockFile(ctx context.Context, f *os.File) error {
+	fd := int(f.Fd())
+	err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- flockRetry(fd) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// Hand the lock back as soon as the blocked call gets it.
+		go func() {
+			if <-done == nil {
+				syscall.Flock(fd, syscall.LOCK_UN)
+			}
+		}()
+		return ctx.Err()
+	}
+}
+
+func flockRetry(fd int) error {
+	for {
+		err := syscall.Flock(fd, syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+func unlockFile(f *os.File) { syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
