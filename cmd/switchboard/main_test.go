@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // binary is the CLI built once for the tests that need other OS processes.
@@ -58,6 +59,25 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func dsnIn(t *testing.T) (dsn, path string) {
 	path = filepath.Join(t.TempDir(), "sub", "catalog.db")
 	return "sqlite://" + path, path
+}
+
+// backends runs fn once per catalog backend, each on a fresh catalog: a
+// SQLite file and a throwaway PostgreSQL database of this machine's server.
+func backends(t *testing.T, fn func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) {
+		dsn, _ := dsnIn(t)
+		fn(t, dsn)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dsn, drop, err := pgtest.NewDatabase(ctx)
+		if err != nil {
+			t.Fatalf("PostgreSQL (start it with .ci/run or pg_ctlcluster): %v", err)
+		}
+		t.Cleanup(drop)
+		fn(t, dsn)
+	})
 }
 
 func TestInvalidInputExitsTwoAndWritesNothing(t *testing.T) {
@@ -103,19 +123,25 @@ func TestInvalidInputExitsTwoAndWritesNothing(t *testing.T) {
 }
 
 func TestDeregisterUnknown(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	code, _, stderr := cli(t, "deregister", "--dsn", dsn, "no-such-id")
-	if code != 1 || !strings.Contains(stderr, `no instance with id "no-such-id"`) {
-		t.Fatalf("exit %d, stderr %q", code, stderr)
-	}
+	backends(t, func(t *testing.T, dsn string) {
+		code, _, stderr := cli(t, "deregister", "--dsn", dsn, "no-such-id")
+		if code != 1 || !strings.Contains(stderr, `no instance with id "no-such-id"`) {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+	})
 }
 
-func TestLsEmptyJSON(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json")
-	if code != 0 || stdout != "[]\n" {
-		t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
-	}
+func TestLsAndReapEmpty(t *testing.T) {
+	backends(t, func(t *testing.T, dsn string) {
+		code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json")
+		if code != 0 || stdout != "[]\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
+		}
+		code, stdout, stderr = cli(t, "reap", "--dsn", dsn)
+		if code != 0 || !strings.HasPrefix(stdout, "reaped 0 rows") {
+			t.Fatalf("reap: exit %d stdout %q stderr %q", code, stdout, stderr)
+		}
+	})
 }
 
 func TestVersion(t *testing.T) {
@@ -207,94 +233,96 @@ func (p *proc) wait(t *testing.T) error {
 }
 
 func TestRegisterPrintsJSONAndDeregistersOnSignal(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	p := start(t, "register", "--dsn", dsn, "--name", "Edge_Writer", "--type", "writer", "--address", "[::1]:4317",
-		"--capability", "storage", "--capability", "custom.cap:v2", "--version", "1.4.0", "--meta", "zone=eu-1",
-		"--id", "w-1", "--heartbeat", "100ms", "--ttl", "2s")
-	line := p.line(t)
-	var raw map[string]any
-	if err := json.Unmarshal([]byte(line), &raw); err != nil {
-		t.Fatalf("not one JSON line: %q", line)
-	}
-	for _, k := range []string{"id", "name", "type", "address", "capabilities", "version", "metadata", "ttl", "registered_at", "last_seen", "stale"} {
-		if _, ok := raw[k]; !ok {
-			t.Errorf("field %q missing from %s", k, line)
+	backends(t, func(t *testing.T, dsn string) {
+		p := start(t, "register", "--dsn", dsn, "--name", "Edge_Writer", "--type", "writer", "--address", "[::1]:4317",
+			"--capability", "storage", "--capability", "custom.cap:v2", "--version", "1.4.0", "--meta", "zone=eu-1",
+			"--id", "w-1", "--heartbeat", "100ms", "--ttl", "2s")
+		line := p.line(t)
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			t.Fatalf("not one JSON line: %q", line)
 		}
-	}
-	if raw["id"] != "w-1" || raw["name"] != "edge-writer" || raw["ttl"] != "2s" || raw["stale"] != false {
-		t.Fatalf("instance line: %s", line)
-	}
-	if _, err := time.Parse("2006-01-02T15:04:05.000Z07:00", raw["last_seen"].(string)); err != nil {
-		t.Fatalf("last_seen not RFC 3339 with ms: %v", err)
-	}
+		for _, k := range []string{"id", "name", "type", "address", "capabilities", "version", "metadata", "ttl", "registered_at", "last_seen", "stale"} {
+			if _, ok := raw[k]; !ok {
+				t.Errorf("field %q missing from %s", k, line)
+			}
+		}
+		if raw["id"] != "w-1" || raw["name"] != "edge-writer" || raw["ttl"] != "2s" || raw["stale"] != false {
+			t.Fatalf("instance line: %s", line)
+		}
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z07:00", raw["last_seen"].(string)); err != nil {
+			t.Fatalf("last_seen not RFC 3339 with ms: %v", err)
+		}
 
-	code, stdout, _ := cli(t, "ls", "--dsn", dsn, "--json", "--capability", "custom.cap:v2")
-	var list []switchboard.Instance
-	if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 1 || list[0].ID != "w-1" {
-		t.Fatalf("ls --json: exit %d %q", code, stdout)
-	}
-	code, stdout, _ = cli(t, "ls", "--dsn", dsn)
-	if code != 0 || !strings.Contains(stdout, "edge-writer") || !strings.Contains(stdout, "custom.cap:v2") {
-		t.Fatalf("ls table: %q", stdout)
-	}
+		code, stdout, _ := cli(t, "ls", "--dsn", dsn, "--json", "--capability", "custom.cap:v2")
+		var list []switchboard.Instance
+		if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 1 || list[0].ID != "w-1" {
+			t.Fatalf("ls --json: exit %d %q", code, stdout)
+		}
+		code, stdout, _ = cli(t, "ls", "--dsn", dsn)
+		if code != 0 || !strings.Contains(stdout, "edge-writer") || !strings.Contains(stdout, "custom.cap:v2") {
+			t.Fatalf("ls table: %q", stdout)
+		}
 
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Fatalf("register exit: %v; stderr %s", err, p.stderr)
-	}
-	code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
-	if code != 0 || stdout != "[]\n" {
-		t.Fatalf("row left after SIGTERM: %q", stdout)
-	}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.wait(t); err != nil {
+			t.Fatalf("register exit: %v; stderr %s", err, p.stderr)
+		}
+		code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
+		if code != 0 || stdout != "[]\n" {
+			t.Fatalf("row left after SIGTERM: %q", stdout)
+		}
+	})
 }
 
 // TestTwoProcessesSeeEachOther runs watchers and registrations in two OS
 // processes on one file, both ways, plus a kill -9.
 func TestTwoProcessesSeeEachOther(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	ctx := context.Background()
-	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	events, err := cat.Watch(ctx, switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	watcher := start(t, "watch", "--dsn", dsn, "--json")
+	backends(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		events, err := cat.Watch(ctx, switchboard.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watcher := start(t, "watch", "--dsn", dsn, "--json")
 
-	// This process registers; the other one sees it.
-	mine, err := cat.Register(ctx, switchboard.Instance{Name: "here", Type: "router", Address: "127.0.0.1:7000", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLine(t, watcher, "added", mine.ID)
+		// This process registers; the other one sees it.
+		mine, err := cat.Register(ctx, switchboard.Instance{Name: "here", Type: "router", Address: "127.0.0.1:7000", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitLine(t, watcher, "added", mine.ID)
 
-	// The other process registers, then dies by SIGKILL: this process sees
-	// it arrive, then expire; the other watcher too.
-	reg := start(t, "register", "--dsn", dsn, "--name", "there", "--type", "querier", "--address", "127.0.0.1:7001",
-		"--heartbeat", "100ms", "--ttl", "500ms")
-	var theirs switchboard.Instance
-	if err := json.Unmarshal([]byte(reg.line(t)), &theirs); err != nil {
-		t.Fatal(err)
-	}
-	waitEvent(t, events, switchboard.EventAdded, "", theirs.ID)
-	reg.cmd.Process.Kill()
-	waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonExpired, theirs.ID)
-	waitLine(t, watcher, `"removed","reason":"expired"`, theirs.ID)
+		// The other process registers, then dies by SIGKILL: this process sees
+		// it arrive, then expire; the other watcher too.
+		reg := start(t, "register", "--dsn", dsn, "--name", "there", "--type", "querier", "--address", "127.0.0.1:7001",
+			"--heartbeat", "100ms", "--ttl", "500ms")
+		var theirs switchboard.Instance
+		if err := json.Unmarshal([]byte(reg.line(t)), &theirs); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, events, switchboard.EventAdded, "", theirs.ID)
+		reg.cmd.Process.Kill()
+		waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonExpired, theirs.ID)
+		waitLine(t, watcher, `"removed","reason":"expired"`, theirs.ID)
 
-	// A graceful stop is a deregistration, seen at once by both.
-	reg2 := start(t, "register", "--dsn", dsn, "--name", "polite", "--type", "querier", "--address", "127.0.0.1:7002")
-	var polite switchboard.Instance
-	json.Unmarshal([]byte(reg2.line(t)), &polite)
-	waitEvent(t, events, switchboard.EventAdded, "", polite.ID)
-	reg2.cmd.Process.Signal(syscall.SIGINT)
-	waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonDeregistered, polite.ID)
-	waitLine(t, watcher, `"removed","reason":"deregistered"`, polite.ID)
-	if err := reg2.wait(t); err != nil {
-		t.Fatalf("graceful register exit: %v", err)
-	}
+		// A graceful stop is a deregistration, seen at once by both.
+		reg2 := start(t, "register", "--dsn", dsn, "--name", "polite", "--type", "querier", "--address", "127.0.0.1:7002")
+		var polite switchboard.Instance
+		json.Unmarshal([]byte(reg2.line(t)), &polite)
+		waitEvent(t, events, switchboard.EventAdded, "", polite.ID)
+		reg2.cmd.Process.Signal(syscall.SIGINT)
+		waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonDeregistered, polite.ID)
+		waitLine(t, watcher, `"removed","reason":"deregistered"`, polite.ID)
+		if err := reg2.wait(t); err != nil {
+			t.Fatalf("graceful register exit: %v", err)
+		}
+	})
 }
 
 func waitLine(t *testing.T, p *proc, substr, id string) {
@@ -414,78 +442,80 @@ loop:
 }
 
 func TestLeasesCommand(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	ctx := context.Background()
-	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	leaser := cat.(switchboard.Leaser)
-	first, err := leaser.Acquire(ctx, "compactor-lock", "pod-a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaser.Release(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	second, err := leaser.Acquire(ctx, "compactor-lock", "pod-b-with-a-very-long-identity-that-is-never-truncated", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := cli(t, "leases", "--dsn", dsn, "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	var got []leaseJSON
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatalf("%v: %q", err, stdout)
-	}
-	if len(got) != 1 || got[0].Holder != second.Holder || got[0].Token != second.Token || !got[0].Held || got[0].TTL != "1m0s" {
-		t.Fatalf("leases --json = %+v, want holder %s token %d", got, second.Holder, second.Token)
-	}
-	if second.Token <= first.Token {
-		t.Fatalf("fencing token did not grow: %d then %d", first.Token, second.Token)
-	}
-	code, stdout, _ = cli(t, "leases", "--dsn", dsn)
-	if code != 0 || !strings.Contains(stdout, second.Holder) || !strings.Contains(stdout, "in ") {
-		t.Fatalf("leases table: %q", stdout)
-	}
+	backends(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		leaser := cat.(switchboard.Leaser)
+		first, err := leaser.Acquire(ctx, "compactor-lock", "pod-a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leaser.Release(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		second, err := leaser.Acquire(ctx, "compactor-lock", "pod-b-with-a-very-long-identity-that-is-never-truncated", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := cli(t, "leases", "--dsn", dsn, "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var got []leaseJSON
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("%v: %q", err, stdout)
+		}
+		if len(got) != 1 || got[0].Holder != second.Holder || got[0].Token != second.Token || !got[0].Held || got[0].TTL != "1m0s" {
+			t.Fatalf("leases --json = %+v, want holder %s token %d", got, second.Holder, second.Token)
+		}
+		if second.Token <= first.Token {
+			t.Fatalf("fencing token did not grow: %d then %d", first.Token, second.Token)
+		}
+		code, stdout, _ = cli(t, "leases", "--dsn", dsn)
+		if code != 0 || !strings.Contains(stdout, second.Holder) || !strings.Contains(stdout, "in ") {
+			t.Fatalf("leases table: %q", stdout)
+		}
+	})
 }
 
 func TestEchoAndSend(t *testing.T) {
-	dsn, _ := dsnIn(t)
-	echo := start(t, "echo", "--dsn", dsn, "--name", "Echo_Module", "--listen", "127.0.0.1:0")
-	var in switchboard.Instance
-	if err := json.Unmarshal([]byte(echo.line(t)), &in); err != nil {
-		t.Fatal(err)
-	}
-	if in.Name != "echo-module" || !strings.HasPrefix(in.Address, "127.0.0.1:") || strings.HasSuffix(in.Address, ":0") {
-		t.Fatalf("echo registered %+v", in)
-	}
-	code, stdout, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow1.echo-module.node-a:in", "--data", "hello, module")
-	if code != 0 || stdout != "hello, module\n" {
-		t.Fatalf("send: exit %d stdout %q stderr %q", code, stdout, stderr)
-	}
-	code, _, stderr = cli(t, "send", "--dsn", dsn, "--to", "flow1.nobody.node-a:in", "--data", "x")
-	if code != 1 || !strings.Contains(stderr, "code module_unknown") {
-		t.Fatalf("unknown module: exit %d stderr %q", code, stderr)
-	}
-	for _, bad := range [][]string{
-		{"--to", "not-a-node-name", "--data", "x"},
-		{"--to", "f.echo-module.n:in", "--data", "x", "--edge-retry", "11"},
-	} {
-		code, _, stderr = cli(t, append([]string{"send", "--dsn", dsn}, bad...)...)
-		if code != 2 || strings.Count(stderr, "\n") != 1 {
-			t.Fatalf("%v: exit %d stderr %q", bad, code, stderr)
+	backends(t, func(t *testing.T, dsn string) {
+		echo := start(t, "echo", "--dsn", dsn, "--name", "Echo_Module", "--listen", "127.0.0.1:0")
+		var in switchboard.Instance
+		if err := json.Unmarshal([]byte(echo.line(t)), &in); err != nil {
+			t.Fatal(err)
 		}
-	}
-	echo.cmd.Process.Signal(syscall.SIGTERM)
-	if err := echo.wait(t); err != nil {
-		t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
-	}
-	code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
-	if code != 0 || stdout != "[]\n" {
-		t.Fatalf("echo left its row behind: %q", stdout)
-	}
+		if in.Name != "echo-module" || !strings.HasPrefix(in.Address, "127.0.0.1:") || strings.HasSuffix(in.Address, ":0") {
+			t.Fatalf("echo registered %+v", in)
+		}
+		code, stdout, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow1.echo-module.node-a:in", "--data", "hello, module")
+		if code != 0 || stdout != "hello, module\n" {
+			t.Fatalf("send: exit %d stdout %q stderr %q", code, stdout, stderr)
+		}
+		code, _, stderr = cli(t, "send", "--dsn", dsn, "--to", "flow1.nobody.node-a:in", "--data", "x")
+		if code != 1 || !strings.Contains(stderr, "code module_unknown") {
+			t.Fatalf("unknown module: exit %d stderr %q", code, stderr)
+		}
+		for _, bad := range [][]string{
+			{"--to", "not-a-node-name", "--data", "x"},
+			{"--to", "f.echo-module.n:in", "--data", "x", "--edge-retry", "11"},
+		} {
+			code, _, stderr = cli(t, append([]string{"send", "--dsn", dsn}, bad...)...)
+			if code != 2 || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("%v: exit %d stderr %q", bad, code, stderr)
+			}
+		}
+		echo.cmd.Process.Signal(syscall.SIGTERM)
+		if err := echo.wait(t); err != nil {
+			t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
+		}
+		code, stdout, _ = cli(t, "ls", "--dsn", dsn, "--json", "--all")
+		if code != 0 || stdout != "[]\n" {
+			t.Fatalf("echo left its row behind: %q", stdout)
+		}
+	})
 }
