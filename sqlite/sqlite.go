@@ -296,6 +296,9 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Bat
 		}
 		return tx.Commit()
 	})
+	if err == nil {
+		c.wlock.announce()
+	}
 	unlock()
 	switch {
 	case errors.Is(err, errNoChange):

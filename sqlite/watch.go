@@ -14,7 +14,7 @@ import (
 )
 
 // dataVersionEvery is the period of the PRAGMA data_version fallback poll.
-const dataVersionEvery = 250 * time.Millisecond
+const dataVersionEvery = 100 * time.Millisecond
 
 // Watch streams the instances selected by q (see switchboard.Catalog). The
 // process's one hub is created at the first Watch, together with the
@@ -46,9 +46,9 @@ func (c *Catalog) watchHub() (*hub.Hub, error) {
 	return c.hub, nil
 }
 
-// detector notices writes of other processes to the database file: inotify
-// (fsnotify) on the file and its -wal, and PRAGMA data_version polled on a
-// connection of its own as a fallback.
+// detector notices commits of other processes: inotify (fsnotify) on the
+// commit announcements of Switchboard writers, and PRAGMA data_version
+// polled on a connection of its own as the fallback for any other writer.
 type detector struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,13 +77,14 @@ func (d *detector) stop() {
 	d.wg.Wait()
 }
 
-// files calls notify for every write to, or creation of, the database file
-// or its -wal file. The directory is watched rather than the files because
-// the -wal file comes and goes with the connections.
+// files calls notify whenever a Switchboard writer of the file announces a
+// commit (a write to "<db>-wlock", see writeLock). The directory is watched
+// rather than the file so that a lock file created after the watch started
+// is seen too.
 func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, notify func()) {
 	defer d.wg.Done()
 	defer w.Close()
-	db, wal := c.path, c.path+"-wal"
+	signal := c.path + "-wlock"
 	for {
 		select {
 		case <-ctx.Done():
@@ -92,7 +93,7 @@ func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, n
 			if !ok {
 				return
 			}
-			if (ev.Name == wal || ev.Name == db) && ev.Has(fsnotify.Write|fsnotify.Create) {
+			if ev.Name == signal && ev.Has(fsnotify.Write|fsnotify.Create) {
 				notify()
 			}
 		case err, ok := <-w.Errors:

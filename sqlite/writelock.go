@@ -6,7 +6,7 @@ import (
 	"os"
 )
 
-// writeLock queues writers. SQLite's own busy handler makes a blocked writer
+// writeLock queues writers and announces their commits. SQLite's own busy handler makes a blocked writer
 // sleep (up to 100 ms a time) and retry, so under sustained writes from
 // several processes one writer can miss every window and starve for
 // seconds. Writers of a file therefore first queue here: in this process on
@@ -52,6 +52,13 @@ func (l *writeLock) lock(ctx context.Context) (func(), error) {
 		unlockFile(l.file)
 		<-l.sem
 	}, nil
+}
+
+// announce tells watching processes that a commit just became visible.
+func (l *writeLock) announce() {
+	if l.file != nil {
+		l.file.WriteAt([]byte{'!'}, 0)
+	}
 }
 
 func (l *writeLock) close() error {

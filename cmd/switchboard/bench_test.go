@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // BenchmarkRegisterToEvent measures the time from calling Register to the
@@ -25,7 +32,10 @@ func BenchmarkRegisterToEvent(b *testing.B) {
 }
 
 func benchCatalog(b *testing.B) (switchboard.Catalog, string) {
-	dsn := "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
+	return openBench(b, "sqlite://"+filepath.Join(b.TempDir(), "bench.db"))
+}
+
+func openBench(b *testing.B, dsn string) (switchboard.Catalog, string) {
 	cat, err := switchboard.Open(context.Background(), dsn, switchboard.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -140,4 +150,134 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// BenchmarkFanout measures register → event at 100 watchers spread over 4
+// OS processes (25 watches each, children re-running this test binary),
+// until the last of the 100 has it, on both backends.
+func BenchmarkFanout(b *testing.B) {
+	b.Run("sqlite/100-watchers-4-processes", func(b *testing.B) {
+		benchFanout(b, "sqlite://"+filepath.Join(b.TempDir(), "fanout.db"))
+	})
+	b.Run("postgres/100-watchers-4-processes", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dsn, drop, err := pgtest.NewDatabase(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(drop)
+		benchFanout(b, dsn)
+	})
+}
+
+const (
+	fanoutEnv    = "SWITCHBOARD_FANOUT_WATCHERS"
+	fanoutDSNEnv = "SWITCHBOARD_FANOUT_DSN"
+)
+
+func benchFanout(b *testing.B, dsn string) {
+	const procs, perProc = 4, 25
+	cat, _ := openBench(b, dsn)
+	ctx := context.Background()
+	children := make([]*exec.Cmd, procs)
+	lines := make(chan string, 1024)
+	for i := range children {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", fanoutEnv, perProc), fanoutDSNEnv+"="+dsn)
+		stdin, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		children[i] = cmd
+	}
+	for ready := 0; ready < procs; {
+		if l := <-lines; l == "ready" {
+			ready++
+		}
+	}
+	lat := make([]time.Duration, 0, b.N)
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		in, err := cat.Register(ctx, switchboard.Instance{Name: fmt.Sprintf("fan-%d", i), Type: "writer", Address: "127.0.0.1:1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for got := 0; got < procs; {
+			select {
+			case l := <-lines:
+				if l == in.ID {
+					got++
+				}
+			case <-time.After(30 * time.Second):
+				b.Fatalf("only %d of %d processes heard of %s", got, procs, in.ID)
+			}
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if err := cat.Deregister(ctx, in.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	reportLatency(b, lat)
+}
+
+// fanoutChild is the child side of BenchmarkFanout: n watches on dsn; it
+// prints "ready" once all are synced, then each instance id once all n
+// watches have seen it added, until stdin closes.
+func fanoutChild(n, dsn string) int {
+	watchers, err := strconv.Atoi(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cat.Close()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for i := 0; i < watchers; i++ {
+		ch, err := cat.Watch(ctx, switchboard.Query{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for ev := range ch {
+			if ev.Kind == switchboard.EventSynced {
+				break
+			}
+		}
+		go func() {
+			for ev := range ch {
+				if ev.Kind != switchboard.EventAdded {
+					continue
+				}
+				mu.Lock()
+				seen[ev.Instance.ID]++
+				if seen[ev.Instance.ID] == watchers {
+					delete(seen, ev.Instance.ID)
+					fmt.Println(ev.Instance.ID)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
 }

@@ -24,6 +24,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if n := os.Getenv(fanoutEnv); n != "" {
+		os.Exit(fanoutChild(n, os.Getenv(fanoutDSNEnv)))
+	}
 	dir, err := os.MkdirTemp("", "switchboard-cli-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
