@@ -52,9 +52,11 @@ type fileConfig struct {
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
-// when path is empty and that file exists) and the environment read
-// through getenv (os.Getenv when nil). The result is validated.
-func Load(path string, getenv func(string) string) (Config, error) {
+// when path is empty and that file exists), the environment read through
+// getenv (os.Getenv when nil), and last the overrides (command-line flags),
+// in that order. Only the result is validated, so a flag can replace a bad
+// value from the file or the environment.
+func Load(path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -87,6 +89,9 @@ func Load(path string, getenv func(string) string) (Config, error) {
 				return Config{}, err
 			}
 		}
+	}
+	for _, o := range overrides {
+		o(&c)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err

@@ -265,3 +265,19 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestOverridesWinAndFixBadValues(t *testing.T) {
+	env := map[string]string{"SWITCHBOARD_DISCOVERY_DSN": "mysql://nope"}
+	if _, err := config.Load("", func(k string) string { return env[k] }); err == nil {
+		t.Fatal("a bad DSN from the environment was accepted")
+	}
+	c, err := config.Load("", func(k string) string { return env[k] }, func(c *config.Config) {
+		c.Discovery.DSN = "sqlite://flag.db"
+	})
+	if err != nil {
+		t.Fatalf("the flag's DSN should replace the environment's: %v", err)
+	}
+	if c.Discovery.DSN != "sqlite://flag.db" {
+		t.Fatalf("dsn = %q", c.Discovery.DSN)
+	}
+}

@@ -98,15 +98,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 
 // config loads the configuration with the --dsn flag applied on top.
 func (g *globals) config() (config.Config, error) {
-	c, err := config.Load(g.file, nil)
+	c, err := config.Load(g.file, nil, func(c *config.Config) {
+		if g.dsn != "" {
+			c.Discovery.DSN = g.dsn
+		}
+	})
 	if err != nil {
 		return config.Config{}, usage(err)
-	}
-	if g.dsn != "" {
-		c.Discovery.DSN = g.dsn
-		if err := c.Validate(); err != nil {
-			return config.Config{}, usage(err)
-		}
 	}
 	return c, nil
 }

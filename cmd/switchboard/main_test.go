@@ -522,3 +522,14 @@ func TestEchoAndSend(t *testing.T) {
 		}
 	})
 }
+
+func TestFlagsOverrideEnvironment(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	t.Setenv("SWITCHBOARD_DISCOVERY_DSN", "mysql://not-a-backend")
+	if code, _, stderr := cli(t, "ls"); code != 2 || !strings.Contains(stderr, "dsn") {
+		t.Fatalf("bad DSN from the environment: exit %d stderr %q", code, stderr)
+	}
+	if code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json"); code != 0 || stdout != "[]\n" {
+		t.Fatalf("--dsn should win over the environment: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+}
