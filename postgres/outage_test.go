@@ -3,6 +3,7 @@ package postgres
 import (
 	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +107,92 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOutageForEveryone cuts services and watcher alike (the catalog is
+// down for everybody), once for less than the TTL and once for more: no
+// `removed` event anywhere, because nothing is expired while the catalog
+// cannot be read and, after it returns, expiry waits one TTL, in which the
+// services heartbeat again.
+func TestOutageForEveryone(t *testing.T) {
+	dsn := pgtest.Schema(t, testDSN)
+	u, _ := url.Parse(dsn)
+	// Two proxies, so the test can choose who gets the catalog back first.
+	clientProxy, serviceProxy := newProxy(t, u.Host), newProxy(t, u.Host)
+	u.Host = clientProxy.addr()
+	client := openDSN(t, u.String(), switchboard.Options{PollInterval: time.Hour})
+	u.Host = serviceProxy.addr()
+	services := openDSN(t, u.String(), switchboard.Options{})
+	ctx := ctxT(t)
+
+	var regs []*switchboard.Registration
+	for _, id := range []string{"a", "b", "c"} {
+		in := inst("api", "10.0.0.1:80", "query_execution")
+		in.ID, in.TTL = id, time.Second
+		r, err := switchboard.Bootstrap(ctx, services, in, switchboard.BootstrapOptions{
+			HeartbeatInterval: 200 * time.Millisecond, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		regs = append(regs, r)
+	}
+	var mu sync.Mutex
+	var removed []string
+	errorEvents := 0
+	cache, err := discovery.New(ctx, client, discovery.Options{Logger: quietLogger(), OnEvent: func(ev switchboard.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Kind {
+		case switchboard.EventRemoved:
+			removed = append(removed, string(ev.Reason)+" "+ev.Instance.ID)
+		case switchboard.EventError:
+			errorEvents++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+
+	for _, outage := range []time.Duration{500 * time.Millisecond, 2500 * time.Millisecond} {
+		clientProxy.cutAll()
+		serviceProxy.cutAll()
+		time.Sleep(outage)
+		if got := len(cache.ByCapability("query_execution")); got != 3 {
+			t.Fatalf("during a %v outage the cache serves %d instances, want the last known 3", outage, got)
+		}
+		// The watcher gets the catalog back first and sees every service's
+		// last heartbeat far in the past; the services follow a moment
+		// later, within a heartbeat interval or so.
+		clientProxy.restore()
+		waitFor(t, "the watcher to reach the catalog again", func() bool {
+			s, _ := cache.Stale()
+			return !s
+		})
+		time.Sleep(200 * time.Millisecond)
+		serviceProxy.restore()
+		// Two TTLs after recovery: every service has heartbeated again.
+		time.Sleep(2 * time.Second)
+		if got := len(cache.ByCapability("query_execution")); got != 3 {
+			t.Fatalf("after a %v outage the cache serves %d instances, want 3", outage, got)
+		}
+		if s, err := cache.Stale(); s {
+			t.Fatalf("cache still stale after a %v outage: %v", outage, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(removed) != 0 {
+		t.Fatalf("outages produced removals: %q", removed)
+	}
+	if errorEvents == 0 {
+		t.Fatal("the long outage was never reported to the cache")
+	}
+	for _, r := range regs {
+		if s := r.Stats(); s.Failures == 0 || s.Reregistrations != 0 {
+			t.Errorf("registration %s: %+v (want failed heartbeats during the outage, no re-registration)", r.ID(), s)
+		}
 	}
 }
