@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +201,62 @@ func bigCache(b *testing.B, n int) *discovery.Cache {
 	}
 	b.Cleanup(func() { close(fc.ch); c.Close() })
 	return c
+}
+
+// BenchmarkExpiryLag measures how late the cache drops a crashed instance:
+// the time from the end of its TTL (last heartbeat + TTL, on the catalog's
+// clock, which for SQLite is this host's) to its removal from the cache.
+// Instances are registered a few milliseconds apart and never heartbeat.
+func BenchmarkExpiryLag(b *testing.B) {
+	cat := openSQLite(b)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	var mu sync.Mutex
+	deadline := map[string]time.Time{}
+	var lags []time.Duration
+	done := make(chan struct{})
+	c, err := discovery.New(ctx, cat, discovery.Options{OnEvent: func(ev switchboard.Event) {
+		if ev.Kind != switchboard.EventRemoved {
+			return
+		}
+		at := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if d, ok := deadline[ev.Instance.ID]; ok {
+			lags = append(lags, at.Sub(d))
+			delete(deadline, ev.Instance.ID)
+			if len(deadline) == 0 {
+				close(done)
+			}
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in, err := cat.Register(ctx, inst(fmt.Sprintf("crash-%d", i), "x", ttl))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mu.Lock()
+		deadline[in.ID] = in.LastSeen.Add(ttl)
+		mu.Unlock()
+		time.Sleep(3 * time.Millisecond)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		b.Fatal("not every instance expired")
+	}
+	b.StopTimer()
+	slices.Sort(lags)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lags[len(lags)/2]), "p50-lag-ms")
+	b.ReportMetric(ms(lags[min(len(lags)-1, len(lags)*99/100)]), "p99-lag-ms")
+	b.ReportMetric(ms(lags[len(lags)-1]), "max-lag-ms")
+	if lags[0] < 0 {
+		b.Fatalf("an instance was removed %v before its TTL was up", -lags[0])
+	}
 }
