@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,7 +69,7 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 	if err := c.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		b.Fatal(err)
 	}
-	srv0, err := backendCPU(pid)
+	srv0, err := pgtest.BackendCPU(pid)
 	if err != nil {
 		b.Skipf("server CPU unreadable: %v", err)
 	}
@@ -86,7 +83,7 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 	}
 	b.StopTimer()
 	cli := clientCPU() - cli0
-	srv, _ := backendCPU(pid)
+	srv, _ := pgtest.BackendCPU(pid)
 	srv -= srv0
 	// CPU seconds per batch = cores busy at one batch per second.
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/batch")
@@ -99,25 +96,4 @@ func clientCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// backendCPU is the user+system CPU time of a server process, from
-// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s).
-func backendCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from after ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
