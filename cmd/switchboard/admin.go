@@ -23,11 +23,7 @@ func newDeregisterCmd(g *globals) *cobra.Command {
 			if err := switchboard.ValidateID(args[0]); err != nil {
 				return usage(err)
 			}
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
-			cat, err := g.open(cmd.Context(), c, true)
+			c, cat, err := g.catalog(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

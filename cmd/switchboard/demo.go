@@ -37,12 +37,8 @@ func newDemoCmd(g *globals) *cobra.Command {
 			if ttl <= 0 || hb <= 0 || hb >= ttl {
 				return usage(fmt.Errorf("--heartbeat (%s) must be positive and shorter than --ttl (%s)", hb, ttl))
 			}
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			cat, err := g.open(ctx, c, false)
+			c, cat, err := g.catalog(ctx, false)
 			if err != nil {
 				return err
 			}

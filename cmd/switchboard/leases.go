@@ -28,12 +28,8 @@ func newLeasesCmd(g *globals) *cobra.Command {
 		Short: "List leases: holder, fencing token and expiry",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			cat, err := g.open(ctx, c, true)
+			c, cat, err := g.catalog(ctx, true)
 			if err != nil {
 				return err
 			}

@@ -24,11 +24,7 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
-			cat, err := g.open(cmd.Context(), c, true)
+			_, cat, err := g.catalog(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

@@ -109,6 +109,16 @@ func (g *globals) config() (config.Config, error) {
 	return c, nil
 }
 
+// catalog loads the configuration and opens its catalog (see open).
+func (g *globals) catalog(ctx context.Context, standalone bool) (config.Config, switchboard.Catalog, error) {
+	c, err := g.config()
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	cat, err := g.open(ctx, c, standalone)
+	return c, cat, err
+}
+
 // open opens the configured catalog. Standalone commands run in their own
 // process, so they refuse sqlite::memory:, which no other process can see.
 func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (switchboard.Catalog, error) {

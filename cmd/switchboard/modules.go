@@ -28,12 +28,8 @@ func newEchoCmd(g *globals) *cobra.Command {
 			if _, _, err := net.SplitHostPort(listen); err != nil {
 				return usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:0"})
 			}
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			cat, err := g.open(ctx, c, true)
+			c, cat, err := g.catalog(ctx, true)
 			if err != nil {
 				return err
 			}
@@ -80,12 +76,8 @@ func newSendCmd(g *globals) *cobra.Command {
 				return usage(&switchboard.FieldError{Field: "edge-retry", Value: fmt.Sprint(attempts), Reason: "must be from 1 to 10"})
 			}
 			policy := router.RetryPolicy{MaxAttempts: attempts}
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			cat, err := g.open(ctx, c, true)
+			_, cat, err := g.catalog(ctx, true)
 			if err != nil {
 				return err
 			}
