@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,10 +53,24 @@ func newDemoCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// lockedWriter serialises the demo's narration and the cache's event lines,
+// which come from two goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn string, ttl, hb time.Duration) error {
-	say := func(format string, a ...any) { fmt.Fprintf(g.stdout, "      "+format+"\n", a...) }
-	fmt.Fprintf(g.stdout, "switchboard demo: catalog %s, ttl %s, heartbeat %s\n", dsn, ttl, hb)
-	fmt.Fprintf(g.stdout, "(run `switchboard watch --dsn %s` in another terminal to see the same stream)\n\n", dsn)
+	out := &lockedWriter{w: g.stdout}
+	say := func(format string, a ...any) { fmt.Fprintf(out, "      "+format+"\n", a...) }
+	fmt.Fprintf(out, "switchboard demo: catalog %s, ttl %s, heartbeat %s\n", dsn, ttl, hb)
+	fmt.Fprintf(out, "(run `switchboard watch --dsn %s` in another terminal to see the same stream)\n\n", dsn)
 
 	removed := make(chan switchboard.Event, 16)
 	cache, err := discovery.New(ctx, cat, discovery.Options{OnEvent: func(ev switchboard.Event) {
@@ -62,10 +78,10 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 			return
 		}
 		if ev.Kind == switchboard.EventError {
-			fmt.Fprintf(g.stdout, "%s  catalog unreachable: %v\n", time.Now().Format("15:04:05.000"), ev.Err)
+			fmt.Fprintf(out, "%s  catalog unreachable: %v\n", time.Now().Format("15:04:05.000"), ev.Err)
 			return
 		}
-		fmt.Fprintln(g.stdout, eventLine(ev))
+		fmt.Fprintln(out, eventLine(ev))
 		if ev.Kind == switchboard.EventRemoved {
 			select {
 			case removed <- ev:
@@ -187,7 +203,7 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 		return err
 	}
 	say("   writer row reaped %s after the crash", time.Since(killed).Round(time.Millisecond))
-	fmt.Fprintln(g.stdout, "\ndemo done: every instance registered, was found, crashed or left, and disappeared.")
+	fmt.Fprintln(out, "\ndemo done: every instance registered, was found, crashed or left, and disappeared.")
 	return nil
 }
 

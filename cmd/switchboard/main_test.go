@@ -533,3 +533,17 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 		t.Fatalf("--dsn should win over the environment: exit %d stdout %q stderr %q", code, stdout, stderr)
 	}
 }
+
+func TestDemo(t *testing.T) {
+	for _, dsn := range []string{"sqlite::memory:", func() string { d, _ := dsnIn(t); return d }()} {
+		code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "400ms", "--heartbeat", "100ms")
+		if code != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", dsn, code, stdout, stderr)
+		}
+		for _, want := range []string{"removed/expired        demo-writer", "removed/deregistered   demo-compactor", "router    -> query_execution     = demo-querier", "demo done"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: output lacks %q:\n%s", dsn, want, stdout)
+			}
+		}
+	}
+}
