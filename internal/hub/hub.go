@@ -49,6 +49,7 @@ type Hub struct {
 
 	startMu sync.Mutex
 	started bool
+	pumps   sync.WaitGroup // one per watcher; Close waits for them
 	kick    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
@@ -139,7 +140,9 @@ func (h *Hub) Publish(b Batch) {
 // Close stops the hub and closes every watcher's channel. It is idempotent.
 func (h *Hub) Close() {
 	h.close.Do(func() {
+		h.mu.Lock() // a Watch in progress either sees done or is counted in pumps
 		close(h.done)
+		h.mu.Unlock()
 		h.cancel()
 		h.startMu.Lock()
 		started := h.started
@@ -147,6 +150,7 @@ func (h *Hub) Close() {
 		if started {
 			<-h.stopped
 		}
+		h.pumps.Wait()
 	})
 }
 
@@ -202,6 +206,7 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 		s.push(switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 	}
 	h.subs[s] = struct{}{}
+	h.pumps.Add(1)
 	h.mu.Unlock()
 	go h.pump(ctx, s)
 	return s.out, nil
@@ -218,6 +223,10 @@ func (h *Hub) start(ctx context.Context) error {
 	if h.started {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel) // Close aborts a first read in flight
+	defer stop()
 	snap, err := h.src.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("watch: read catalog: %w", err)
@@ -294,10 +303,11 @@ func (h *Hub) step(full bool) error {
 	var snap *Snapshot
 	var batch Batch
 	var err error
+	reset := false // the log no longer holds our cursor: the snapshot rules
 	if !full {
 		batch, err = h.src.ChangesSince(ctx, seq)
 		if errors.Is(err, ErrCursorGone) {
-			full = true
+			full, reset = true, true
 		} else if err != nil {
 			return h.fail(err)
 		}
@@ -310,9 +320,14 @@ func (h *Hub) step(full bool) error {
 		snap = &s
 	}
 	h.mu.Lock()
-	if snap != nil {
+	switch {
+	case snap != nil && (reset || snap.Seq >= h.seq):
 		h.applySnapshot(*snap)
-	} else {
+	case snap != nil:
+		// Publish applied newer writes while we read: this snapshot would
+		// undo them. Read again.
+		h.Notify()
+	default:
 		h.applyBatch(batch)
 	}
 	if recovering {
@@ -407,9 +422,15 @@ func (h *Hub) applySnapshot(s Snapshot) {
 	h.seq = s.Seq
 }
 
+// applyBatch applies the changes the hub has not seen yet: a batch read
+// from the log may overlap what Publish applied meanwhile.
 func (h *Hub) applyBatch(b Batch) {
 	h.setClock(b.Now)
 	for _, c := range b.Changes {
+		if c.Seq <= h.seq {
+			continue
+		}
+		h.seq = c.Seq
 		switch {
 		case c.Deleted:
 			h.delete(c.ID, c.Reason)
@@ -629,6 +650,7 @@ func (s *sub) push(ev switchboard.Event) {
 }
 
 func (h *Hub) pump(ctx context.Context, s *sub) {
+	defer h.pumps.Done()
 	defer close(s.out)
 	defer func() {
 		h.mu.Lock()

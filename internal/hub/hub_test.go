@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +364,56 @@ func TestPublishAppliesContiguousWrites(t *testing.T) {
 	h.Publish(Batch{Changes: []Change{{Seq: seq + 2, ID: "q", Instance: in, Found: true}}, Seq: seq + 2, Now: time.Now()})
 	if ev := next(t, ch); ev.Kind != switchboard.EventError {
 		t.Fatalf("a gapped publish was applied: %+v", ev)
+	}
+}
+
+// gateSource holds the loop inside ChangesSince once it has read a
+// non-empty batch, so a test can Publish newer writes meanwhile.
+type gateSource struct {
+	*memSource
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gateSource) ChangesSince(ctx context.Context, seq int64) (Batch, error) {
+	b, err := g.memSource.ChangesSince(ctx, seq)
+	if len(b.Changes) > 0 && g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return b, err
+}
+
+// A batch read from the log before Publish applied newer writes must not
+// undo them (found in review: a deregistered instance came back).
+func TestStaleBatchDoesNotUndoPublish(t *testing.T) {
+	m := newMem()
+	g := &gateSource{memSource: m, entered: make(chan struct{}), gate: make(chan struct{})}
+	h := New(g, Options{})
+	defer h.Close()
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.armed.Store(true)
+	x := inst("x", time.Minute)
+	x.LastSeen = time.Now()
+	m.put(x) // seq 1
+	h.Notify()
+	<-g.entered // the loop holds a batch with seq 1 (x found)
+	h.Publish(Batch{Changes: []Change{{Seq: 1, ID: "x", Instance: x, Found: true}}, Seq: 1, Now: time.Now()})
+	m.del("x", switchboard.ReasonDeregistered) // seq 2
+	h.Publish(Batch{Changes: []Change{{Seq: 2, ID: "x", Deleted: true, Reason: switchboard.ReasonDeregistered}}, Seq: 2, Now: time.Now()})
+	close(g.gate)
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded {
+		t.Fatalf("got %+v", ev)
+	}
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved {
+		t.Fatalf("got %+v", ev)
+	}
+	quiet(t, ch, 300*time.Millisecond)
+	if s := h.Stats(); s.Instances != 0 {
+		t.Fatalf("the mirror holds %d instances, the catalog none", s.Instances)
 	}
 }
