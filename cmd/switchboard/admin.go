@@ -44,20 +44,19 @@ func newReapCmd(g *globals) *cobra.Command {
 	var olderThan string
 	cmd := &cobra.Command{
 		Use:   "reap [--older-than D]",
-		Short: "Delete rows whose last heartbeat is older than D (default 2 × ttl)",
+		Short: "Delete rows stale for twice their own TTL, or last seen more than D ago",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.config()
-			if err != nil {
-				return err
-			}
-			cutoff := 2 * c.Discovery.TTL
+			// Zero asks the catalog for each row's own 2 × TTL: a row with a
+			// long TTL is never reaped while it is still active.
+			var cutoff time.Duration
 			if olderThan != "" {
+				var err error
 				if cutoff, err = switchboard.ParseDuration("older-than", olderThan); err != nil {
 					return usage(err)
 				}
 			}
-			cat, err := g.open(cmd.Context(), c, true)
+			_, cat, err := g.catalog(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -66,11 +65,15 @@ func newReapCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "reaped %d rows (last seen more than %s ago)\n", n, cutoff.Round(time.Millisecond))
+			if cutoff == 0 {
+				fmt.Fprintf(g.stdout, "reaped %d rows (stale for twice their ttl)\n", n)
+			} else {
+				fmt.Fprintf(g.stdout, "reaped %d rows (last seen more than %s ago)\n", n, cutoff.Round(time.Millisecond))
+			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&olderThan, "older-than", "", "age of the last heartbeat past which a row is deleted (default 2 × ttl)")
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "delete rows last seen more than D ago, whatever their ttl (default: each row's own 2 × ttl)")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"os"
@@ -545,5 +546,32 @@ func TestDemo(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", dsn, want, stdout)
 			}
 		}
+	}
+}
+
+// reap without --older-than uses each row's own TTL: a row with a long TTL
+// that is still active survives, whatever the configured default TTL.
+func TestReapDefaultKeepsActiveRowsWithLongTTL(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	long, _ := cat.Register(ctx, switchboard.Instance{Name: "patient", Type: "w", Address: "127.0.0.1:1", TTL: time.Hour})
+	short, _ := cat.Register(ctx, switchboard.Instance{Name: "gone", Type: "w", Address: "127.0.0.1:2", TTL: 100 * time.Millisecond})
+	time.Sleep(300 * time.Millisecond)
+	t.Setenv("SWITCHBOARD_DISCOVERY_TTL", "100ms")
+	t.Setenv("SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", "50ms")
+	code, stdout, stderr := cli(t, "reap", "--dsn", dsn)
+	if code != 0 || !strings.HasPrefix(stdout, "reaped 1 rows") {
+		t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	if _, err := cat.Get(ctx, long.ID); err != nil {
+		t.Fatalf("active row with a long TTL was reaped: %v", err)
+	}
+	if _, err := cat.Get(ctx, short.ID); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("stale row survived: %v", err)
 	}
 }
