@@ -127,17 +127,18 @@ func isCapByte(c byte) bool {
 }
 
 // ValidateMetadata checks the metadata limits: at most 64 keys, keys 1–128
-// bytes, values at most 1 KiB, all valid UTF-8.
+// bytes, values at most 1 KiB, all valid UTF-8 without NUL (which
+// PostgreSQL cannot store: the same input must be valid on every backend).
 func ValidateMetadata(md map[string]string) error {
 	if len(md) > MaxMetadataKeys {
 		return invalid(ErrInvalid, "metadata", "", "more than 64 keys")
 	}
 	for k, v := range md {
-		if k == "" || len(k) > MaxMetadataKeyLen || !utf8.ValidString(k) {
-			return invalid(ErrInvalid, "metadata key", k, "must be 1 to 128 bytes of UTF-8")
+		if k == "" || len(k) > MaxMetadataKeyLen || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return invalid(ErrInvalid, "metadata key", k, "must be 1 to 128 bytes of UTF-8 without NUL")
 		}
-		if len(v) > MaxMetadataValue || !utf8.ValidString(v) {
-			return invalid(ErrInvalid, "metadata value for "+k, "", "must be at most 1 KiB of UTF-8")
+		if len(v) > MaxMetadataValue || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return invalid(ErrInvalid, "metadata value for "+k, "", "must be at most 1 KiB of UTF-8 without NUL")
 		}
 	}
 	return nil

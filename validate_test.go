@@ -248,6 +248,8 @@ func TestValidateMetadata(t *testing.T) {
 		{"utf8", map[string]string{"zöne": "éu-west-1 ☁"}, true, ""},
 		{"bad utf8 key", map[string]string{"k\xff": "v"}, false, "metadata key"},
 		{"bad utf8 value", map[string]string{"k": "v\xc3"}, false, "metadata value for k"},
+		{"NUL in key", map[string]string{"k\x00": "v"}, false, "without NUL"},
+		{"NUL in value", map[string]string{"k": "a\x00b"}, false, "without NUL"},
 	}
 	for _, tt := range tests {
 		err := switchboard.ValidateMetadata(tt.md)
