@@ -38,6 +38,7 @@ func Run(t *testing.T, open Open) {
 		{"WatchFilter", testWatchFilter},
 		{"WatchHeartbeatIsNotAnEvent", testWatchHeartbeat},
 		{"WatchExpiryAndRevival", testWatchExpiry},
+		{"WatchRevivalByReregister", testWatchRevivalByReregister},
 		{"WatchReapAfterExpiry", testWatchReap},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Close", testClose},
@@ -502,6 +503,28 @@ func testWatchExpiry(t *testing.T, c switchboard.Catalog) {
 		t.Fatal(err)
 	}
 	expect(t, w.next(2), switchboard.EventAdded, "", a.ID)
+}
+
+// testWatchRevivalByReregister: registering an expired instance again with
+// identical content brings it back like a heartbeat does; watchers see it
+// added again at once, not at the next full resync.
+func testWatchRevivalByReregister(t *testing.T, c switchboard.Catalog) {
+	in := sample("phoenix")
+	in.TTL = time.Second
+	w := watch(t, c, switchboard.Query{})
+	a := mustRegister(t, c, in)
+	expect(t, w.next(0), switchboard.EventAdded, "", a.ID)
+	expect(t, w.next(1), switchboard.EventRemoved, switchboard.ReasonExpired, a.ID)
+	in.ID = a.ID
+	b := mustRegister(t, c, in)
+	if b.Stale || !b.RegisteredAt.Equal(a.RegisteredAt) {
+		t.Fatalf("re-registration: %+v (first %+v)", b, a)
+	}
+	ev := w.next(2)
+	expect(t, ev, switchboard.EventAdded, "", a.ID)
+	if ev.Instance.Stale {
+		t.Fatalf("revived instance still stale: %+v", ev.Instance)
+	}
 }
 
 func testWatchReap(t *testing.T, c switchboard.Catalog) {

@@ -97,7 +97,9 @@ func params(in switchboard.Instance) ([]any, error) {
 
 // Register validates and upserts in; see switchboard.Catalog. A change-log
 // entry (and a NOTIFY) is written only when something other than last_seen
-// changed.
+// changed, or when the row had gone stale (or nearly: the same margin as
+// Heartbeat's) so this registration revives it: watchers that saw it expire
+// must see it come back at once.
 func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
 	if err := c.check(); err != nil {
 		return switchboard.Instance{}, err
@@ -119,12 +121,13 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	// Fast path, no transaction: a re-registration of an unchanged instance
-	// only renews it.
+	// Fast path, no transaction: a re-registration of an unchanged, live
+	// instance only renews it. A row that had gone stale falls through, so
+	// its revival is logged.
 	out, err := scanInstance(c.pool.QueryRow(ctx, `UPDATE instances SET last_seen = now()
 		WHERE id = $1 AND name = $2 AND type = $3 AND address = $4 AND capabilities = $5
 		  AND version = $6 AND metadata = $7::jsonb AND components::text IS NOT DISTINCT FROM $8::text
-		  AND ttl = $9
+		  AND ttl = $9 AND `+liveSQL+`
 		RETURNING `+cols, args...))
 	if err == nil {
 		return out, nil
@@ -145,9 +148,14 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 				return false, err
 			}
 			if sameStored(prev, in) {
-				// A concurrent registration already stored exactly this.
-				out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now() WHERE id = $1 RETURNING `+cols, in.ID))
-				return false, err
+				// A concurrent registration already stored exactly this and
+				// revived it, or the row is live: only renew it. A stale
+				// row is upserted and logged below.
+				out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now()
+					WHERE id = $1 AND `+liveSQL+` RETURNING `+cols, in.ID))
+				if !errors.Is(err, pgx.ErrNoRows) {
+					return false, err
+				}
 			}
 		case !errors.Is(err, pgx.ErrNoRows):
 			return false, err
@@ -176,6 +184,12 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	}
 	return out, nil
 }
+
+// liveSQL holds for a row that is neither stale nor within the last fifth of
+// its TTL: renewing it is not a change. Renewing any other row is a revival
+// that must be logged (Register and Heartbeat use the same margin, since a
+// watcher's estimate of the catalog clock may expire a row a little early).
+const liveSQL = `now() - last_seen <= ttl * 0.8`
 
 // sameStored reports whether the stored row a already holds everything of
 // the normalized instance b (last_seen aside).
@@ -259,7 +273,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		// SET expressions read the row being replaced: revived says whether
 		// it had (nearly) gone stale. One pass, no index touched (HOT).
 		rows, err := c.pool.Query(ctx, `WITH renewed AS (
-				UPDATE instances SET last_seen = now(), revived = (now() - last_seen > ttl * 0.8)
+				UPDATE instances SET last_seen = now(), revived = NOT (`+liveSQL+`)
 				WHERE id = ANY($1::text[])
 				RETURNING id, revived)
 			SELECT x, r.revived FROM unnest($1::text[]) AS x LEFT JOIN renewed r ON r.id = x
