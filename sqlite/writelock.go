@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 )
 
 // writeLock queues writers and announces their commits. SQLite's own busy handler makes a blocked writer
@@ -41,16 +42,19 @@ func (l *writeLock) lock(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	release := func() { <-l.sem }
 	if l.file == nil {
-		return func() { <-l.sem }, nil
+		return release, nil
 	}
-	if err := lockFile(ctx, l.file); err != nil {
-		<-l.sem
+	// lockFile owns release when it fails: a flock still pending when ctx
+	// ends keeps this process's turn until it has been taken and dropped,
+	// so it can never drop a later writer's lock on the shared descriptor.
+	if err := lockFile(ctx, l.file, release); err != nil {
 		return nil, err
 	}
 	return func() {
 		unlockFile(l.file)
-		<-l.sem
+		release()
 	}, nil
 }
 
@@ -61,9 +65,15 @@ func (l *writeLock) announce() {
 	}
 }
 
+// close waits (a bounded time) for a flock abandoned by a cancelled writer,
+// then closes the file.
 func (l *writeLock) close() error {
 	if l.file == nil {
 		return nil
+	}
+	select {
+	case l.sem <- struct{}{}:
+	case <-time.After(5 * time.Second):
 	}
 	return l.file.Close()
 }

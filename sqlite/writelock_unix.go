@@ -10,27 +10,32 @@ import (
 )
 
 // lockFile takes an exclusive flock on f, blocking in the kernel until it is
-// free or ctx ends.
-func lockFile(ctx context.Context, f *os.File) error {
+// free or ctx ends. On failure it calls release, at once or, for a flock
+// still pending when ctx ended, once that flock has been taken and dropped.
+func lockFile(ctx context.Context, f *os.File, release func()) error {
 	fd := int(f.Fd())
 	err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		release()
 		return err
 	}
 	done := make(chan error, 1)
 	go func() { done <- flockRetry(fd) }()
 	select {
 	case err := <-done:
+		if err != nil {
+			release()
+		}
 		return err
 	case <-ctx.Done():
-		// Hand the lock back as soon as the blocked call gets it.
 		go func() {
 			if <-done == nil {
 				syscall.Flock(fd, syscall.LOCK_UN)
 			}
+			release()
 		}()
 		return ctx.Err()
 	}

@@ -1,0 +1,67 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A writer whose context ends while it waits for the file lock must not,
+// once that lock arrives, drop the lock of a later writer of its process.
+func TestWriteLockCancelledWaiter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	other, err := newWriteLock(path) // another process, in effect: its own descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.close()
+	mine, err := newWriteLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.close()
+
+	unlockOther, err := other.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := mine.lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting writer: want deadline exceeded, got %v", err)
+	}
+	// The abandoned flock is still pending: this process's next writer
+	// waits for it instead of sharing the descriptor's lock.
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := mine.lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- unlock
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second writer got the lock while the other process held it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlockOther()
+	unlockMine := <-got
+	// The other process must now wait for us: our lock was not dropped by
+	// the abandoned waiter.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if _, err := other.lock(ctx2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("other writer got the file lock while we hold it: %v", err)
+	}
+	unlockMine()
+	unlockOther, err = other.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockOther()
+}
