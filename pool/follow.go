@@ -17,23 +17,33 @@ import (
 // Follow returns once the catalog's current set has been applied (the
 // watch's first EventSynced), so a send right after it finds every module
 // already registered; it returns an error when the first Watch fails or ctx
-// ends first. The watch goes on in the background until ctx ends. While the
+// ends first, and ErrClosed when the pool is closed. The watch goes on in the background until ctx ends. While the
 // catalog is unreachable (EventError) the last known set is kept; if the
 // watch stream ends early it is re-established with backoff and the
 // instances that disappeared meanwhile are removed at its next sync.
 func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboard.Query) error {
+	// Count the follow under p.mu: Close sets closed under the same lock
+	// before it waits, so no Add can race its Wait, and a follow is either
+	// waited for or refused.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.follows.Add(1)
+	p.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.ctx, cancel)
 	events, err := cat.Watch(ctx, q)
 	if err != nil {
 		stop()
 		cancel()
+		p.follows.Done()
 		return err
 	}
 	f := &follower{p: p, known: map[string]string{}}
 	synced := make(chan struct{})
 	var once sync.Once
-	p.follows.Add(1)
 	go func() {
 		defer p.follows.Done()
 		defer stop()

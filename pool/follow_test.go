@@ -133,3 +133,47 @@ func TestFollowEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Follow on a closed pool is refused: no watch is started and no goroutine
+// is left behind (Close has already waited for the follow goroutines).
+func TestFollowAfterCloseRefused(t *testing.T) {
+	cat := newFakeCatalog()
+	p := newPool(t, Options{})
+	p.Close()
+	err := p.Follow(context.Background(), cat, switchboard.Query{})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Follow after Close: want ErrClosed, got %v", err)
+	}
+	select {
+	case <-cat.watches:
+		t.Fatal("Follow started a watch on a closed pool")
+	default:
+	}
+}
+
+// Follow racing Close: the follow goroutine's WaitGroup.Add must not run
+// concurrently with Close's Wait (the race detector reports it), and every
+// Follow either starts before Close (and is waited for) or is refused.
+func TestFollowRacingClose(t *testing.T) {
+	for i := 0; i < 500; i++ {
+		cat := &syncedCatalog{}
+		p := New(Options{Logger: quiet})
+		errc := make(chan error, 1)
+		go func() { errc <- p.Follow(context.Background(), cat, switchboard.Query{}) }()
+		p.Close()
+		if err := <-errc; err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Follow: %v", err)
+		}
+	}
+}
+
+// syncedCatalog's watches report an empty synced set at once, then stay
+// open until their context ends.
+type syncedCatalog struct{ switchboard.Catalog }
+
+func (syncedCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	ch := make(chan switchboard.Event, 1)
+	ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}

@@ -18,6 +18,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -34,6 +35,9 @@ import (
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
 )
+
+// ErrClosed is returned by Follow on a closed pool.
+var ErrClosed = errors.New("address pool is closed")
 
 // Options configure a Pool.
 type Options struct {
@@ -54,7 +58,7 @@ type Pool struct {
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
-	follows sync.WaitGroup // Follow goroutines; Close waits for them
+	follows sync.WaitGroup // Follow calls and goroutines; Add under mu while !closed; Close waits for them
 
 	mu      sync.Mutex                   // serialises writers
 	modules map[string]map[string]string // module → instance id → addr
