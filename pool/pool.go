@@ -59,6 +59,8 @@ type Pool struct {
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
 	follows sync.WaitGroup // Follow calls and goroutines; Add under mu while !closed; Close waits for them
+	bg      sync.WaitGroup // pre-warm and connection-watch goroutines; Add under mu while !closed; Close waits for them
+	done    chan struct{}  // closed when the first Close has returned
 
 	mu      sync.Mutex                   // serialises writers
 	modules map[string]map[string]string // module → instance id → addr
@@ -89,6 +91,7 @@ func New(opts Options) *Pool {
 		lazy:     opts.Lazy,
 		ctx:      ctx,
 		cancel:   cancel,
+		done:     make(chan struct{}),
 		modules:  map[string]map[string]string{},
 		conns:    map[string]*conn{},
 		refs:     map[string]int{},
@@ -114,12 +117,15 @@ func (p *Pool) Start(ctx context.Context) {
 	go func() { _ = p.Run(ctx) }()
 }
 
-// Close empties the table and closes every connection; later sends fail
-// with CodeUnavailable. It is idempotent.
+// Close empties the table, waits for the pool's goroutines (Follow,
+// pre-warming, connection watches) to end and closes every connection;
+// later sends fail with CodeUnavailable. It is idempotent: a later or
+// concurrent call returns once the first has finished.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		<-p.done
 		return nil
 	}
 	p.closed = true
@@ -132,11 +138,28 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	p.cancel()
 	p.follows.Wait()
+	p.bg.Wait()
 	for addr, c := range conns {
 		p.log.Info("address pool: closing connection", "module", c.module, "addr", addr, "reason", "pool closed")
 		c.close()
 	}
+	close(p.done)
 	return nil
+}
+
+// goLocked runs fn in a goroutine Close waits for; when the pool is closed
+// fn is not run and goLocked returns false. p.mu is held (Close sets closed
+// under it before waiting, so no Add races the Wait).
+func (p *Pool) goLocked(fn func()) bool {
+	if p.closed {
+		return false
+	}
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		fn()
+	}()
+	return true
 }
 
 // Register sets the address of a module with a single instance (the
@@ -223,7 +246,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 			c := &conn{addr: addr, module: module}
 			p.conns[addr] = c
 			if !p.lazy {
-				go p.prewarm(c)
+				p.goLocked(func() { p.prewarm(c) })
 			}
 		}
 	}
@@ -398,25 +421,39 @@ func (p *Pool) client(c *conn) (modulepb.ModuleServiceClient, error) {
 	if cl := c.client.Load(); cl != nil {
 		return *cl, nil
 	}
+	cl, cc, err := p.dial(c)
+	if cc != nil {
+		// Started outside c.mu: p.mu is taken before c.mu elsewhere. On a
+		// closed pool no watch is started; Close closes cc (cc was stored
+		// in c before c.close ran, or c.closed would have stopped dial).
+		p.mu.Lock()
+		p.goLocked(func() { p.watch(c, cc) })
+		p.mu.Unlock()
+	}
+	return cl, err
+}
+
+// dial is client's slow path under c.mu; cc is non-nil when it created the
+// connection.
+func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl := c.client.Load(); cl != nil {
-		return *cl, nil
+		return *cl, nil, nil
 	}
 	if c.closed {
-		return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
+		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
 	}
 	cc, err := grpc.NewClient(c.addr, p.dialOpts...)
 	if err != nil {
 		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
-		return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
+		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
 	}
 	cc.Connect()
 	cl := modulepb.NewModuleServiceClient(cc)
 	c.cc.Store(cc)
 	c.client.Store(&cl)
-	go p.watch(c, cc)
-	return cl, nil
+	return cl, cc, nil
 }
 
 // prewarm creates the connection in the background so the first message
