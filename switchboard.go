@@ -171,7 +171,11 @@ type Catalog interface {
 }
 
 // Lease is a named, time-bounded claim held by one holder. Token grows with
-// every new holder (fencing): a write carrying an older token is stale.
+// every new term (fencing): a write carrying an older token is stale. A term
+// starts when a holder takes a free, released or expired lease, the same
+// holder again after its lease expired or was released included. TTL is in
+// whole milliseconds; a released lease is listed with an empty Holder, its
+// last token, and ExpiresAt the time of release.
 type Lease struct {
 	Name      string
 	Holder    string
@@ -180,18 +184,30 @@ type Lease struct {
 	ExpiresAt time.Time // catalog clock
 }
 
-// Leaser is implemented by catalogs that offer leases (both SQL backends).
-// Expiry is judged by the catalog's clock only.
+// Leaser is implemented by catalogs that offer leases (both SQL backends,
+// with identical semantics: catalogtest.RunLeases).
+// Expiry is judged by the catalog's clock only: a lease is expired once the
+// catalog's now has reached ExpiresAt. Every TTL is rounded up to whole
+// milliseconds; one under a millisecond, or negative, is ErrInvalid, and so
+// is an empty name or holder.
 type Leaser interface {
-	// Acquire takes the lease if it is free, expired, or already held by
-	// holder (then it renews without a new token). ErrLeaseHeld otherwise.
+	// Acquire takes the lease if it is free, released, expired, or already
+	// held by holder (then it renews without a new token, with the new
+	// ttl). ErrLeaseHeld otherwise. ttl < 1ms is ErrInvalid.
 	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
-	// Renew extends a lease still held with the same token; ErrLeaseLost
-	// when it expired and someone else (or nobody) holds it now.
+	// Renew extends a lease still held with the same holder and token, by
+	// l.TTL from the catalog's now; a zero l.TTL renews it by its stored
+	// TTL. ErrLeaseLost when it expired, was released, or someone else
+	// holds it now.
 	Renew(ctx context.Context, l Lease) (Lease, error)
-	// Release gives the lease up if still held with that token.
+	// Release gives the lease up if still held with that holder and token:
+	// it is free at once and keeps its token, so the next holder's is
+	// higher. Releasing it again with the same token, or after it expired
+	// with nobody taking it over, is a no-op (nil). ErrLeaseLost when
+	// another term has begun since (a different token), another holder
+	// holds this one, or there is no such lease.
 	Release(ctx context.Context, l Lease) error
-	// Leases lists every lease row.
+	// Leases lists every lease row, by name, released ones included.
 	Leases(ctx context.Context) ([]Lease, error)
 }
 

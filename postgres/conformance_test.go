@@ -15,3 +15,11 @@ func TestConformance(t *testing.T) {
 		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
 	})
 }
+
+// TestLeaseConformance runs the shared lease suite, each case on a fresh
+// schema.
+func TestLeaseConformance(t *testing.T) {
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser {
+		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
+	})
+}

@@ -24,12 +24,21 @@ func scanLease(r pgx.Row) (switchboard.Lease, error) {
 	return l, nil
 }
 
-// ttlMillis checks a lease TTL and rounds it up to whole milliseconds.
+// ttlMillis checks a lease TTL (at least a millisecond) and rounds it up to
+// whole milliseconds.
 func ttlMillis(ttl time.Duration) (int64, error) {
-	if ttl <= 0 {
-		return 0, fmt.Errorf("%w: lease ttl must be positive, got %s", switchboard.ErrInvalid, ttl)
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
 	}
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
+}
+
+// checkNames rejects a lease without a name or holder.
+func checkNames(name, holder string) error {
+	if name == "" || holder == "" {
+		return fmt.Errorf("%w: lease name and holder must not be empty", switchboard.ErrInvalid)
+	}
+	return nil
 }
 
 // Acquire takes the lease if it is free, expired, or still held by holder,
@@ -40,8 +49,8 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := c.check(); err != nil {
 		return switchboard.Lease{}, err
 	}
-	if name == "" || holder == "" {
-		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w: lease name and holder must not be empty", switchboard.ErrInvalid)
+	if err := checkNames(name, holder); err != nil {
+		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -70,11 +79,15 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	return l, nil
 }
 
-// Renew extends l by its TTL from the database's now() if it is still held
-// with l's token and has not expired; ErrLeaseLost otherwise.
+// Renew extends l by its TTL (zero: the stored one) from the database's
+// now() if it is still held with l's token and has not expired;
+// ErrLeaseLost otherwise.
 func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
 	if err := c.check(); err != nil {
 		return switchboard.Lease{}, err
+	}
+	if err := checkNames(l.Name, l.Holder); err != nil {
+		return switchboard.Lease{}, fmt.Errorf("postgres: renew: %w", err)
 	}
 	var ms int64
 	if l.TTL != 0 {
@@ -99,14 +112,39 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 
 // Release gives the lease up if it is still held with l's token: the row
 // stays, with no holder, expiring now, and keeps its token so the next
-// holder's is higher. Releasing a lease no longer held is a no-op.
+// holder's is higher. Releasing it again, or after it expired with nobody
+// taking it over, is a no-op; ErrLeaseLost when someone else holds it now
+// (or there is no such lease).
 func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	_, err := c.pool.Exec(ctx, `UPDATE leases SET holder = '', expires_at = now()
-		WHERE name = $1 AND holder = $2 AND token = $3 AND holder <> ''`, l.Name, l.Holder, l.Token)
-	return c.wrap("release", err)
+	if err := checkNames(l.Name, l.Holder); err != nil {
+		return fmt.Errorf("postgres: release: %w", err)
+	}
+	tag, err := c.pool.Exec(ctx, `UPDATE leases SET holder = '', expires_at = now()
+		WHERE name = $1 AND holder = $2 AND token = $3`, l.Name, l.Holder, l.Token)
+	if err != nil {
+		return c.wrap("release", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	// Tokens only grow and a term's holder never changes but to '' on
+	// release: what is there now says whether this term was released.
+	var holder string
+	var token int64
+	err = c.pool.QueryRow(ctx, `SELECT holder, token FROM leases WHERE name = $1`, l.Name).Scan(&holder, &token)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("postgres: release %q as %q (token %d): %w: no such lease", l.Name, l.Holder, l.Token, switchboard.ErrLeaseLost)
+	case err != nil:
+		return c.wrap("release", err)
+	case token == l.Token && holder == "":
+		return nil
+	}
+	return fmt.Errorf("postgres: release %q as %q (token %d): %w: now held by %q with token %d",
+		l.Name, l.Holder, l.Token, switchboard.ErrLeaseLost, holder, token)
 }
 
 // Leases lists every lease row by name.

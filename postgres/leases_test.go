@@ -51,8 +51,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	if _, err := c.Renew(ctx, a); !errors.Is(err, switchboard.ErrLeaseLost) {
 		t.Fatalf("old holder renew: %v, want ErrLeaseLost", err)
 	}
-	if err := c.Release(ctx, a); err != nil {
-		t.Fatalf("release by a former holder: %v", err)
+	if err := c.Release(ctx, a); !errors.Is(err, switchboard.ErrLeaseLost) {
+		t.Fatalf("release by a former holder: %v, want ErrLeaseLost", err)
 	}
 	if l, _ := c.Leases(ctx); len(l) != 1 || l[0].Holder != "other" {
 		t.Fatalf("a former holder's release took the lease: %+v", l)

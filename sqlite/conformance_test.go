@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,5 +39,37 @@ func TestConformanceMemory(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
+	})
+}
+
+func TestLeaseConformanceFile(t *testing.T) {
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser {
+		dsn, err := switchboard.ParseDSN("sqlite://" + filepath.Join(t.TempDir(), "catalog.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := sqlite.Open(context.Background(), dsn, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	})
+}
+
+func TestLeaseConformanceMemory(t *testing.T) {
+	quiet := opts
+	quiet.Logger = slog.New(slog.DiscardHandler)
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser {
+		c, err := switchboard.Open(context.Background(), "sqlite::memory:", quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		l, ok := c.(switchboard.Leaser)
+		if !ok {
+			t.Fatalf("%T is not a switchboard.Leaser", c)
+		}
+		return l
 	})
 }

@@ -26,16 +26,23 @@ func (r leaseRow) lease(name string) switchboard.Lease {
 	}
 }
 
-func checkLease(name, holder string, ttl time.Duration) error {
+func checkNames(name, holder string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: lease name must not be empty", switchboard.ErrInvalid)
 	case holder == "":
 		return fmt.Errorf("%w: lease holder must not be empty", switchboard.ErrInvalid)
-	case ttl < time.Millisecond:
-		return fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
 	}
 	return nil
+}
+
+// ttlMillis checks a lease TTL (at least a millisecond) and rounds it up to
+// whole milliseconds, as the PostgreSQL backend does.
+func ttlMillis(ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
+	}
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
 func readLease(ctx context.Context, tx *sql.Tx, name string) (leaseRow, error) {
@@ -50,20 +57,24 @@ func readLease(ctx context.Context, tx *sql.Tx, name string) (leaseRow, error) {
 // holder already holds it, it is renewed with the same token. Otherwise
 // switchboard.ErrLeaseHeld.
 func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
-	if err := checkLease(name, holder, ttl); err != nil {
+	if err := checkNames(name, holder); err != nil {
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
+	}
+	ttlMS, err := ttlMillis(ttl)
+	if err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
 	}
 	if c.closed.Load() {
 		return switchboard.Lease{}, errClosed("acquire lease " + name)
 	}
 	var out switchboard.Lease
-	err := c.write(ctx, func(tx *sql.Tx) error {
+	err = c.write(ctx, func(tx *sql.Tx) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
 		}
 		cur, err := readLease(ctx, tx, name)
-		next := leaseRow{holder: holder, ttlMS: ttl.Milliseconds(), expiresAt: now + ttl.Milliseconds()*1000}
+		next := leaseRow{holder: holder, ttlMS: ttlMS, expiresAt: now + ttlMS*1000}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			next.token = 1
@@ -92,11 +103,19 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	return out, nil
 }
 
-// Renew extends l by its TTL if it is still held by l.Holder with l.Token
-// and has not expired; switchboard.ErrLeaseLost otherwise.
+// Renew extends l by its TTL (zero: the stored one) if it is still held by
+// l.Holder with l.Token and has not expired; switchboard.ErrLeaseLost
+// otherwise.
 func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
-	if err := checkLease(l.Name, l.Holder, l.TTL); err != nil {
+	if err := checkNames(l.Name, l.Holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
+	}
+	var ttlMS int64 // zero: keep the stored TTL
+	if l.TTL != 0 {
+		var err error
+		if ttlMS, err = ttlMillis(l.TTL); err != nil {
+			return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
+		}
 	}
 	if c.closed.Load() {
 		return switchboard.Lease{}, errClosed("renew lease " + l.Name)
@@ -118,7 +137,11 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 		case cur.expiresAt <= now:
 			return fmt.Errorf("%w: expired %s ago", switchboard.ErrLeaseLost, time.Duration(now-cur.expiresAt)*time.Microsecond)
 		}
-		next := leaseRow{holder: l.Holder, token: l.Token, ttlMS: l.TTL.Milliseconds(), expiresAt: now + l.TTL.Milliseconds()*1000}
+		next := leaseRow{holder: l.Holder, token: l.Token, ttlMS: ttlMS}
+		if next.ttlMS == 0 {
+			next.ttlMS = cur.ttlMS
+		}
+		next.expiresAt = now + next.ttlMS*1000
 		_, err = tx.ExecContext(ctx, `UPDATE leases SET ttl_ms = ?, expires_at = ? WHERE name = ?`,
 			next.ttlMS, next.expiresAt, l.Name)
 		out = next.lease(l.Name)
@@ -132,9 +155,13 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 
 // Release gives l up if it is still held with l.Token: the row stays (so
 // the token keeps growing) with no holder and expires_at = now. Releasing a
-// lease already released with the same token is a no-op;
-// switchboard.ErrLeaseLost when someone else took it since.
+// lease already released with the same token, or expired with nobody
+// taking it over, is a no-op; switchboard.ErrLeaseLost when someone else
+// took it since (or there is no such lease).
 func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
+	if err := checkNames(l.Name, l.Holder); err != nil {
+		return fmt.Errorf("sqlite: release lease %s: %w", l.Name, err)
+	}
 	if c.closed.Load() {
 		return errClosed("release lease " + l.Name)
 	}
