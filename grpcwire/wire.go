@@ -57,12 +57,14 @@ func DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
 
 // Call sends msg over c and returns the destination's result. The depth goes
 // in x-message-depth when positive. Every failure is returned as a
-// *router.Error rebuilt from what the server sent (or from the gRPC status
-// for transport failures).
+// *router.Error rebuilt from what the server sent: the ErrorDetail in the
+// status details, else the x-error-code / x-error-retryable trailers (a peer
+// that does not send details), else the gRPC status (transport failures).
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
 	if msg.Depth > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))
 	}
+	var trailer metadata.MD
 	resp, err := c.Message(ctx, &modulepb.MessageRequest{
 		ID:       msg.ID,
 		From:     msg.From,
@@ -70,9 +72,9 @@ func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Messa
 		Payload:  msg.Payload,
 		EdgeID:   msg.EdgeID,
 		Metadata: msg.Metadata,
-	})
+	}, grpc.Trailer(&trailer))
 	if err != nil {
-		return nil, FromStatus(err)
+		return nil, fromCall(err, trailer)
 	}
 	if resp.HasError {
 		// A peer reporting the failure in-band carries no code of its own.
@@ -94,13 +96,34 @@ func FromStatus(err error) *router.Error {
 	if !ok {
 		return router.AsError(err)
 	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*modulepb.ErrorDetail); ok && ed.Code != "" {
-			return &router.Error{Code: ed.Code, Retryable: ed.Retryable, Message: ed.Message}
-		}
+	if ed := errorDetail(st); ed != nil {
+		return &router.Error{Code: ed.Code, Retryable: ed.Retryable, Message: ed.Message}
 	}
 	code, retryable := fromGRPCCode(st.Code())
 	return &router.Error{Code: code, Retryable: retryable, Message: st.Message()}
+}
+
+// fromCall rebuilds the error of a failed call whose trailing metadata is
+// trailer: as FromStatus, except that a gRPC status without ErrorDetail
+// takes its code from the x-error-code / x-error-retryable trailers when
+// the peer sent them.
+func fromCall(err error, trailer metadata.MD) *router.Error {
+	if st, ok := status.FromError(err); ok && errorDetail(st) == nil {
+		if e, ok := FromTrailer(trailer, st.Message()); ok {
+			return e
+		}
+	}
+	return FromStatus(err)
+}
+
+// errorDetail returns the ErrorDetail with a code in st's details, or nil.
+func errorDetail(st *status.Status) *modulepb.ErrorDetail {
+	for _, d := range st.Details() {
+		if ed, ok := d.(*modulepb.ErrorDetail); ok && ed.Code != "" {
+			return ed
+		}
+	}
+	return nil
 }
 
 // FromTrailer rebuilds an error from the x-error-code / x-error-retryable

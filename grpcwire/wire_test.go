@@ -10,9 +10,11 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
@@ -103,6 +105,63 @@ func TestErrorsCrossTheWire(t *testing.T) {
 	_, err = c.Message(ctx, &modulepb.MessageRequest{To: "f.b.n"})
 	if e := FromStatus(err); e == nil || e.Retryable {
 		t.Fatalf("malformed depth: %v", err)
+	}
+}
+
+// trailerOnlyService is a peer that reports its errors as x-error-code /
+// x-error-retryable trailers and a plain gRPC status, without ErrorDetail
+// (as a non-Go implementation may).
+type trailerOnlyService struct {
+	modulepb.UnimplementedModuleServiceServer
+}
+
+func (trailerOnlyService) Message(ctx context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
+	switch string(req.Payload) {
+	case "perm":
+		grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, "quota_exceeded", ErrorRetryableTrailer, "false"))
+		return nil, status.Error(codes.Unknown, "no more")
+	case "transient":
+		grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, "busy", ErrorRetryableTrailer, "1"))
+		return nil, status.Error(codes.FailedPrecondition, "try later")
+	case "both":
+		// The details win over the trailers.
+		grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, "from_trailer", ErrorRetryableTrailer, "true"))
+		return nil, ToStatus(router.Permanent("from_detail", "detail"))
+	}
+	return nil, status.Error(codes.Unavailable, "plain")
+}
+
+func TestErrorFromTrailersOnly(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	modulepb.RegisterModuleServiceServer(gs, trailerOnlyService{})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), DialOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := modulepb.NewModuleServiceClient(cc)
+	for _, tc := range []struct {
+		payload   string
+		code      string
+		retryable bool
+		msg       string
+	}{
+		{"perm", "quota_exceeded", false, "no more"},
+		{"transient", "busy", true, "try later"},
+		{"both", "from_detail", false, "detail"},
+		{"plain", router.CodeUnavailable, true, "plain"},
+	} {
+		_, err := Call(context.Background(), c, &router.Message{To: "f.b.n", Payload: []byte(tc.payload)})
+		var e *router.Error
+		if !errors.As(err, &e) || e.Code != tc.code || e.Retryable != tc.retryable || e.Message != tc.msg {
+			t.Errorf("%s: got %#v", tc.payload, err)
+		}
 	}
 }
 
