@@ -25,9 +25,10 @@ type Options struct {
 	Query switchboard.Query
 	// Logger receives the cache's logs (default slog.Default()).
 	Logger *slog.Logger
-	// OnEvent, if set, is called from the cache's goroutine after each
-	// event has been applied (a new view is visible to lookups by then for
-	// the last event of a burst).
+	// OnEvent, if set, is called from the cache's goroutine for each event,
+	// in order, once the cache's lookups reflect it (or a later change
+	// that arrived in the same burst): after a removal, lookups no longer
+	// offer that instance.
 	OnEvent func(switchboard.Event)
 }
 
@@ -69,16 +70,16 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 	c := &Cache{opts: opts, cancel: cancel, done: make(chan struct{})}
 	c.view.Store(build(nil, nil, false, nil))
 	set := map[string]switchboard.Instance{}
+	var pending []switchboard.Event
 	// Apply the snapshot synchronously: New returns a usable cache.
 	for ev := range ch {
+		apply(set, ev)
+		pending = append(pending, ev)
 		if ev.Kind == switchboard.EventSynced {
 			c.publish(set, false, nil)
+			c.deliver(pending)
 			go c.follow(ch, set)
 			return c, nil
-		}
-		apply(set, ev)
-		if opts.OnEvent != nil {
-			opts.OnEvent(ev)
 		}
 	}
 	cancel()
@@ -97,8 +98,10 @@ func apply(set map[string]switchboard.Instance, ev switchboard.Event) {
 func (c *Cache) follow(ch <-chan switchboard.Event, set map[string]switchboard.Instance) {
 	defer close(c.done)
 	stale, lastErr := false, error(nil)
+	var pending []switchboard.Event
 	for ev := range ch {
 		apply(set, ev)
+		pending = append(pending, ev)
 		switch ev.Kind {
 		case switchboard.EventError:
 			if !stale {
@@ -115,12 +118,21 @@ func (c *Cache) follow(ch <-chan switchboard.Event, set map[string]switchboard.I
 		// rebuild, not 10,000.
 		if len(ch) == 0 {
 			c.publish(set, stale, lastErr)
-		}
-		if c.opts.OnEvent != nil {
-			c.opts.OnEvent(ev)
+			pending = c.deliver(pending)
 		}
 	}
 	c.publish(set, true, switchboard.ErrClosed)
+	c.deliver(pending)
+}
+
+// deliver hands published events to OnEvent and returns the emptied slice.
+func (c *Cache) deliver(events []switchboard.Event) []switchboard.Event {
+	if c.opts.OnEvent != nil {
+		for _, ev := range events {
+			c.opts.OnEvent(ev)
+		}
+	}
+	return events[:0]
 }
 
 func (c *Cache) publish(set map[string]switchboard.Instance, stale bool, err error) {

@@ -260,3 +260,47 @@ func BenchmarkExpiryLag(b *testing.B) {
 		b.Fatalf("an instance was removed %v before its TTL was up", -lags[0])
 	}
 }
+
+// OnEvent runs once lookups reflect the event (or a later change of the
+// same burst), never before.
+func TestOnEventSeesItsOwnChange(t *testing.T) {
+	fc := &chanCatalog{ch: make(chan switchboard.Event, 64)}
+	fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	var c *discovery.Cache
+	ready := make(chan struct{})
+	bad := make(chan string, 64)
+	seen := make(chan struct{}, 64)
+	c, err := discovery.New(context.Background(), fc, discovery.Options{OnEvent: func(ev switchboard.Event) {
+		if ev.Kind == switchboard.EventSynced {
+			return // the snapshot's, delivered before New returns
+		}
+		<-ready
+		_, ok := c.Get(ev.Instance.ID)
+		switch {
+		case ev.Kind == switchboard.EventAdded && !ok && ev.Instance.ID != "b3": // b3 leaves later in the burst
+			bad <- "added but not in the cache: " + ev.Instance.ID
+		case ev.Kind == switchboard.EventRemoved && ok:
+			bad <- "removed but still in the cache: " + ev.Instance.ID
+		}
+		seen <- struct{}{}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	defer close(fc.ch)
+	// A burst: all queued before the cache reads any of them.
+	for i := 0; i < 10; i++ {
+		in := inst(fmt.Sprintf("b%d", i), "x", time.Minute)
+		in.ID = in.Name
+		fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
+	}
+	fc.ch <- switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: "b3"}}
+	for i := 0; i < 11; i++ {
+		<-seen
+	}
+	close(bad)
+	for msg := range bad {
+		t.Error(msg)
+	}
+}
