@@ -99,6 +99,12 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 	var crashID string
 	stopBeat := make(chan struct{})
 	beatDone := make(chan struct{})
+	// crash stops the writer's heartbeats; deferred too, so an early return
+	// leaves no goroutine heartbeating on a closed catalog.
+	crash := sync.OnceFunc(func() {
+		close(stopBeat)
+		<-beatDone
+	})
 	for _, r := range demoRoles {
 		in := switchboard.Instance{Name: "demo-" + r.typ, Type: r.typ, Address: r.addr, Capabilities: r.caps,
 			Version: version, TTL: ttl, Metadata: map[string]string{"demo": "true"}}
@@ -123,6 +129,7 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 					}
 				}
 			}()
+			defer crash()
 			continue
 		}
 		reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: hb, Logger: g.log})
@@ -162,8 +169,7 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 	say("   %d instances can ingest traces", n)
 
 	say("3. the writer is killed: its heartbeats stop, nobody deregisters it")
-	close(stopBeat)
-	<-beatDone
+	crash()
 	killed := time.Now()
 	ev, err := waitRemoved(ctx, removed, crashID)
 	if err != nil {
