@@ -32,6 +32,8 @@ type RegistrationStats struct {
 type Registration struct {
 	cat    Catalog
 	b      *beater
+	log    *slog.Logger
+	reap   bool // this registration wants the process's reaper to run
 	mu     sync.Mutex
 	inst   Instance
 	closed chan struct{}
@@ -63,7 +65,7 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	if err != nil {
 		return nil, err
 	}
-	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{})}
+	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}
 	r.b = joinBeater(cat, opts, r)
 	opts.Logger.Info("registered", "id", stored.ID, "name", stored.Name, "type", stored.Type,
 		"address", stored.Address, "ttl", stored.TTL)
@@ -107,16 +109,17 @@ func (r *Registration) Close() error {
 		if err := r.cat.Deregister(ctx, r.ID()); err != nil && !errors.Is(err, ErrNotFound) {
 			r.err = err
 		}
-		r.b.log.Info("deregistered", "id", r.ID(), "name", r.inst.Name)
+		r.log.Info("deregistered", "id", r.ID(), "name", r.inst.Name)
 	})
 	return r.err
 }
 
 // beater renews every registration of one (catalog, interval) in a single
-// Heartbeat call, and runs the process's reaper for that catalog.
+// Heartbeat call, and runs the process's reaper for that catalog while any
+// of them wants it. Round-wide logs go to the first registration's logger,
+// logs about one registration to its own.
 type beater struct {
 	key  beaterKey
-	opts BootstrapOptions
 	log  *slog.Logger
 	mu   sync.Mutex
 	regs map[*Registration]struct{}
@@ -143,7 +146,7 @@ func joinBeater(cat Catalog, opts BootstrapOptions, r *Registration) *beater {
 	defer beatersMu.Unlock()
 	b := beaters[key]
 	if b == nil {
-		b = &beater{key: key, opts: opts, log: opts.Logger, regs: map[*Registration]struct{}{},
+		b = &beater{key: key, log: opts.Logger, regs: map[*Registration]struct{}{},
 			stop: make(chan struct{}), done: make(chan struct{})}
 		beaters[key] = b
 		go b.run()
@@ -191,11 +194,13 @@ func (b *beater) run() {
 		regs := make(map[string]*Registration, len(b.regs))
 		ids := make([]string, 0, len(b.regs))
 		var maxTTL time.Duration
+		reap := false
 		for r := range b.regs {
 			in := r.Instance()
 			regs[in.ID] = r
 			ids = append(ids, in.ID)
 			maxTTL = max(maxTTL, in.TTL)
+			reap = reap || r.reap
 		}
 		b.mu.Unlock()
 
@@ -235,7 +240,7 @@ func (b *beater) run() {
 				}
 				b.reregister(ctx, r)
 			}
-			if !b.opts.DisableReaper && time.Since(lastReap) >= maxTTL && time.Since(healthySince) >= maxTTL {
+			if reap && time.Since(lastReap) >= maxTTL && time.Since(healthySince) >= maxTTL {
 				lastReap = time.Now()
 				if n, err := b.key.cat.Reap(ctx, 0); err != nil {
 					b.log.Warn("reap failed", "err", err)
@@ -261,12 +266,12 @@ func (b *beater) reregister(ctx context.Context, r *Registration) {
 	stored, err := b.key.cat.Register(ctx, in)
 	if err != nil {
 		r.failures.Add(1)
-		b.log.Warn("registration missing from catalog; registering again failed", "id", in.ID, "err", err)
+		r.log.Warn("registration missing from catalog; registering again failed", "id", in.ID, "err", err)
 		return
 	}
 	r.mu.Lock()
 	r.inst = stored
 	r.mu.Unlock()
 	r.reregs.Add(1)
-	b.log.Warn("registration missing from catalog; registered again", "id", in.ID, "name", in.Name)
+	r.log.Warn("registration missing from catalog; registered again", "id", in.ID, "name", in.Name)
 }

@@ -162,7 +162,15 @@ type countingCatalog struct {
 	switchboard.Catalog
 	mu    sync.Mutex
 	calls [][]string
+	reaps int
 	fail  error
+}
+
+func (c *countingCatalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	c.mu.Lock()
+	c.reaps++
+	c.mu.Unlock()
+	return c.Catalog.Reap(ctx, olderThan)
 }
 
 func (c *countingCatalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
@@ -260,4 +268,38 @@ func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
 	if s := reg.Stats(); s.Failures == 0 {
 		t.Fatalf("failures not counted: %+v", s)
 	}
+}
+
+// The process's reaper runs while any registration on the catalog wants
+// it, whichever registered first.
+func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
+	cat := &countingCatalog{Catalog: openSQLite(t)}
+	ctx := context.Background()
+	in := service("q")
+	in.TTL = 100 * time.Millisecond
+	opts := switchboard.BootstrapOptions{HeartbeatInterval: 20 * time.Millisecond}
+	noReap := opts
+	noReap.DisableReaper = true
+	first, err := switchboard.Bootstrap(ctx, cat, in, noReap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	time.Sleep(300 * time.Millisecond)
+	cat.mu.Lock()
+	before := cat.reaps
+	cat.mu.Unlock()
+	if before != 0 {
+		t.Fatalf("reaper ran %d times with DisableReaper", before)
+	}
+	second, err := switchboard.Bootstrap(ctx, cat, in, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	waitUntil(t, "the reaper to run", func() bool {
+		cat.mu.Lock()
+		defer cat.mu.Unlock()
+		return cat.reaps > 0
+	})
 }
