@@ -54,8 +54,10 @@ type fileConfig struct {
 // Load returns the defaults overlaid with the file at path (DefaultFile
 // when path is empty and that file exists), the environment read through
 // getenv (os.Getenv when nil), and last the overrides (command-line flags),
-// in that order. Only the result is validated, so a flag can replace a bad
-// value from the file or the environment.
+// in that order. Only the result is validated, so a flag can replace a value
+// from the file or the environment that would not validate (a bad DSN, a
+// heartbeat not shorter than the ttl); a value that does not even parse is
+// an error where it stands.
 func Load(path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv

@@ -96,13 +96,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
-// config loads the configuration with the --dsn flag applied on top.
-func (g *globals) config() (config.Config, error) {
-	c, err := config.Load(g.file, nil, func(c *config.Config) {
+// config loads the configuration with --dsn and the command's own flags
+// applied on top, before validation.
+func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
+	c, err := config.Load(g.file, nil, append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
-	})
+	}}, flags...)...)
 	if err != nil {
 		return config.Config{}, usage(err)
 	}

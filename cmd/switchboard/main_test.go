@@ -575,3 +575,28 @@ func TestReapDefaultKeepsActiveRowsWithLongTTL(t *testing.T) {
 		t.Fatalf("stale row survived: %v", err)
 	}
 }
+
+func TestRegisterFlagsValidateAsFinalValues(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	// With the default 3 s heartbeat, a 2 s ttl from the environment would
+	// not validate; the flags replace both.
+	t.Setenv("SWITCHBOARD_DISCOVERY_TTL", "2s")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"register", "--dsn", dsn, "--name", "a", "--type", "w", "--address", "127.0.0.1:1",
+			"--ttl", "5s", "--heartbeat", "1s"}, &out, &errb)
+	}()
+	waitFor := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), `"ttl":"5s"`) {
+		if time.Now().After(waitFor) {
+			t.Fatalf("no registration line; stderr %q", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

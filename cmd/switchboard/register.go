@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
 )
 
 func newRegisterCmd(g *globals) *cobra.Command {
@@ -21,29 +23,36 @@ func newRegisterCmd(g *globals) *cobra.Command {
 		Short: "Register an instance, print it as one JSON line, heartbeat until interrupted, then deregister",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.config()
+			var hbFlag, ttlFlag time.Duration
+			var err error
+			if hb != "" {
+				if hbFlag, err = switchboard.ParseDuration("heartbeat", hb); err != nil {
+					return usage(err)
+				}
+			}
+			if ttl != "" {
+				if ttlFlag, err = switchboard.ParseDuration("ttl", ttl); err != nil {
+					return usage(err)
+				}
+			}
+			// The flags take part in validation (heartbeat shorter than ttl)
+			// as the final values, over the file and the environment.
+			c, err := g.config(func(c *config.Config) {
+				if hbFlag > 0 {
+					c.Discovery.HeartbeatInterval = hbFlag
+				}
+				if ttlFlag > 0 {
+					c.Discovery.TTL = ttlFlag
+				}
+			})
 			if err != nil {
 				return err
 			}
+			interval := c.Discovery.HeartbeatInterval
+			in.TTL = c.Discovery.TTL
 			in.Capabilities = caps
 			if in.Metadata, err = parseMeta(meta); err != nil {
 				return usage(err)
-			}
-			interval := c.Discovery.HeartbeatInterval
-			if hb != "" {
-				if interval, err = switchboard.ParseDuration("heartbeat", hb); err != nil {
-					return usage(err)
-				}
-			}
-			in.TTL = c.Discovery.TTL
-			if ttl != "" {
-				if in.TTL, err = switchboard.ParseDuration("ttl", ttl); err != nil {
-					return usage(err)
-				}
-			}
-			if interval >= in.TTL {
-				return usage(&switchboard.FieldError{Field: "heartbeat", Value: interval.String(),
-					Reason: fmt.Sprintf("must be shorter than ttl (%s)", in.TTL)})
 			}
 			// Validate everything before the catalog is opened: bad input
 			// writes nothing, not even a new database file.
