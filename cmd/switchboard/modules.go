@@ -69,7 +69,8 @@ func newSendCmd(g *globals) *cobra.Command {
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := switchboard.ParseNodeName(to); err != nil {
+			target, err := switchboard.ParseNodeName(to)
+			if err != nil {
 				return usage(err)
 			}
 			if attempts < 1 || attempts > router.MaxMaxAttempts {
@@ -82,11 +83,14 @@ func newSendCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer cat.Close()
-			p, err := pool.Connect(ctx, cat, pool.Options{Logger: g.log})
-			if err != nil {
+			// Follow only the target module: a one-shot send has no reason
+			// to pre-warm connections to every address in the catalog.
+			p := pool.New(pool.Options{Logger: g.log})
+			defer p.Close()
+			p.Start(ctx)
+			if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module}); err != nil {
 				return err
 			}
-			defer p.Close()
 			r, err := router.New(router.Options{Wire: p, Logger: g.log})
 			if err != nil {
 				return err
