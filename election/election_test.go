@@ -197,11 +197,18 @@ func TestLeadRenewRelease(t *testing.T) {
 // the catalog is back.
 func TestStallStepsDownBeforeExpiry(t *testing.T) {
 	f := newFake()
-	cfg := Config{TTL: 300 * time.Millisecond}
+	// A 2 s lease gives a 400 ms margin: the step-down is a safety
+	// property measured against the lease's expiry, and a loaded machine
+	// must not be able to delay it past that by scheduling alone.
+	cfg := Config{TTL: 2 * time.Second, RetryEvery: 100 * time.Millisecond}
 	ev := callbacks(&cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go Run(ctx, f, "lock", "a", cfg)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, f, "lock", "a", cfg) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
 	recv(t, "election", ev.elected)
 	f.partition("a", true)
 	lostAt := recv(t, "step-down", ev.lost)
