@@ -167,6 +167,7 @@ func testInvalidInput(t *testing.T, c switchboard.Catalog) {
 		func(in *switchboard.Instance) { in.Components = json.RawMessage(`{`) },
 		func(in *switchboard.Instance) { in.TTL = -time.Second },
 		func(in *switchboard.Instance) { in.ID = "has space" },
+		func(in *switchboard.Instance) { in.Metadata = map[string]string{"zone": "a\x00b"} },
 	}
 	for i, mut := range bad {
 		in := good
