@@ -127,14 +127,20 @@ func TestWatchPush(t *testing.T) {
 	}
 	r := record(t, ch)
 	r.waitFor(t, "snapshot", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventSynced, "") })
+	// Each write waits for its event: a watch mirrors state, so writes the
+	// hub reads in one batch coalesce (b added and removed between two
+	// reads is, correctly, no event at all).
 	reg(t, writer, "b", "h:2")
+	r.waitFor(t, "b", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventAdded, "b") })
 	reg(t, writer, "a", "h:3")
+	r.waitFor(t, "a moved", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventUpdated, "a") })
 	if _, err := writer.Heartbeat(ctxT(t), "a", "b"); err != nil {
 		t.Fatal(err)
 	}
 	if err := writer.Deregister(ctxT(t), "b"); err != nil {
 		t.Fatal(err)
 	}
+	r.waitFor(t, "b gone", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventRemoved, "b") })
 	reg(t, writer, "marker", "h:9")
 	r.waitFor(t, "marker", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventAdded, "marker") })
 	want := []string{"added a", "added b", "updated a", "removed deregistered b", "added marker"}
