@@ -6,13 +6,16 @@
 // parameters, so a connection the pool opens later gets them too). Writes go
 // through one dedicated connection per process that begins with BEGIN
 // IMMEDIATE, so two writers never deadlock on a lock upgrade, and are retried
-// with jittered backoff on SQLITE_BUSY / SQLITE_LOCKED. All times come from
-// SQLite's clock, never from the process.
+// with jittered backoff on SQLITE_BUSY / SQLITE_LOCKED. Writers of all
+// processes queue on an flock of "<db>-wlock" first, so none starves in
+// SQLite's sleeping busy handler. All times come from SQLite's clock, never
+// from the process.
 //
 // Watch is served by the shared hub (internal/hub), fed by the change log of
-// this package: in-process writes notify it at once; writes of other
-// processes are noticed through inotify on the database and its -wal file,
-// with PRAGMA data_version polled as a fallback.
+// this package: in-process writes are handed to it at once; each writer
+// announces its commit by writing to "<db>-wlock", which other processes
+// notice through inotify, with PRAGMA data_version polled as the fallback
+// for writers that do not announce.
 package sqlite
 
 import (
