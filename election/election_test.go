@@ -25,6 +25,9 @@ type fakeLeaser struct {
 	partitioned map[string]bool
 	renews      int
 	holders     []string
+	// skew is how far the catalog's clock is ahead of this process's: the
+	// ExpiresAt the fake hands out are on the catalog's clock.
+	skew time.Duration
 }
 
 func newFake() *fakeLeaser { return &fakeLeaser{partitioned: map[string]bool{}} }
@@ -48,7 +51,7 @@ func (f *fakeLeaser) Acquire(ctx context.Context, name, holder string, ttl time.
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
+	now := time.Now().Add(f.skew)
 	live := now.Before(f.expires)
 	switch {
 	case holder == f.holder && live:
@@ -69,7 +72,7 @@ func (f *fakeLeaser) Renew(ctx context.Context, l switchboard.Lease) (switchboar
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
+	now := time.Now().Add(f.skew)
 	if l.Holder != f.holder || l.Token != f.token || !now.Before(f.expires) {
 		return switchboard.Lease{}, switchboard.ErrLeaseLost
 	}
@@ -87,7 +90,7 @@ func (f *fakeLeaser) Release(ctx context.Context, l switchboard.Lease) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l.Holder == f.holder && l.Token == f.token {
-		f.holder, f.expires = "", time.Now()
+		f.holder, f.expires = "", time.Now().Add(f.skew)
 	}
 	return nil
 }
@@ -276,5 +279,40 @@ func TestConfig(t *testing.T) {
 	e, _ := New(f, "lock", "a", Config{})
 	if e.cfg.TTL != DefaultTTL || e.cfg.RenewEvery != DefaultTTL/3 || e.cfg.RetryEvery != DefaultRetryEvery {
 		t.Errorf("defaults: %+v", e.cfg)
+	}
+}
+
+// TestClockSkew runs a contender whose clock is an hour behind, then an hour
+// ahead of, the catalog's: leadership neither flaps nor outlives the lease,
+// because the elector never compares the catalog's ExpiresAt with its own
+// wall clock.
+func TestClockSkew(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			f := newFake()
+			f.skew = skew
+			cfg := Config{TTL: 2 * time.Second, RenewEvery: 50 * time.Millisecond, RetryEvery: 50 * time.Millisecond}
+			ev := callbacks(&cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, f, "lock", "a", cfg) }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			recv(t, "election", ev.elected)
+			waitUntil(t, "ten renewals", func() bool { _, _, _, n := f.state(); return n >= 10 })
+			select {
+			case <-ev.lost:
+				t.Fatal("stepped down while every renewal succeeded")
+			default:
+			}
+			f.partition("a", true)
+			lostAt := recv(t, "step-down", ev.lost)
+			_, _, expires, _ := f.state()
+			if !lostAt.Add(skew).Before(expires) {
+				t.Fatalf("stepped down at %v (catalog clock), after the lease expired at %v", lostAt.Add(skew), expires)
+			}
+		})
 	}
 }
