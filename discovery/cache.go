@@ -39,6 +39,10 @@ type Cache struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+
+	subMu  sync.Mutex
+	subs   map[int]func()
+	nextID int
 }
 
 // view is immutable once published.
@@ -137,6 +141,35 @@ func (c *Cache) deliver(events []switchboard.Event) []switchboard.Event {
 
 func (c *Cache) publish(set map[string]switchboard.Instance, stale bool, err error) {
 	c.view.Store(build(set, c.view.Load(), stale, err))
+	c.subMu.Lock()
+	fns := make([]func(), 0, len(c.subs))
+	for _, fn := range c.subs {
+		fns = append(fns, fn)
+	}
+	c.subMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// Subscribe calls fn, from the cache's goroutine, each time a new view is
+// published (after every burst of changes, and when the cache becomes stale
+// or fresh again). fn must return quickly: signal, do not work. The
+// returned function unsubscribes.
+func (c *Cache) Subscribe(fn func()) (cancel func()) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subs == nil {
+		c.subs = map[int]func(){}
+	}
+	id := c.nextID
+	c.nextID++
+	c.subs[id] = fn
+	return func() {
+		c.subMu.Lock()
+		delete(c.subs, id)
+		c.subMu.Unlock()
+	}
 }
 
 func build(set map[string]switchboard.Instance, prev *view, stale bool, err error) *view {

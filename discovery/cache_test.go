@@ -304,3 +304,32 @@ func TestOnEventSeesItsOwnChange(t *testing.T) {
 		t.Error(msg)
 	}
 }
+
+func TestSubscribe(t *testing.T) {
+	cat := openSQLite(t)
+	ctx := context.Background()
+	c, err := discovery.New(ctx, cat, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	kicks := make(chan int, 16)
+	cancel := c.Subscribe(func() { kicks <- len(c.ByCapability("storage")) })
+	cat.Register(ctx, inst("a", "storage", time.Minute))
+	select {
+	case n := <-kicks:
+		if n != 1 {
+			t.Fatalf("subscriber ran before the view had the change: %d instances", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notification")
+	}
+	cancel()
+	cat.Register(ctx, inst("b", "storage", time.Minute))
+	waitUntil(t, "b", func() bool { return len(c.ByCapability("storage")) == 2 })
+	select {
+	case <-kicks:
+		t.Fatal("notified after unsubscribing")
+	default:
+	}
+}
