@@ -11,123 +11,252 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/resolver"
 )
 
-// fakeCatalog hands out watch channels the test feeds by hand, recording
-// the query of each.
+var errDown = errors.New("catalog down")
+
+// fakeCatalog has one watch stream, written by the test; it feeds a real
+// discovery.Cache.
 type fakeCatalog struct {
 	switchboard.Catalog
-	watches chan fakeWatch
-}
-
-type fakeWatch struct {
-	q  switchboard.Query
-	ch chan switchboard.Event
+	events chan switchboard.Event
 }
 
 func (c *fakeCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
-	w := fakeWatch{q: q, ch: make(chan switchboard.Event, 16)}
-	c.watches <- w
-	return w.ch, nil
+	return c.events, nil
 }
 
-// fakeCC records the address lists the resolver pushes.
+// newCache starts a cache on a fake catalog whose snapshot is the given
+// instances.
+func newCache(t *testing.T, snapshot ...switchboard.Instance) (*discovery.Cache, *fakeCatalog) {
+	t.Helper()
+	cat := &fakeCatalog{events: make(chan switchboard.Event, 64)}
+	for _, in := range snapshot {
+		cat.events <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
+	}
+	cat.events <- switchboard.Event{Kind: switchboard.EventSynced}
+	c, err := discovery.New(context.Background(), cat, discovery.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(cat.events); c.Close() })
+	return c, cat
+}
+
+func (c *fakeCatalog) send(evs ...switchboard.Event) {
+	for _, ev := range evs {
+		c.events <- ev
+	}
+}
+
+func added(in switchboard.Instance) switchboard.Event {
+	return switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
+}
+
+func removed(in switchboard.Instance) switchboard.Event {
+	return switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonExpired, Instance: in}
+}
+
+func byCap(id, cp, addr string) switchboard.Instance {
+	return switchboard.Instance{ID: id, Name: "svc-" + id, Type: "module", Address: addr, Capabilities: []string{cp}}
+}
+
+func byName(id, name, addr string) switchboard.Instance {
+	return switchboard.Instance{ID: id, Name: name, Type: "module", Address: addr}
+}
+
+// fakeCC records what the resolver pushes and reports, in order. A push of
+// the set already pushed fails the test.
 type fakeCC struct {
 	grpcresolver.ClientConn
+	t      *testing.T
 	states chan []string
+	errs   chan error
+	last   []string // owned by the resolver's goroutine
+	pushed bool
+}
+
+func newCC(t *testing.T) *fakeCC {
+	return &fakeCC{t: t, states: make(chan []string, 64), errs: make(chan error, 64)}
 }
 
 func (f *fakeCC) UpdateState(s grpcresolver.State) error {
-	var addrs []string
+	addrs := []string{}
 	for _, e := range s.Endpoints {
 		addrs = append(addrs, e.Addresses[0].Addr)
 	}
+	if f.pushed && slices.Equal(addrs, f.last) {
+		f.t.Errorf("pushed the unchanged set %v again", addrs)
+	}
+	f.last, f.pushed = addrs, true
 	f.states <- addrs
 	return nil
 }
 
-func (f *fakeCC) ReportError(error) {}
+func (f *fakeCC) ReportError(err error) { f.errs <- err }
 
-func next(t *testing.T, f *fakeCC) []string {
+func build(t *testing.T, b *resolver.Builder, key string, cc *fakeCC) grpcresolver.Resolver {
 	t.Helper()
-	select {
-	case s := <-f.states:
-		return s
-	case <-time.After(waitFor):
-		t.Fatal("no state pushed")
-		return nil
-	}
-}
-
-func noState(t *testing.T, f *fakeCC) {
-	t.Helper()
-	select {
-	case s := <-f.states:
-		t.Fatalf("unexpected state %v", s)
-	case <-time.After(50 * time.Millisecond):
-	}
-}
-
-func TestResolverWatchSemantics(t *testing.T) {
-	cat := &fakeCatalog{watches: make(chan fakeWatch, 4)}
-	cc := &fakeCC{states: make(chan []string, 16)}
-	b := resolver.NewBuilder(cat, resolver.Options{Logger: quiet})
-	r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: "/storage"}}, cc, grpcresolver.BuildOptions{})
+	r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: "/" + key}}, cc, grpcresolver.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ws := map[string]fakeWatch{}
-	for i := 0; i < 2; i++ {
-		w := <-cat.watches
-		if w.q.Capability == "storage" {
-			ws["cap"] = w
-		} else if w.q.Name == "storage" {
-			ws["name"] = w
-		} else {
-			t.Fatalf("unexpected query %+v", w.q)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// expect waits for the next pushed state and checks it is want.
+func expect(t *testing.T, cc *fakeCC, what string, want ...string) {
+	t.Helper()
+	select {
+	case s := <-cc.states:
+		if !slices.Equal(s, want) {
+			t.Fatalf("%s: pushed %v, want %v", what, s, want)
 		}
+	case err := <-cc.errs:
+		t.Fatalf("%s: reported %v, want state %v", what, err, want)
+	case <-time.After(waitFor):
+		t.Fatalf("%s: no state pushed", what)
 	}
-	in := func(id, addr string) switchboard.Instance {
-		return switchboard.Instance{ID: id, Name: "svc", Address: addr}
+}
+
+func TestResolverPushesTheUnionOfCapabilityAndName(t *testing.T) {
+	cache, cat := newCache(t,
+		byCap("a", "storage", "10.0.0.1:1"),
+		byCap("n", "storage", "nats://tinymodule.svc-n.msg"), // not dialable
+		byName("b", "storage", "10.0.0.2:1"),
+		byName("d", "storage", "10.0.0.1:1"), // same address as a
+		byCap("x", "other", "10.0.0.9:1"),
+		byName("y", "storage-2", "10.0.0.9:2"),
+	)
+	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
+	cc := newCC(t)
+	r := build(t, b, "storage", cc)
+	expect(t, cc, "initial", "10.0.0.1:1", "10.0.0.2:1")
+
+	// A capability-only key ignores names, a name-only key capabilities.
+	ccCap, ccName := newCC(t), newCC(t)
+	build(t, b, "other", ccCap)
+	expect(t, ccCap, "capability only", "10.0.0.9:1")
+	build(t, b, "storage-2", ccName)
+	expect(t, ccName, "name only", "10.0.0.9:2")
+
+	// Changes elsewhere in the catalog, and recomputations ResolveNow asks
+	// for, push nothing (fakeCC fails on a repeated set): the next state is
+	// the one of the following relevant change.
+	r.ResolveNow(grpcresolver.ResolveNowOptions{})
+	cat.send(added(byCap("z", "unrelated", "10.0.0.8:1")))
+	cat.send(added(byCap("n2", "storage", "nats://x.y")))
+	r.ResolveNow(grpcresolver.ResolveNowOptions{})
+	cat.send(added(byCap("c", "storage", "10.0.0.0:5")))
+	expect(t, cc, "after an addition", "10.0.0.0:5", "10.0.0.1:1", "10.0.0.2:1")
+
+	// A removal pushes the smaller set at once; an address still held by
+	// another instance (d has a's) stays, so removing a alone pushes
+	// nothing.
+	cat.send(removed(byCap("a", "storage", "10.0.0.1:1")))
+	r.ResolveNow(grpcresolver.ResolveNowOptions{})
+	cat.send(removed(byName("b", "storage", "10.0.0.2:1")))
+	expect(t, cc, "after removals", "10.0.0.0:5", "10.0.0.1:1")
+	cat.send(removed(byName("d", "storage", "10.0.0.1:1")))
+	expect(t, cc, "after removing d", "10.0.0.0:5")
+
+	// The last one leaves: the empty set is pushed, so RPCs fail instead
+	// of reaching it.
+	cat.send(removed(byCap("c", "storage", "10.0.0.0:5")))
+	expect(t, cc, "after removing the last")
+	if len(cc.errs) != 0 {
+		t.Fatalf("reported %v on a fresh cache", <-cc.errs)
 	}
-	ws["cap"].ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in("a", "10.0.0.1:1")}
-	ws["cap"].ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in("n", "nats://x.y")}
-	ws["cap"].ch <- switchboard.Event{Kind: switchboard.EventSynced}
-	noState(t, cc) // the name watch has not synced yet
-	ws["name"].ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in("b", "10.0.0.2:1")}
-	ws["name"].ch <- switchboard.Event{Kind: switchboard.EventSynced}
-	if s := next(t, cc); !slices.Equal(s, []string{"10.0.0.1:1", "10.0.0.2:1"}) {
-		t.Fatalf("initial state %v", s)
+}
+
+func TestResolverKeepsTheLastSetWhileTheCacheIsStale(t *testing.T) {
+	a, b := byCap("a", "storage", "10.0.0.1:1"), byCap("b", "storage", "10.0.0.2:1")
+	cache, cat := newCache(t, a, b)
+	cc := newCC(t)
+	build(t, resolver.NewBuilder(cache, resolver.Options{Logger: quiet}), "storage", cc)
+	expect(t, cc, "initial", "10.0.0.1:1", "10.0.0.2:1")
+
+	// The catalog becomes unreachable, then the stale view loses both
+	// instances: nothing is pushed (neither the smaller set nor the empty
+	// one), and the empty stale view is reported instead.
+	cat.send(switchboard.Event{Kind: switchboard.EventError, Err: errDown})
+	cat.send(removed(a))
+	cat.send(removed(b))
+	select {
+	case err := <-cc.errs:
+		if len(cc.states) != 0 {
+			t.Fatalf("pushed %v while stale", <-cc.states)
+		}
+		if !errors.Is(err, errDown) {
+			t.Fatalf("reported %v, want it to wrap the cache's error", err)
+		}
+	case s := <-cc.states:
+		t.Fatalf("pushed %v while stale", s)
+	case <-time.After(waitFor):
+		t.Fatal("the stale, empty view was not reported")
 	}
-	// An outage keeps everything.
-	ws["cap"].ch <- switchboard.Event{Kind: switchboard.EventError, Err: errors.New("down")}
-	noState(t, cc)
-	// Removal drops at once.
-	ws["cap"].ch <- switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonExpired, Instance: in("a", "10.0.0.1:1")}
-	if s := next(t, cc); !slices.Equal(s, []string{"10.0.0.2:1"}) {
-		t.Fatalf("after removal %v", s)
+	if stale, _ := cache.Stale(); !stale {
+		t.Fatal("cache not stale")
 	}
-	// The name watch ends: re-watched; its new snapshot replaces the old.
-	close(ws["name"].ch)
-	w := <-cat.watches
-	if w.q.Name != "storage" {
-		t.Fatalf("re-watch query %+v", w.q)
+
+	// Reachable again, with a new snapshot: its set is pushed directly.
+	cat.send(added(byCap("c", "storage", "10.0.0.3:1")), switchboard.Event{Kind: switchboard.EventSynced})
+	expect(t, cc, "fresh again", "10.0.0.3:1")
+}
+
+func TestResolverOnAStaleCacheStartsWithItsLastKnownSet(t *testing.T) {
+	cache, cat := newCache(t, byCap("a", "storage", "10.0.0.1:1"))
+	cat.send(switchboard.Event{Kind: switchboard.EventError, Err: errDown})
+	eventually(t, "the cache to be stale", func() bool { stale, _ := cache.Stale(); return stale })
+	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
+	cc := newCC(t)
+	build(t, b, "storage", cc)
+	expect(t, cc, "initial on a stale cache", "10.0.0.1:1")
+	none := newCC(t)
+	build(t, b, "nothing", none)
+	select {
+	case err := <-none.errs:
+		if err == nil {
+			t.Fatal("nil error")
+		}
+	case s := <-none.states:
+		t.Fatalf("pushed %v for a key the stale cache has nothing for", s)
+	case <-time.After(waitFor):
+		t.Fatal("the stale, empty view was not reported")
 	}
-	w.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in("c", "10.0.0.3:1")}
-	w.ch <- switchboard.Event{Kind: switchboard.EventSynced}
-	if s := next(t, cc); !slices.Equal(s, []string{"10.0.0.3:1"}) {
-		t.Fatalf("after re-watch %v", s)
+}
+
+func TestCloseStopsTheResolver(t *testing.T) {
+	cache, cat := newCache(t, byCap("a", "storage", "10.0.0.1:1"))
+	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
+	closed, open := newCC(t), newCC(t)
+	r := build(t, b, "storage", closed)
+	build(t, b, "storage", open)
+	expect(t, closed, "initial", "10.0.0.1:1")
+	expect(t, open, "initial", "10.0.0.1:1")
+	r.Close()
+	r.ResolveNow(grpcresolver.ResolveNowOptions{}) // harmless after Close
+	cat.send(added(byCap("b", "storage", "10.0.0.2:1")))
+	expect(t, open, "after the addition", "10.0.0.1:1", "10.0.0.2:1")
+	// Close waited for the closed resolver's goroutine: it cannot push.
+	if len(closed.states) != 0 {
+		t.Fatalf("a closed resolver pushed %v", <-closed.states)
 	}
 }
 
 func TestBuildRejectsBadTargets(t *testing.T) {
-	b := resolver.NewBuilder(&fakeCatalog{watches: make(chan fakeWatch, 4)}, resolver.Options{Logger: quiet})
-	for _, p := range []string{"/", "/a b", "/-x"} {
-		if _, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: p}}, &fakeCC{}, grpcresolver.BuildOptions{}); err == nil {
+	cache, _ := newCache(t)
+	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
+	for _, p := range []string{"/", "", "/a b", "/-x", "/x/y"} {
+		if _, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: p}}, newCC(t), grpcresolver.BuildOptions{}); err == nil {
 			t.Errorf("Build accepted %q", p)
 		}
+	}
+	if _, err := resolver.NewBuilder(nil, resolver.Options{}).Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: "/x"}}, newCC(t), grpcresolver.BuildOptions{}); err == nil {
+		t.Error("Build without a cache succeeded")
 	}
 	if b.Scheme() != "switchboard" || resolver.Target("x") != "switchboard:///x" {
 		t.Fatal("scheme")

@@ -3,31 +3,42 @@
 // name>" and is balanced over the live instances that have that capability
 // or that name.
 //
-// The resolver is fed by Catalog.Watch, so it works with every backend and
-// follows changes as they are pushed: a new instance is added at once, a
-// deregistered or expired one is dropped at once, and while the catalog is
-// unreachable the last known addresses are kept. Only host:port addresses
-// are passed to gRPC (nats:// ones are skipped). Pair it with the
+// The resolver reads a discovery.Cache, so every target of a process shares
+// the cache's single catalog watch (and its reconnection) and works with
+// every backend. It subscribes to the cache and pushes the union of the
+// instances with that capability and with that name, reduced to their
+// dialable host:port addresses (nats:// ones are skipped), de-duplicated
+// and sorted, whenever that set changes: a new instance is added as soon as
+// the cache sees it, a deregistered or expired one is dropped at once, and
+// an empty set is pushed too, so RPCs fail fast instead of reaching removed
+// backends. While the cache is stale (the catalog is unreachable) the last
+// pushed addresses are kept and no empty set is pushed. Pair it with the
 // round_robin policy:
 //
-//	b := resolver.NewBuilder(cat, resolver.Options{})
+//	cache, err := discovery.New(ctx, cat, discovery.Options{})
+//	…
+//	b := resolver.NewBuilder(cache, resolver.Options{})
 //	cc, err := grpc.NewClient("switchboard:///storage",
 //		grpc.WithResolvers(b),
 //		grpc.WithDefaultServiceConfig(resolver.RoundRobin),
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// The cache must outlive the clients using the Builder; once it is closed
+// it reports itself stale and the resolvers keep their last addresses.
 package resolver
 
 import (
-	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 )
 
 // Scheme is the URI scheme the Builder resolves.
@@ -47,26 +58,26 @@ type Options struct {
 }
 
 // Builder builds resolvers for "switchboard:///<key>" targets over one
-// catalog. Pass it to grpc.WithResolvers, or to Register for every client
-// of the process.
+// discovery cache. Pass it to grpc.WithResolvers, or to Register for every
+// client of the process.
 type Builder struct {
-	cat switchboard.Catalog
-	log *slog.Logger
+	cache *discovery.Cache
+	log   *slog.Logger
 }
 
-// NewBuilder returns a Builder watching cat.
-func NewBuilder(cat switchboard.Catalog, opts Options) *Builder {
+// NewBuilder returns a Builder reading cache.
+func NewBuilder(cache *discovery.Cache, opts Options) *Builder {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Builder{cat: cat, log: opts.Logger}
+	return &Builder{cache: cache, log: opts.Logger}
 }
 
-// Register installs a Builder for cat as the process-wide resolver of the
+// Register installs a Builder for cache as the process-wide resolver of the
 // "switchboard" scheme (grpc-go's global registry; call it at init time, it
 // is not safe to race with dials). It returns the builder.
-func Register(cat switchboard.Catalog, opts Options) *Builder {
-	b := NewBuilder(cat, opts)
+func Register(cache *discovery.Cache, opts Options) *Builder {
+	b := NewBuilder(cache, opts)
 	grpcresolver.Register(b)
 	return b
 }
@@ -91,203 +102,171 @@ func ParseKey(endpoint string) (key string, asCapability, asName bool, err error
 	return key, asCapability, asName, nil
 }
 
-// Build starts watching the catalog for the target's capability and name.
+// Build starts a resolver for the target's capability and/or name. Its
+// first addresses are pushed from the cache's current view, without
+// waiting for a change.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
+	if b.cache == nil {
+		return nil, errors.New("switchboard resolver: the Builder has no discovery cache")
+	}
 	key, asCap, asName, err := ParseKey(target.Endpoint())
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &watchResolver{b: b, cc: cc, key: key, cancel: cancel, done: make(chan struct{})}
-	var queries []switchboard.Query
-	if asCap {
-		queries = append(queries, switchboard.Query{Capability: key})
+	r := &cacheResolver{
+		b: b, cc: cc, key: key, asCap: asCap, asName: asName,
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
-	if asName {
-		queries = append(queries, switchboard.Query{Name: key})
-	}
-	go r.run(ctx, queries)
+	// Subscribe before the first computation, so no view published in
+	// between is missed; the pre-filled slot makes the goroutine compute
+	// the current one at once.
+	r.unsubscribe = b.cache.Subscribe(r.signal)
+	r.kick <- struct{}{}
+	go r.run()
 	return r, nil
 }
 
-// watchResolver merges one watch per query and pushes the union of their
-// live, dialable addresses to the ClientConn.
-type watchResolver struct {
-	b      *Builder
-	cc     grpcresolver.ClientConn
-	key    string
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+// cacheResolver follows the cache for one key. Only its goroutine reads the
+// cache for it and calls the ClientConn.
+type cacheResolver struct {
+	b             *Builder
+	cc            grpcresolver.ClientConn
+	key           string
+	asCap, asName bool
+
+	kick        chan struct{} // 1 slot: "the view may have changed"
+	stop        chan struct{}
+	done        chan struct{}
+	unsubscribe func()
+	once        sync.Once
+
+	// Owned by run.
+	last     []string // the addresses last pushed
+	pushed   bool     // whether anything was pushed yet
+	stale    bool     // the cache was stale at the last computation
+	reported bool     // the stale, empty set was reported in this stale spell
 }
 
-// ResolveNow does nothing: changes are pushed by the catalog watch.
-func (r *watchResolver) ResolveNow(grpcresolver.ResolveNowOptions) {}
+// signal is the cache subscription: it never blocks and does no work, a
+// pending signal already covers this one.
+func (r *cacheResolver) signal() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
 
-// Close stops the watches.
-func (r *watchResolver) Close() {
+// ResolveNow recomputes the addresses from the cache (they are pushed only
+// if they changed).
+func (r *cacheResolver) ResolveNow(grpcresolver.ResolveNowOptions) { r.signal() }
+
+// Close unsubscribes from the cache and waits for the resolver's goroutine:
+// once it returns, the ClientConn is not called again.
+func (r *cacheResolver) Close() {
 	r.once.Do(func() {
-		r.cancel()
+		r.unsubscribe()
+		close(r.stop)
 		<-r.done
 	})
 }
 
-// watchState is one query's watch: its channel (nil while re-watching), the
-// instances it reported, and whether its current snapshot is complete.
-type watchState struct {
-	q       switchboard.Query
-	ch      <-chan switchboard.Event
-	set     map[string]switchboard.Instance // id → instance, applied
-	pending map[string]switchboard.Instance // snapshot being received
-	synced  bool                            // received a first EventSynced
-	retry   <-chan time.Time
-	backoff time.Duration
-}
-
-func (r *watchResolver) run(ctx context.Context, queries []switchboard.Query) {
+func (r *cacheResolver) run() {
 	defer close(r.done)
-	ws := make([]*watchState, len(queries))
-	for i, q := range queries {
-		ws[i] = &watchState{q: q, set: map[string]switchboard.Instance{}, backoff: 100 * time.Millisecond}
-		r.watch(ctx, ws[i])
-	}
-	var last []string
-	pushed := false
 	for {
-		changed, ok := r.step(ctx, ws)
-		if !ok {
+		select {
+		case <-r.stop:
 			return
+		case <-r.kick:
 		}
-		if !changed {
-			continue
+		// Close may have come with the kick: do not call the ClientConn
+		// after it.
+		select {
+		case <-r.stop:
+			return
+		default:
 		}
-		ready := true
-		for _, w := range ws {
-			ready = ready && w.synced
-		}
-		if !ready {
-			continue
-		}
-		addrs := r.addresses(ws)
-		if pushed && slices.Equal(addrs, last) {
-			continue
-		}
-		last, pushed = addrs, true
-		st := grpcresolver.State{}
-		for _, a := range addrs {
-			ad := grpcresolver.Address{Addr: a}
-			st.Addresses = append(st.Addresses, ad)
-			st.Endpoints = append(st.Endpoints, grpcresolver.Endpoint{Addresses: []grpcresolver.Address{ad}})
-		}
-		r.b.log.Debug("switchboard resolver: update", "target", r.key, "addresses", addrs)
-		if err := r.cc.UpdateState(st); err != nil && len(addrs) > 0 {
-			r.b.log.Warn("switchboard resolver: update rejected", "target", r.key, "err", err)
-		}
+		r.update()
 	}
 }
 
-// watch starts (or restarts) one query's watch; on failure it arms the
-// retry timer.
-func (r *watchResolver) watch(ctx context.Context, w *watchState) {
-	ch, err := r.b.cat.Watch(ctx, w.q)
-	if err != nil {
-		if ctx.Err() != nil {
+// update computes the target's addresses from the cache's current view and
+// pushes them if they changed; while the cache is stale it keeps the last
+// pushed set.
+func (r *cacheResolver) update() {
+	addrs := r.addresses()
+	stale, staleErr := r.b.cache.Stale()
+	if stale {
+		if !r.stale {
+			r.stale = true
+			r.b.log.Warn("switchboard resolver: discovery cache is stale; keeping the last known addresses",
+				"target", r.key, "addresses", r.last, "err", staleErr)
+		}
+		switch {
+		case len(addrs) == 0:
+			// Never replace what we have with nothing on an unconfirmed
+			// view; say why there is nothing to offer (gRPC keeps a
+			// working set across a resolver error).
+			if !r.reported {
+				r.reported = true
+				if staleErr == nil {
+					staleErr = errors.New("catalog unreachable")
+				}
+				r.cc.ReportError(fmt.Errorf("switchboard resolver: %q: discovery cache is stale and offers no address: %w", r.key, staleErr))
+			}
+			return
+		case r.pushed:
+			if !slices.Equal(addrs, r.last) {
+				r.b.log.Debug("switchboard resolver: stale view differs; keeping the last known addresses",
+					"target", r.key, "addresses", r.last, "stale_view", addrs)
+			}
 			return
 		}
-		r.b.log.Warn("switchboard resolver: watch failed; retrying", "target", r.key, "err", err, "retry_in", w.backoff)
-		r.cc.ReportError(err)
-		w.retry = time.After(w.backoff)
-		w.backoff = min(2*w.backoff, 10*time.Second)
+		// Nothing pushed yet: the cache's last known set is better than
+		// none.
+	} else if r.stale {
+		r.stale, r.reported = false, false
+		r.b.log.Info("switchboard resolver: discovery cache is fresh again", "target", r.key)
+	}
+	if r.pushed && slices.Equal(addrs, r.last) {
 		return
 	}
-	w.ch, w.retry = ch, nil
-	w.pending = map[string]switchboard.Instance{}
-}
-
-// step handles one event (or retry) of any watch. It reports whether the
-// applied sets may have changed, and false for ok when ctx ended.
-func (r *watchResolver) step(ctx context.Context, ws []*watchState) (changed, ok bool) {
-	// At most two watches: select over both without reflection.
-	var ch0, ch1 <-chan switchboard.Event
-	var rt0, rt1 <-chan time.Time
-	ch0, rt0 = ws[0].ch, ws[0].retry
-	if len(ws) > 1 {
-		ch1, rt1 = ws[1].ch, ws[1].retry
+	r.last, r.pushed = addrs, true
+	st := grpcresolver.State{
+		Addresses: make([]grpcresolver.Address, 0, len(addrs)),
+		Endpoints: make([]grpcresolver.Endpoint, 0, len(addrs)),
 	}
-	var w *watchState
-	var ev switchboard.Event
-	var open bool
-	select {
-	case <-ctx.Done():
-		return false, false
-	case ev, open = <-ch0:
-		w = ws[0]
-	case ev, open = <-ch1:
-		w = ws[1]
-	case <-rt0:
-		r.watch(ctx, ws[0])
-		return false, true
-	case <-rt1:
-		r.watch(ctx, ws[1])
-		return false, true
+	for _, a := range addrs {
+		ad := grpcresolver.Address{Addr: a}
+		st.Addresses = append(st.Addresses, ad)
+		st.Endpoints = append(st.Endpoints, grpcresolver.Endpoint{Addresses: []grpcresolver.Address{ad}})
 	}
-	if !open {
-		if ctx.Err() != nil {
-			return false, false
-		}
-		// The stream ended early: keep what we know and watch again; the
-		// new snapshot replaces the set at its sync.
-		r.b.log.Warn("switchboard resolver: watch ended; watching again", "target", r.key)
-		w.ch = nil
-		w.retry = time.After(w.backoff)
-		w.backoff = min(2*w.backoff, 10*time.Second)
-		return false, true
+	r.b.log.Debug("switchboard resolver: update", "target", r.key, "addresses", addrs)
+	// An empty set is refused by the balancer (ErrBadResolverState): that
+	// is the point, RPCs fail instead of reaching removed backends.
+	if err := r.cc.UpdateState(st); err != nil && len(addrs) > 0 {
+		r.b.log.Warn("switchboard resolver: update rejected", "target", r.key, "err", err)
 	}
-	in := ev.Instance
-	switch ev.Kind {
-	case switchboard.EventAdded, switchboard.EventUpdated:
-		if w.pending != nil {
-			w.pending[in.ID] = in
-			return false, true
-		}
-		if in.Stale {
-			delete(w.set, in.ID)
-		} else {
-			w.set[in.ID] = in
-		}
-		return true, true
-	case switchboard.EventRemoved:
-		if w.pending != nil {
-			delete(w.pending, in.ID)
-			return false, true
-		}
-		delete(w.set, in.ID)
-		return true, true
-	case switchboard.EventSynced:
-		if w.pending != nil {
-			w.set = w.pending
-			w.pending = nil
-		}
-		w.synced = true
-		w.backoff = 100 * time.Millisecond
-		return true, true
-	case switchboard.EventError:
-		r.b.log.Warn("switchboard resolver: catalog unreachable; keeping the last known addresses", "target", r.key, "err", ev.Err)
-	}
-	return false, true
 }
 
 // addresses returns the sorted, de-duplicated dialable addresses of the
-// live instances of every watch.
-func (r *watchResolver) addresses(ws []*watchState) []string {
-	var out []string
-	for _, w := range ws {
-		for _, in := range w.set {
-			if in.Stale || !switchboard.IsDialable(in.Address) {
+// live instances with the key as capability and/or name.
+func (r *cacheResolver) addresses() []string {
+	out := []string{}
+	add := func(ins []switchboard.Instance) {
+		for i := range ins {
+			if ins[i].Stale || !switchboard.IsDialable(ins[i].Address) {
 				continue
 			}
-			out = append(out, in.Address)
+			out = append(out, ins[i].Address)
 		}
+	}
+	if r.asCap {
+		add(r.b.cache.ByCapability(r.key))
+	}
+	if r.asName {
+		add(r.b.cache.ByName(r.key))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

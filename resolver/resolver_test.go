@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/resolver"
@@ -121,8 +122,13 @@ func TestResolverBalancesAndFollowsTheCatalog(t *testing.T) {
 	register(t, cat, "ix", "svc-x", []string{"unrelated"}, s4.addr, time.Hour)
 	register(t, cat, "in", "svc-n", []string{"blob-store"}, "nats://tinymodule.svc-n.msg", time.Hour)
 
+	cache, err := discovery.New(context.Background(), cat, discovery.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
 	cc, err := grpc.NewClient(resolver.Target("blob-store"),
-		grpc.WithResolvers(resolver.NewBuilder(cat, resolver.Options{Logger: quiet})),
+		grpc.WithResolvers(resolver.NewBuilder(cache, resolver.Options{Logger: quiet})),
 		grpc.WithDefaultServiceConfig(resolver.RoundRobin),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
