@@ -98,7 +98,7 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 }
 
 // clock reads the catalog clock (µs) inside tx.
-func clock(ctx context.Context, tx *sql.Tx) (int64, error) {
+func clock(ctx context.Context, tx *txn) (int64, error) {
 	var now int64
 	err := tx.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
 	return now, err
@@ -106,7 +106,7 @@ func clock(ctx context.Context, tx *sql.Tx) (int64, error) {
 
 // logChange appends one entry to the change log, trims the log when due,
 // and returns the entry's sequence number.
-func (c *Catalog) logChange(ctx context.Context, tx *sql.Tx, now int64, id, op string, reason switchboard.Reason) (int64, error) {
+func (c *Catalog) logChange(ctx context.Context, tx *txn, now int64, id, op string, reason switchboard.Reason) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO changes (id, op, reason, at) VALUES (?, ?, ?, ?)`, id, op, string(reason), now)
 	if err != nil {
@@ -139,7 +139,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
 	}
 	var out switchboard.Instance
-	err = c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) {
+	err = c.writeChange(ctx, func(tx *txn) (*hub.Batch, error) {
 		var seq int64 // the change-log entry this write made, if any
 		now, err := clock(ctx, tx)
 		if err != nil {
@@ -206,7 +206,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return out, nil
 }
 
-func insertCaps(ctx context.Context, tx *sql.Tx, id string, caps []string) error {
+func insertCaps(ctx context.Context, tx *txn, id string, caps []string) error {
 	for _, cp := range caps {
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO instance_capabilities (instance_id, capability) VALUES (?, ?)`, id, cp); err != nil {
@@ -240,7 +240,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		return nil, fmt.Errorf("sqlite: heartbeat: %w", err)
 	}
 	var missing []string
-	err = c.write(ctx, func(tx *sql.Tx) error {
+	err = c.write(ctx, func(tx *txn) error {
 		missing = nil
 		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = `+nowSQL+`
 			WHERE id IN (SELECT value FROM json_each(?))`, string(list))
@@ -278,7 +278,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if c.closed.Load() {
 		return errClosed("deregister " + id)
 	}
-	err := c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) {
+	err := c.writeChange(ctx, func(tx *txn) (*hub.Batch, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
 		if err != nil {
 			return nil, err
@@ -313,7 +313,7 @@ func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 		return switchboard.Instance{}, errClosed("get " + id)
 	}
 	var out switchboard.Instance
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 		return nil, errClosed("list")
 	}
 	var out []switchboard.Instance
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		out = nil
 		now, err := clock(ctx, tx)
 		if err != nil {
@@ -377,7 +377,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 	return out, nil
 }
 
-func queryInstances(ctx context.Context, tx *sql.Tx, now int64, query string, args ...any) ([]switchboard.Instance, error) {
+func queryInstances(ctx context.Context, tx *txn, now int64, query string, args ...any) ([]switchboard.Instance, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -409,7 +409,7 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
 	}
 	var n int
-	err := c.write(ctx, func(tx *sql.Tx) error {
+	err := c.write(ctx, func(tx *txn) error {
 		n = 0
 		now, err := clock(ctx, tx)
 		if err != nil {

@@ -45,7 +45,7 @@ func ttlMillis(ttl time.Duration) (int64, error) {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
-func readLease(ctx context.Context, tx *sql.Tx, name string) (leaseRow, error) {
+func readLease(ctx context.Context, tx *txn, name string) (leaseRow, error) {
 	var r leaseRow
 	err := tx.QueryRowContext(ctx, `SELECT holder, token, ttl_ms, expires_at FROM leases WHERE name = ?`, name).
 		Scan(&r.holder, &r.token, &r.ttlMS, &r.expiresAt)
@@ -68,7 +68,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return switchboard.Lease{}, errClosed("acquire lease " + name)
 	}
 	var out switchboard.Lease
-	err = c.write(ctx, func(tx *sql.Tx) error {
+	err = c.write(ctx, func(tx *txn) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -121,7 +121,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 		return switchboard.Lease{}, errClosed("renew lease " + l.Name)
 	}
 	var out switchboard.Lease
-	err := c.write(ctx, func(tx *sql.Tx) error {
+	err := c.write(ctx, func(tx *txn) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -165,7 +165,7 @@ func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 	if c.closed.Load() {
 		return errClosed("release lease " + l.Name)
 	}
-	err := c.write(ctx, func(tx *sql.Tx) error {
+	err := c.write(ctx, func(tx *txn) error {
 		cur, err := readLease(ctx, tx, l.Name)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -193,7 +193,7 @@ func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
 		return nil, errClosed("leases")
 	}
 	var out []switchboard.Lease
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		out = []switchboard.Lease{}
 		rows, err := tx.QueryContext(ctx, `SELECT name, holder, token, ttl_ms, expires_at FROM leases ORDER BY name`)
 		if err != nil {

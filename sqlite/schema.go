@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -73,7 +72,7 @@ var migrations = []string{
 func (c *Catalog) migrate(ctx context.Context) error {
 	for {
 		var applied, from int
-		err := c.write(ctx, func(tx *sql.Tx) error {
+		err := c.write(ctx, func(tx *txn) error {
 			var n int
 			if err := tx.QueryRowContext(ctx,
 				`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {

@@ -18,7 +18,7 @@ var _ hub.Source = source{}
 // logPosition reads the last sequence number ever given to a change-log
 // entry (AUTOINCREMENT never reuses one, even after a trim) and the
 // position up to which the log has been trimmed.
-func logPosition(ctx context.Context, tx *sql.Tx) (head, trimmed int64, err error) {
+func logPosition(ctx context.Context, tx *txn) (head, trimmed int64, err error) {
 	err = tx.QueryRowContext(ctx, `SELECT
 		coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0),
 		(SELECT value FROM meta WHERE key = 'trimmed_seq')`).Scan(&head, &trimmed)
@@ -33,7 +33,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		return hub.Snapshot{}, errClosed("snapshot")
 	}
 	var snap hub.Snapshot
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -65,7 +65,7 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 		return hub.Batch{}, errClosed("changes")
 	}
 	var b hub.Batch
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -133,7 +133,7 @@ func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewa
 		out []hub.Renewal
 		now int64
 	)
-	err := c.read(ctx, func(tx *sql.Tx) error {
+	err := c.read(ctx, func(tx *txn) error {
 		out = nil
 		var err error
 		if now, err = clock(ctx, tx); err != nil {
@@ -167,7 +167,7 @@ func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewa
 // the newest of them is older than keepChangesAge; the trimmed-up-to
 // position is recorded in meta, so ChangesSince can tell a trimmed log from
 // an empty one.
-func (c *Catalog) maybeTrim(ctx context.Context, tx *sql.Tx, now int64) error {
+func (c *Catalog) maybeTrim(ctx context.Context, tx *txn, now int64) error {
 	last := c.lastTrim.Load()
 	t := time.Now().UnixNano()
 	if t-last < int64(c.trimEvery) || !c.lastTrim.CompareAndSwap(last, t) {

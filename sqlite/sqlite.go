@@ -92,6 +92,9 @@ type Catalog struct {
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
 
 	wlock *writeLock // queues writers (see writeLock)
+	// rstmts and wstmts keep the prepared statements of rdb and wdb (one
+	// cache when they are the same pool).
+	rstmts, wstmts *stmtCache
 
 	closed    atomic.Bool
 	mu        sync.Mutex // guards hub, detector and closing
@@ -177,6 +180,7 @@ func (c *Catalog) openFile(p string) error {
 		c.wdb.Close()
 		return err
 	}
+	c.rstmts, c.wstmts = newStmtCache(c.rdb), newStmtCache(c.wdb)
 	return nil
 }
 
@@ -209,6 +213,8 @@ func (c *Catalog) openMemory() error {
 	db.SetMaxIdleConns(1)
 	c.anchor, c.rdb, c.wdb = anchor, db, db
 	c.wlock, _ = newWriteLock("")
+	c.wstmts = newStmtCache(db)
+	c.rstmts = c.wstmts
 	return nil
 }
 
@@ -233,6 +239,10 @@ func (c *Catalog) Close() error {
 }
 
 func (c *Catalog) closeDBs() error {
+	c.rstmts.close()
+	if c.wstmts != c.rstmts {
+		c.wstmts.close()
+	}
 	errs := []error{c.rdb.Close()}
 	if c.wdb != c.rdb {
 		errs = append(errs, c.wdb.Close())
@@ -274,25 +284,26 @@ var errNoChange = errors.New("no change")
 // connection) and commits it, retrying the whole transaction with jittered
 // backoff while it fails with SQLITE_BUSY or SQLITE_LOCKED, for at most
 // retryBudget. After a commit the hub, if any, is notified.
-func (c *Catalog) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return c.writeChange(ctx, func(tx *sql.Tx) (*hub.Batch, error) { return nil, fn(tx) })
+func (c *Catalog) write(ctx context.Context, fn func(tx *txn) error) error {
+	return c.writeChange(ctx, func(tx *txn) (*hub.Batch, error) { return nil, fn(tx) })
 }
 
 // writeChange is write for a transaction that logs changes: fn returns
 // them (nil when it logged none), and after the commit they are handed to
 // the hub directly, so this process's watchers hear of them without a log
 // read.
-func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Batch, error)) error {
+func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch, error)) error {
 	unlock, err := c.wlock.lock(ctx)
 	if err != nil {
 		return err
 	}
 	var change *hub.Batch
 	err = c.retry(ctx, func() error {
-		tx, err := c.wdb.BeginTx(ctx, nil)
+		sqlTx, err := c.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
+		tx := &txn{Tx: sqlTx, sc: c.wstmts}
 		if change, err = fn(tx); err != nil {
 			tx.Rollback()
 			return err
@@ -303,6 +314,7 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Bat
 		c.wlock.announce()
 	}
 	unlock()
+	c.wstmts.prepareWanted(ctx)
 	switch {
 	case errors.Is(err, errNoChange):
 		return nil
@@ -316,15 +328,17 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *sql.Tx) (*hub.Bat
 
 // read runs fn in a read transaction: every statement of fn sees the same
 // snapshot of the database.
-func (c *Catalog) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return c.retry(ctx, func() error {
-		tx, err := c.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+func (c *Catalog) read(ctx context.Context, fn func(tx *txn) error) error {
+	err := c.retry(ctx, func() error {
+		sqlTx, err := c.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback()
-		return fn(tx)
+		defer sqlTx.Rollback()
+		return fn(&txn{Tx: sqlTx, sc: c.rstmts})
 	})
+	c.rstmts.prepareWanted(ctx)
+	return err
 }
 
 // retry calls fn until it succeeds, fails with an error other than BUSY or
