@@ -196,10 +196,14 @@ func (b *beater) run() {
 		var maxTTL time.Duration
 		reap := false
 		for r := range b.regs {
-			in := r.Instance()
-			regs[in.ID] = r
-			ids = append(ids, in.ID)
-			maxTTL = max(maxTTL, in.TTL)
+			// ID and TTL only: a deep copy of every instance each round
+			// would be 10,000 allocations a second in a large monolith.
+			r.mu.Lock()
+			id, ttl := r.inst.ID, r.inst.TTL
+			r.mu.Unlock()
+			regs[id] = r
+			ids = append(ids, id)
+			maxTTL = max(maxTTL, ttl)
 			reap = reap || r.reap
 		}
 		b.mu.Unlock()
