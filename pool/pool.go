@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -181,7 +182,10 @@ func (p *Pool) Deregister(module string) {
 func (p *Pool) AddInstance(module, id, addr string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := maps1(p.modules[module])
+	next := maps.Clone(p.modules[module])
+	if next == nil {
+		next = map[string]string{}
+	}
 	next[id] = addr
 	p.apply(module, next)
 }
@@ -198,7 +202,7 @@ func (p *Pool) RemoveInstance(module, id string) {
 	if _, ok := cur[id]; !ok {
 		return
 	}
-	next := maps1(cur)
+	next := maps.Clone(cur)
 	delete(next, id)
 	p.apply(module, next)
 }
@@ -209,14 +213,6 @@ func (p *Pool) set(module string, instances map[string]string) {
 	p.apply(module, instances)
 }
 
-func maps1(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // apply replaces the instances of module with next (nil or empty: remove
 // the module), adjusting connections and the route snapshot. p.mu is held.
 func (p *Pool) apply(module string, next map[string]string) {
@@ -225,7 +221,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 		return
 	}
 	prev := p.modules[module]
-	if sameInstances(prev, next) {
+	if maps.Equal(prev, next) {
 		return
 	}
 	if len(next) == 0 {
@@ -273,26 +269,10 @@ func (p *Pool) apply(module string, next map[string]string) {
 	p.publish(module)
 }
 
-func sameInstances(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // publish rebuilds the route of module and stores a new snapshot. p.mu is
 // held.
 func (p *Pool) publish(module string) {
-	old := *p.routes.Load()
-	routes := make(map[string]*route, len(old)+1)
-	for k, v := range old {
-		routes[k] = v
-	}
+	routes := maps.Clone(*p.routes.Load())
 	insts := p.modules[module]
 	if len(insts) == 0 {
 		delete(routes, module)
