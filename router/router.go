@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,7 +208,7 @@ func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy
 	if err := checkDepth(msg.Depth); err != nil {
 		return nil, err
 	}
-	nn, err := parseTo(msg.To)
+	nn, err := ParseTo(msg.To)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +269,7 @@ func (r *Router) Dispatch(ctx context.Context, msg *Message) ([]byte, error) {
 	if err := checkDepth(msg.Depth); err != nil {
 		return nil, err
 	}
-	nn, err := parseTo(msg.To)
+	nn, err := ParseTo(msg.To)
 	if err != nil {
 		return nil, err
 	}
@@ -289,29 +290,15 @@ func (r *Router) dispatch(ctx context.Context, msg *Message) ([]byte, error) {
 // lookup finds the handler for a full node name already parsed as valid:
 // "node:port", then "node", then the default handler.
 func (r *Router) lookup(to string) Handler {
-	// to is "<flow>.<module>.<node>[:<port>]" and valid: the node key is
-	// everything after the second dot.
-	key := to
-	for i, dots := 0, 0; i < len(to); i++ {
-		if to[i] == '.' {
-			dots++
-			if dots == 2 {
-				key = to[i+1:]
-				break
-			}
-		}
-	}
+	// "<flow>.<module>.<node>[:<port>]": the key is what follows the
+	// second dot.
+	_, rest, _ := strings.Cut(to, ".")
+	_, key, _ := strings.Cut(rest, ".")
+	node, _, _ := strings.Cut(key, ":")
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if h, ok := r.handlers[key]; ok {
 		return h
-	}
-	node := key
-	for i := 0; i < len(key); i++ {
-		if key[i] == ':' {
-			node = key[:i]
-			break
-		}
 	}
 	if h, ok := r.handlers[node]; ok {
 		return h
@@ -331,9 +318,7 @@ func checkDepth(d int) error {
 
 // ParseTo parses a destination full node name and returns it, or a
 // permanent CodeInvalidName *Error that says what is wrong.
-func ParseTo(to string) (switchboard.NodeName, error) { return parseTo(to) }
-
-func parseTo(to string) (switchboard.NodeName, error) {
+func ParseTo(to string) (switchboard.NodeName, error) {
 	nn, err := switchboard.ParseNodeName(to)
 	if err != nil {
 		return nn, Permanent(CodeInvalidName, "destination "+err.Error())
