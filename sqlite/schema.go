@@ -70,6 +70,15 @@ var migrations = []string{
 // IMMEDIATE holds the write lock), so processes opening the same new file at
 // once apply every migration exactly once and none of them fails.
 func (c *Catalog) migrate(ctx context.Context) error {
+	// The common case, a schema already current, is one read: opening the
+	// catalog (every `ls`) takes no write lock and wakes no watcher.
+	var current int
+	err := c.read(ctx, func(tx *txn) error {
+		return tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current)
+	})
+	if err == nil && current == len(migrations) {
+		return nil
+	}
 	for {
 		var applied, from int
 		err := c.write(ctx, func(tx *txn) error {

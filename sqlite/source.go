@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -183,7 +184,7 @@ func (c *Catalog) maybeTrim(ctx context.Context, tx *txn, now int64) error {
 	}
 	var at sql.NullInt64
 	if err := tx.QueryRowContext(ctx,
-		`SELECT at FROM changes WHERE seq <= ? ORDER BY seq DESC LIMIT 1`, bound).Scan(&at); err != nil && err != sql.ErrNoRows {
+		`SELECT at FROM changes WHERE seq <= ? ORDER BY seq DESC LIMIT 1`, bound).Scan(&at); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	if at.Valid && at.Int64 >= now-c.keepChangesAge.Microseconds() {
