@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/postgres"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
@@ -23,7 +24,7 @@ import (
 // and the heartbeat failures. One op is one second of sustained operation:
 // run it with -benchtime=10x.
 func BenchmarkHeartbeat10k(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) { benchHeartbeat10k(b, openSQLite(b), nil) })
+	b.Run("sqlite", func(b *testing.B) { benchHeartbeat10k(b, testkit.OpenSQLite(b), nil) })
 	b.Run("postgres", func(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -1,38 +1,18 @@
 package switchboard_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
-
-func openSQLite(t testing.TB) switchboard.Catalog {
-	t.Helper()
-	cat, err := switchboard.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"), switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	return cat
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
 
 func service(name string) switchboard.Instance {
 	return switchboard.Instance{Name: name, Type: switchboard.TypeQuerier, Address: "127.0.0.1:9000",
@@ -40,7 +20,7 @@ func service(name string) switchboard.Instance {
 }
 
 func TestBootstrapReregistersWhenRowIsGone(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -52,7 +32,7 @@ func TestBootstrapReregistersWhenRowIsGone(t *testing.T) {
 	if err := cat.Deregister(ctx, reg.ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "re-registration", func() bool {
+	testkit.WaitUntil(t, "re-registration", func() bool {
 		_, err := cat.Get(ctx, reg.ID())
 		return err == nil
 	})
@@ -66,7 +46,7 @@ func TestBootstrapReregistersWhenRowIsGone(t *testing.T) {
 }
 
 func TestBootstrapCloseDeregisters(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -92,21 +72,21 @@ func TestBootstrapCloseDeregisters(t *testing.T) {
 }
 
 func TestBootstrapContextEndDeregisters(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	reg, err := switchboard.Bootstrap(ctx, cat, service("q"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	waitUntil(t, "deregistration on context end", func() bool {
+	testkit.WaitUntil(t, "deregistration on context end", func() bool {
 		_, err := cat.Get(context.Background(), reg.ID())
 		return errors.Is(err, switchboard.ErrNotFound)
 	})
 }
 
 func TestBootstrapInvalidInputWritesNothing(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	bad := service("q")
 	bad.Address = "no-port"
 	if _, err := switchboard.Bootstrap(context.Background(), cat, bad, switchboard.BootstrapOptions{}); !errors.Is(err, switchboard.ErrInvalidAddress) {
@@ -118,7 +98,7 @@ func TestBootstrapInvalidInputWritesNothing(t *testing.T) {
 }
 
 func TestStoppedHeartbeatExpires(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	ch, err := cat.Watch(ctx, switchboard.Query{})
 	if err != nil {
@@ -191,7 +171,7 @@ func (c *countingCatalog) setFail(err error) {
 }
 
 func TestBootstrapBatchesHeartbeats(t *testing.T) {
-	cat := &countingCatalog{Catalog: openSQLite(t)}
+	cat := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
 	ctx := context.Background()
 	var regs []*switchboard.Registration
 	for i := 0; i < 8; i++ {
@@ -204,7 +184,7 @@ func TestBootstrapBatchesHeartbeats(t *testing.T) {
 	cat.mu.Lock()
 	cat.calls = nil
 	cat.mu.Unlock()
-	waitUntil(t, "5 heartbeat rounds", func() bool {
+	testkit.WaitUntil(t, "5 heartbeat rounds", func() bool {
 		cat.mu.Lock()
 		defer cat.mu.Unlock()
 		return len(cat.calls) >= 5
@@ -224,27 +204,9 @@ func TestBootstrapBatchesHeartbeats(t *testing.T) {
 	}
 }
 
-// logBuffer is a slog handler target that tests can read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
-	cat := &countingCatalog{Catalog: openSQLite(t)}
-	logs := &logBuffer{}
+	cat := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
+	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	in := service("q")
 	in.TTL = 400 * time.Millisecond
@@ -255,8 +217,8 @@ func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
 	defer reg.Close()
 	failedAt := time.Now()
 	cat.setFail(errors.New("connection refused"))
-	waitUntil(t, "a WARN", func() bool { return strings.Contains(logs.String(), "level=WARN msg=\"heartbeat failed\"") })
-	waitUntil(t, "escalation to ERROR", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
+	testkit.WaitUntil(t, "a WARN", func() bool { return strings.Contains(logs.String(), "level=WARN msg=\"heartbeat failed\"") })
+	testkit.WaitUntil(t, "escalation to ERROR", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
 	if since := time.Since(failedAt); since < in.TTL {
 		t.Fatalf("escalated after %v, before the TTL %v", since, in.TTL)
 	}
@@ -264,7 +226,7 @@ func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
 		t.Fatalf("ERROR logged %d times, want once per outage:\n%s", n, logs)
 	}
 	cat.setFail(nil)
-	waitUntil(t, "recovery", func() bool { return strings.Contains(logs.String(), "heartbeat recovered") })
+	testkit.WaitUntil(t, "recovery", func() bool { return strings.Contains(logs.String(), "heartbeat recovered") })
 	if s := reg.Stats(); s.Failures == 0 {
 		t.Fatalf("failures not counted: %+v", s)
 	}
@@ -273,7 +235,7 @@ func TestHeartbeatFailureEscalatesAfterTTL(t *testing.T) {
 // The process's reaper runs while any registration on the catalog wants
 // it, whichever registered first.
 func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
-	cat := &countingCatalog{Catalog: openSQLite(t)}
+	cat := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
 	ctx := context.Background()
 	in := service("q")
 	in.TTL = 100 * time.Millisecond
@@ -297,7 +259,7 @@ func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	waitUntil(t, "the reaper to run", func() bool {
+	testkit.WaitUntil(t, "the reaper to run", func() bool {
 		cat.mu.Lock()
 		defer cat.mu.Unlock()
 		return cat.reaps > 0

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // Open returns a fresh, empty catalog for one test. It registers its own
@@ -241,7 +242,7 @@ func testTTLFilter(t *testing.T, c switchboard.Catalog) {
 	short.TTL = 300 * time.Millisecond
 	s := mustRegister(t, c, short)
 	l := mustRegister(t, c, sample("long"))
-	waitUntil(t, "short instance to go stale", func() bool {
+	testkit.WaitUntil(t, "short instance to go stale", func() bool {
 		got, err := c.List(ctx(t), switchboard.Query{})
 		return err == nil && slices.Equal(ids(got), []string{l.ID})
 	})
@@ -312,7 +313,7 @@ func testReap(t *testing.T, c switchboard.Catalog) {
 		t.Fatalf("early reap: %d %v", n, err)
 	}
 	// Stale but not yet 2×TTL old... then past it.
-	waitUntil(t, "short row to be reaped at 2×TTL", func() bool {
+	testkit.WaitUntil(t, "short row to be reaped at 2×TTL", func() bool {
 		n, err := c.Reap(ctx(t), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -380,7 +381,7 @@ func watch(t *testing.T, c switchboard.Catalog, q switchboard.Query) *watcher {
 
 func (w *watcher) waitSynced() {
 	w.t.Helper()
-	waitUntil(w.t, "snapshot synced", func() bool {
+	testkit.WaitUntil(w.t, "snapshot synced", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.synced
@@ -391,7 +392,7 @@ func (w *watcher) waitSynced() {
 func (w *watcher) next(n int) switchboard.Event {
 	w.t.Helper()
 	var ev switchboard.Event
-	waitUntil(w.t, fmt.Sprintf("event #%d", n), func() bool {
+	testkit.WaitUntil(w.t, fmt.Sprintf("event #%d", n), func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if len(w.events) > n {
@@ -542,7 +543,7 @@ func testWatchReap(t *testing.T, c switchboard.Catalog) {
 	if !ev.Instance.Stale {
 		t.Fatal("All watcher: expiry is an update with stale=true")
 	}
-	waitUntil(t, "reap", func() bool {
+	testkit.WaitUntil(t, "reap", func() bool {
 		n, err := c.Reap(ctx(t), 0)
 		return err == nil && n == 1
 	})
@@ -593,7 +594,7 @@ func testConcurrentWriters(t *testing.T, c switchboard.Catalog) {
 		t.Fatalf("have %d rows, want %d", len(got), want)
 	}
 	// The watcher converges on exactly the same set.
-	waitUntil(t, "watcher to converge", func() bool {
+	testkit.WaitUntil(t, "watcher to converge", func() bool {
 		live := map[string]bool{}
 		w.mu.Lock()
 		for _, ev := range w.events {
@@ -617,23 +618,12 @@ func testClose(t *testing.T, c switchboard.Catalog) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	waitUntil(t, "watch channel closed", func() bool {
+	testkit.WaitUntil(t, "watch channel closed", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.closed
 	})
 	if _, err := c.Register(ctx(t), sample("late")); !errors.Is(err, switchboard.ErrClosed) {
 		t.Fatalf("register after close: want ErrClosed, got %v", err)
-	}
-}
-
-// waitUntil polls cond; a deadline of 20 s catches what never happens
-// without asserting how fast anything is.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // clocked is what RunLeases needs of a leaser besides switchboard.Leaser:
@@ -73,7 +74,7 @@ func catalogNow(t *testing.T, l clocked) time.Time {
 // waitExpired waits until the catalog's clock has reached le's expiry.
 func waitExpired(t *testing.T, l clocked, le switchboard.Lease) {
 	t.Helper()
-	waitUntil(t, "lease to expire by the catalog's clock", func() bool {
+	testkit.WaitUntil(t, "lease to expire by the catalog's clock", func() bool {
 		return !catalogNow(t, l).Before(le.ExpiresAt)
 	})
 }
@@ -330,7 +331,7 @@ func testLeaseTokenGrows(t *testing.T, l clocked) {
 func testLeaseExpiry(t *testing.T, l clocked) {
 	a := mustAcquire(t, l, "lock", "a", 200*time.Millisecond)
 	var b switchboard.Lease
-	waitUntil(t, "another holder to acquire the expired lease", func() bool {
+	testkit.WaitUntil(t, "another holder to acquire the expired lease", func() bool {
 		before := catalogNow(t, l)
 		got, err := l.Acquire(ctx(t), "lock", "b", time.Minute)
 		switch {

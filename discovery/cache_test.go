@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -12,34 +11,16 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
-
-func openSQLite(t testing.TB) switchboard.Catalog {
-	t.Helper()
-	cat, err := switchboard.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	return cat
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
 
 func inst(name, cp string, ttl time.Duration) switchboard.Instance {
 	return switchboard.Instance{Name: name, Type: "writer", Address: "127.0.0.1:1", Capabilities: []string{cp}, TTL: ttl}
 }
 
 func TestCacheFollowsCatalog(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	a, _ := cat.Register(ctx, inst("a", "storage", time.Minute))
 	c, err := discovery.New(ctx, cat, discovery.Options{})
@@ -52,7 +33,7 @@ func TestCacheFollowsCatalog(t *testing.T) {
 		t.Fatalf("snapshot: %+v", got)
 	}
 	b, _ := cat.Register(ctx, inst("b", "storage", 300*time.Millisecond))
-	waitUntil(t, "b in cache", func() bool { return len(c.ByCapability("storage")) == 2 })
+	testkit.WaitUntil(t, "b in cache", func() bool { return len(c.ByCapability("storage")) == 2 })
 	if _, ok := c.Get(b.ID); !ok {
 		t.Fatal("Get(b) missing")
 	}
@@ -60,21 +41,21 @@ func TestCacheFollowsCatalog(t *testing.T) {
 		t.Fatalf("Lookup by name: %+v", got)
 	}
 	// b stops heartbeating: the cache drops it by itself, no poll, no reap.
-	waitUntil(t, "b to expire", func() bool { return len(c.ByCapability("storage")) == 1 })
+	testkit.WaitUntil(t, "b to expire", func() bool { return len(c.ByCapability("storage")) == 1 })
 	if _, ok := c.Get(b.ID); ok {
 		t.Fatal("expired instance still served")
 	}
 	if err := cat.Deregister(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "a to leave", func() bool { return len(c.ByCapability("storage")) == 0 })
+	testkit.WaitUntil(t, "a to leave", func() bool { return len(c.ByCapability("storage")) == 0 })
 	if _, ok := c.PickRoundRobin("storage"); ok {
 		t.Fatal("picked from an empty set")
 	}
 }
 
 func TestPicks(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	want := map[string]bool{}
 	for i := 0; i < 3; i++ {
@@ -136,7 +117,7 @@ func TestCacheServesLastKnownSetWhenCatalogFails(t *testing.T) {
 	defer close(fc.ch)
 	boom := errors.New("dial tcp: connection refused")
 	fc.ch <- switchboard.Event{Kind: switchboard.EventError, Err: boom}
-	waitUntil(t, "stale", func() bool { s, _ := c.Stale(); return s })
+	testkit.WaitUntil(t, "stale", func() bool { s, _ := c.Stale(); return s })
 	if _, err := c.Stale(); !errors.Is(err, boom) {
 		t.Fatalf("stale error = %v", err)
 	}
@@ -144,7 +125,7 @@ func TestCacheServesLastKnownSetWhenCatalogFails(t *testing.T) {
 		t.Fatalf("last known set not served during the outage: %+v", got)
 	}
 	fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
-	waitUntil(t, "fresh", func() bool { s, _ := c.Stale(); return !s })
+	testkit.WaitUntil(t, "fresh", func() bool { s, _ := c.Stale(); return !s })
 }
 
 // BenchmarkLookupByCapability measures a cached lookup among 10,000
@@ -208,7 +189,7 @@ func bigCache(b *testing.B, n int) *discovery.Cache {
 // clock, which for SQLite is this host's) to its removal from the cache.
 // Instances are registered a few milliseconds apart and never heartbeat.
 func BenchmarkExpiryLag(b *testing.B) {
-	cat := openSQLite(b)
+	cat := testkit.OpenSQLite(b)
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	var mu sync.Mutex
@@ -306,7 +287,7 @@ func TestOnEventSeesItsOwnChange(t *testing.T) {
 }
 
 func TestSubscribe(t *testing.T) {
-	cat := openSQLite(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	c, err := discovery.New(ctx, cat, discovery.Options{})
 	if err != nil {
@@ -326,7 +307,7 @@ func TestSubscribe(t *testing.T) {
 	}
 	cancel()
 	cat.Register(ctx, inst("b", "storage", time.Minute))
-	waitUntil(t, "b", func() bool { return len(c.ByCapability("storage")) == 2 })
+	testkit.WaitUntil(t, "b", func() bool { return len(c.ByCapability("storage")) == 2 })
 	select {
 	case <-kicks:
 		t.Fatal("notified after unsubscribing")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // fakeLeaser is an in-memory Leaser judged by this process's monotonic
@@ -109,19 +110,6 @@ func (f *fakeLeaser) state() (holder string, token int64, expires time.Time, ren
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// waitUntil polls cond with a generous bound: a hang is a failure, not a
-// performance assertion.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 type events struct {
 	elected chan switchboard.Lease
 	lost    chan time.Time
@@ -169,7 +157,7 @@ func TestLeadRenewRelease(t *testing.T) {
 	if got, ok := e.Leader(); !ok || got.Token != 1 {
 		t.Fatalf("Leader() = %+v, %v", got, ok)
 	}
-	waitUntil(t, "three renewals", func() bool { _, _, _, n := f.state(); return n >= 3 })
+	testkit.WaitUntil(t, "three renewals", func() bool { _, _, _, n := f.state(); return n >= 3 })
 	cancel()
 	recv(t, "OnLost", ev.lost)
 	if err := recv(t, "Run to return", ran); err != nil {
@@ -301,7 +289,7 @@ func TestClockSkew(t *testing.T) {
 				<-done
 			}()
 			recv(t, "election", ev.elected)
-			waitUntil(t, "ten renewals", func() bool { _, _, _, n := f.state(); return n >= 10 })
+			testkit.WaitUntil(t, "ten renewals", func() bool { _, _, _, n := f.state(); return n >= 10 })
 			select {
 			case <-ev.lost:
 				t.Fatal("stepped down while every renewal succeeded")

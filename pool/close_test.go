@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // gateHandler is a slog handler that holds the first record with message
@@ -128,7 +130,7 @@ func TestCloseWaitsForWatch(t *testing.T) {
 		h.closed.Store(true)
 		close(closed)
 	}()
-	eventually(t, "Close waiting for the pool's goroutines", func() bool {
+	testkit.WaitUntil(t, "Close waiting for the pool's goroutines", func() bool {
 		select {
 		case <-closed:
 			t.Fatal("Close returned while the watch goroutine was still running")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // fakeCatalog hands out watch channels the test feeds by hand. Only Watch
@@ -77,7 +78,7 @@ func TestFollowAppliesCatalogEvents(t *testing.T) {
 
 	// Removed (expired) replica stops receiving.
 	w <- switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonExpired, Instance: inst("a1", "mod-a", s1.addr)}
-	eventually(t, "a1 removed", func() bool { return len(p.Modules()["mod-a"]) == 1 })
+	testkit.WaitUntil(t, "a1 removed", func() bool { return len(p.Modules()["mod-a"]) == 1 })
 	before := s1.calls.Load()
 	for i := 0; i < 4; i++ {
 		if _, err := send(ctx, p, "f.mod-a.n", "x"); err != nil {
@@ -90,8 +91,8 @@ func TestFollowAppliesCatalogEvents(t *testing.T) {
 
 	// Updated address moves the instance.
 	w <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: inst("b1", "mod-b", s1.addr)}
-	eventually(t, "b1 moved", func() bool { m := p.Modules()["mod-b"]; return len(m) == 1 && m[0] == s1.addr })
-	eventually(t, "old b1 connection closed", func() bool { return s3.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "b1 moved", func() bool { m := p.Modules()["mod-b"]; return len(m) == 1 && m[0] == s1.addr })
+	testkit.WaitUntil(t, "old b1 connection closed", func() bool { return s3.lis.Open.Load() == 0 })
 
 	// A catalog outage keeps the last known set.
 	w <- switchboard.Event{Kind: switchboard.EventError, Err: errors.New("catalog unreachable")}
@@ -107,7 +108,7 @@ func TestFollowAppliesCatalogEvents(t *testing.T) {
 	w2 := cat.nextWatch(t)
 	w2 <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("b1", "mod-b", s1.addr)}
 	w2 <- switchboard.Event{Kind: switchboard.EventSynced}
-	eventually(t, "vanished instances removed after resync", func() bool {
+	testkit.WaitUntil(t, "vanished instances removed after resync", func() bool {
 		m := p.Modules()
 		return len(m) == 1 && len(m["mod-b"]) == 1
 	})
@@ -118,7 +119,7 @@ func TestFollowAppliesCatalogEvents(t *testing.T) {
 		in.Stale = true
 		return in
 	}()}
-	eventually(t, "stale instance removed", func() bool { return len(p.Modules()) == 0 })
+	testkit.WaitUntil(t, "stale instance removed", func() bool { return len(p.Modules()) == 0 })
 }
 
 func TestFollowEvents(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -23,38 +24,10 @@ const waitFor = 30 * time.Second
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// countingListener counts accepted connections and tracks open ones.
-type countingListener struct {
-	net.Listener
-	accepted atomic.Int64
-	open     atomic.Int64
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.accepted.Add(1)
-	l.open.Add(1)
-	return &trackedConn{Conn: c, l: l}, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	l    *countingListener
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
-}
-
 // testServer is a real module server on 127.0.0.1:0.
 type testServer struct {
 	addr  string
-	lis   *countingListener
+	lis   *testkit.CountingListener
 	calls atomic.Int64
 	stop  func()
 }
@@ -67,7 +40,7 @@ func startServer(t testing.TB, h router.Handler) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{addr: l.Addr().String(), lis: &countingListener{Listener: l}}
+	s := &testServer{addr: l.Addr().String(), lis: &testkit.CountingListener{Listener: l}}
 	if h == nil {
 		h = router.Echo
 	}
@@ -86,18 +59,6 @@ func startServer(t testing.TB, h router.Handler) *testServer {
 	s.stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(s.stop)
 	return s
-}
-
-// eventually polls cond until it holds or the generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func newPool(t *testing.T, opts Options) *Pool {
@@ -156,7 +117,7 @@ func TestThousandConcurrentFirstSendsDialOnce(t *testing.T) {
 			if failed.Load() != 0 {
 				t.Fatalf("%d sends failed", failed.Load())
 			}
-			if n := srv.lis.accepted.Load(); n != 1 {
+			if n := srv.lis.Accepted.Load(); n != 1 {
 				t.Fatalf("accepted %d connections, want exactly 1", n)
 			}
 			if srv.calls.Load() != 1000 {
@@ -181,7 +142,7 @@ func TestSharedConnectionLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := s1.lis.accepted.Load(); n != 1 {
+	if n := s1.lis.Accepted.Load(); n != 1 {
 		t.Fatalf("two modules on one address made %d connections", n)
 	}
 	if c := p.Connections(); len(c) != 1 || c[0] != s1.addr {
@@ -199,13 +160,13 @@ func TestSharedConnectionLifecycle(t *testing.T) {
 	if _, err := send(ctx, p, "f.mod-a.n", "x"); codeOf(err) != router.CodeModuleUnknown {
 		t.Fatalf("deregistered module: %v", err)
 	}
-	if s1.lis.accepted.Load() != 1 || s1.lis.open.Load() != 1 {
-		t.Fatalf("accepted %d open %d", s1.lis.accepted.Load(), s1.lis.open.Load())
+	if s1.lis.Accepted.Load() != 1 || s1.lis.Open.Load() != 1 {
+		t.Fatalf("accepted %d open %d", s1.lis.Accepted.Load(), s1.lis.Open.Load())
 	}
 
 	// Moving the last module off the address closes the old connection.
 	p.Register("mod-b", s2.addr)
-	eventually(t, "old connection closed at the server", func() bool { return s1.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "old connection closed at the server", func() bool { return s1.lis.Open.Load() == 0 })
 	if c := p.Connections(); len(c) != 1 || c[0] != s2.addr {
 		t.Fatalf("connections after move: %v", c)
 	}
@@ -213,19 +174,19 @@ func TestSharedConnectionLifecycle(t *testing.T) {
 	if _, err := send(ctx, p, "f.mod-b.n", "x"); err != nil {
 		t.Fatal(err)
 	}
-	if s2.calls.Load() != before+1 || s1.lis.accepted.Load() != 1 {
+	if s2.calls.Load() != before+1 || s1.lis.Accepted.Load() != 1 {
 		t.Fatal("message did not go to the new address")
 	}
 
 	// Re-registering at the same address changes nothing.
 	p.Register("mod-b", s2.addr)
-	if s2.lis.accepted.Load() != 1 {
-		t.Fatalf("re-register at the same address redialled: %d", s2.lis.accepted.Load())
+	if s2.lis.Accepted.Load() != 1 {
+		t.Fatalf("re-register at the same address redialled: %d", s2.lis.Accepted.Load())
 	}
 
 	// Deregistering the last user closes it.
 	p.Deregister("mod-b")
-	eventually(t, "connection closed after deregister", func() bool { return s2.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "connection closed after deregister", func() bool { return s2.lis.Open.Load() == 0 })
 	if c := p.Connections(); len(c) != 0 {
 		t.Fatalf("connections: %v", c)
 	}
@@ -282,7 +243,7 @@ func TestRunContextClosesEverything(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "all connections closed", func() bool { return s1.lis.open.Load() == 0 && s2.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "all connections closed", func() bool { return s1.lis.Open.Load() == 0 && s2.lis.Open.Load() == 0 })
 	if c := p.Connections(); len(c) != 0 {
 		t.Fatalf("connections after close: %v", c)
 	}
@@ -290,7 +251,7 @@ func TestRunContextClosesEverything(t *testing.T) {
 		t.Fatalf("send after close: %v", err)
 	}
 	p.Register("mod-a", s1.addr) // ignored
-	if len(p.Connections()) != 0 || s1.lis.accepted.Load() != 1 {
+	if len(p.Connections()) != 0 || s1.lis.Accepted.Load() != 1 {
 		t.Fatal("register after close dialled")
 	}
 }
@@ -322,7 +283,7 @@ func TestReplicasRoundRobin(t *testing.T) {
 	if srvs[1].calls.Load() != 10 || srvs[0].calls.Load() != 25 || srvs[2].calls.Load() != 25 {
 		t.Fatalf("after removal: %d %d %d", srvs[0].calls.Load(), srvs[1].calls.Load(), srvs[2].calls.Load())
 	}
-	eventually(t, "removed replica's connection closed", func() bool { return srvs[1].lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "removed replica's connection closed", func() bool { return srvs[1].lis.Open.Load() == 0 })
 	if m := p.Modules()["mod-r"]; len(m) != 2 {
 		t.Fatalf("modules: %v", p.Modules())
 	}

@@ -1,7 +1,6 @@
 package pool_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,12 +8,12 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
 	_ "github.com/switchboard-io/switchboard/sqlite"
@@ -40,23 +39,6 @@ func echoModule(t *testing.T, module string) string {
 	return lis.Addr().String()
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSendThroughSQLiteCatalog: the whole path of `switchboard send` —
 // instances registered in a real SQLite catalog, a pool following it, a
 // router on top — including a deregistration seen through the watch, and
@@ -77,7 +59,7 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	runCtx, stop := context.WithCancel(ctx)
 	p, err := pool.Connect(runCtx, cat, pool.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

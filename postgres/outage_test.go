@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -63,7 +64,7 @@ func TestDiscoveryOutage(t *testing.T) {
 
 	proxy.cutAll()
 	// The hub notices at the next TTL deadline, when it must read renewals.
-	waitFor(t, "the cache to say it is stale", func() bool { s, _ := cache.Stale(); return s })
+	testkit.WaitUntil(t, "the cache to say it is stale", func() bool { s, _ := cache.Stale(); return s })
 	if got := ids(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("cache during the outage: %v, want the last known set", got)
 	}
@@ -78,7 +79,7 @@ func TestDiscoveryOutage(t *testing.T) {
 	}
 
 	proxy.restore()
-	waitFor(t, "the cache to catch up", func() bool {
+	testkit.WaitUntil(t, "the cache to catch up", func() bool {
 		s, _ := cache.Stale()
 		return !s && slices.Equal(ids(), []string{"a", "c"})
 	})
@@ -96,17 +97,6 @@ func TestDiscoveryOutage(t *testing.T) {
 	}
 	if !slices.Equal(removed, []string{"deregistered b"}) {
 		t.Fatalf("removals seen by the cache: %q, want exactly [deregistered b]", removed)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -167,7 +157,7 @@ func TestOutageForEveryone(t *testing.T) {
 		// last heartbeat far in the past; the services follow a moment
 		// later, within a heartbeat interval or so.
 		clientProxy.restore()
-		waitFor(t, "the watcher to reach the catalog again", func() bool {
+		testkit.WaitUntil(t, "the watcher to reach the catalog again", func() bool {
 			s, _ := cache.Stale()
 			return !s
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/resolver"
 )
 
@@ -210,7 +211,7 @@ func TestResolverKeepsTheLastSetWhileTheCacheIsStale(t *testing.T) {
 func TestResolverOnAStaleCacheStartsWithItsLastKnownSet(t *testing.T) {
 	cache, cat := newCache(t, byCap("a", "storage", "10.0.0.1:1"))
 	cat.send(switchboard.Event{Kind: switchboard.EventError, Err: errDown})
-	eventually(t, "the cache to be stale", func() bool { stale, _ := cache.Stale(); return stale })
+	testkit.WaitUntil(t, "the cache to be stale", func() bool { stale, _ := cache.Stale(); return stale })
 	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
 	cc := newCC(t)
 	build(t, b, "storage", cc)

@@ -5,8 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/resolver"
 	"github.com/switchboard-io/switchboard/router"
 	_ "github.com/switchboard-io/switchboard/sqlite"
@@ -27,34 +26,9 @@ const waitFor = 30 * time.Second
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-type countingListener struct {
-	net.Listener
-	open atomic.Int64
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.open.Add(1)
-	return &trackedConn{Conn: c, l: l}, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	l    *countingListener
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
-}
-
 type server struct {
 	addr  string
-	lis   *countingListener
+	lis   *testkit.CountingListener
 	calls atomic.Int64
 }
 
@@ -64,7 +38,7 @@ func startServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{addr: l.Addr().String(), lis: &countingListener{Listener: l}}
+	s := &server{addr: l.Addr().String(), lis: &testkit.CountingListener{Listener: l}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -76,28 +50,6 @@ func startServer(t *testing.T) *server {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return s
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func openCatalog(t *testing.T) switchboard.Catalog {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	cat, err := switchboard.Open(context.Background(), "sqlite://"+path, switchboard.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	return cat
 }
 
 func register(t *testing.T, cat switchboard.Catalog, id, name string, caps []string, addr string, ttl time.Duration) {
@@ -113,7 +65,7 @@ func register(t *testing.T, cat switchboard.Catalog, id, name string, caps []str
 // TestResolverBalancesAndFollowsTheCatalog runs a plain grpc-go client on
 // "switchboard:///blob-store" against a real SQLite catalog.
 func TestResolverBalancesAndFollowsTheCatalog(t *testing.T) {
-	cat := openCatalog(t)
+	cat := testkit.OpenSQLite(t)
 	s1, s2, s3, s4 := startServer(t), startServer(t), startServer(t), startServer(t)
 	// Two by capability, one by name; plus one unrelated and a nats:// one.
 	register(t, cat, "i1", "svc-a", []string{"blob-store"}, s1.addr, time.Hour)
@@ -151,7 +103,7 @@ func TestResolverBalancesAndFollowsTheCatalog(t *testing.T) {
 	}
 
 	// All three receive calls (round_robin reaches every ready backend).
-	eventually(t, "every backend to receive calls", func() bool {
+	testkit.WaitUntil(t, "every backend to receive calls", func() bool {
 		call(3)
 		return s1.calls.Load() > 0 && s2.calls.Load() > 0 && s3.calls.Load() > 0
 	})
@@ -171,7 +123,7 @@ func TestResolverBalancesAndFollowsTheCatalog(t *testing.T) {
 	if err := cat.Deregister(ctx, "i2"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the removed backend's connection to close", func() bool { return s2.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "the removed backend's connection to close", func() bool { return s2.lis.Open.Load() == 0 })
 	n2 := s2.calls.Load()
 	call(30)
 	if s2.calls.Load() != n2 {
@@ -180,13 +132,13 @@ func TestResolverBalancesAndFollowsTheCatalog(t *testing.T) {
 
 	// A new registration receives calls.
 	register(t, cat, "i4", "svc-d", []string{"blob-store"}, s4.addr, 2*time.Second)
-	eventually(t, "the new backend to receive calls", func() bool {
+	testkit.WaitUntil(t, "the new backend to receive calls", func() bool {
 		call(3)
 		return s4.calls.Load() > 0
 	})
 
 	// It stops heartbeating: once expired, no further calls reach it.
-	eventually(t, "the expired backend's connection to close", func() bool { return s4.lis.open.Load() == 0 })
+	testkit.WaitUntil(t, "the expired backend's connection to close", func() bool { return s4.lis.Open.Load() == 0 })
 	n4 := s4.calls.Load()
 	call(30)
 	if s4.calls.Load() != n4 {

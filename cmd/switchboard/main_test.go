@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -159,25 +160,8 @@ func TestVersion(t *testing.T) {
 type proc struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	done   chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t testing.TB, args ...string) *proc {
@@ -187,7 +171,7 @@ func start(t testing.TB, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, lines: make(chan string, 1024), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, lines: make(chan string, 1024), stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -582,7 +566,7 @@ func TestRegisterFlagsValidateAsFinalValues(t *testing.T) {
 	// not validate; the flags replace both.
 	t.Setenv("SWITCHBOARD_DISCOVERY_TTL", "2s")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testkit.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"register", "--dsn", dsn, "--name", "a", "--type", "w", "--address", "127.0.0.1:1",

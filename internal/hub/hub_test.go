@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // memSource is an in-memory catalog with a change log: a fake for the
@@ -157,15 +158,6 @@ func quiet(t *testing.T, ch <-chan switchboard.Event, d time.Duration) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func TestExpiryAndRevival(t *testing.T) {
 	m := newMem()
 	h := New(m, Options{})
@@ -248,7 +240,7 @@ func TestOutageServesLastKnownAndHoldsExpiry(t *testing.T) {
 		t.Fatalf("stats during outage: %+v", s)
 	}
 	m.setDown(false)
-	waitFor(t, "recovery", func() bool { return h.Stats().Healthy })
+	testkit.WaitUntil(t, "recovery", func() bool { return h.Stats().Healthy })
 	// The instance heartbeats again soon after recovery: never reported.
 	time.Sleep(100 * time.Millisecond)
 	m.beat("a")
