@@ -185,8 +185,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 					return nil, err
 				}
 			}
-			// A stale row was logged by the instances_revived trigger.
-			if now-old.lastSeen <= old.ttlMS*1000 {
+			// A row (nearly) stale was logged by the instances_revived
+			// trigger.
+			if now-old.lastSeen <= old.ttlMS*800 {
 				if seq, err = c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
 					return nil, err
 				}
@@ -218,8 +219,9 @@ func insertCaps(ctx context.Context, tx *txn, id string, caps []string) error {
 
 // Heartbeat renews last_seen of every id in one statement and returns the
 // ids that have no row. A renewal writes no change-log entry, except for a
-// row that was stale: its return is logged as an upsert (by the
-// instances_revived trigger), so that watchers add it back at once.
+// row that was stale or within the last fifth of its TTL: its return is
+// logged as an upsert (by the instances_revived trigger), so that watchers
+// that expired it add it back at once.
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil

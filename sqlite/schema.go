@@ -63,6 +63,16 @@ var migrations = []string{
 	BEGIN
 		INSERT INTO changes (id, op, reason, at) VALUES (NEW.id, 'upsert', '', NEW.last_seen);
 	END;`,
+	// 3: also log a renewal of a row within the last fifth of its TTL, as
+	// the PostgreSQL backend does: a watcher that read the row a moment
+	// before a heartbeat committed (with an earlier timestamp) may already
+	// have expired it, and must hear of its return.
+	`DROP TRIGGER instances_revived;
+	CREATE TRIGGER instances_revived AFTER UPDATE OF last_seen ON instances
+	WHEN NEW.last_seen - OLD.last_seen > OLD.ttl_ms * 800
+	BEGIN
+		INSERT INTO changes (id, op, reason, at) VALUES (NEW.id, 'upsert', '', NEW.last_seen);
+	END;`,
 }
 
 // migrate applies the missing migrations, each in its own write
