@@ -348,10 +348,13 @@ func (h *Hub) step(full bool) error {
 	h.renewedAt = now
 	for _, r := range renewals {
 		if e := h.entries[r.ID]; e != nil && r.LastSeen.After(e.inst.LastSeen) {
-			old, oldExpired := e.inst, e.expired
+			wasExpired := e.expired
 			e.inst.LastSeen = r.LastSeen
 			h.refresh(e, now, false)
-			h.transition(&old, oldExpired, &e.inst, e.expired, "")
+			if wasExpired && !e.expired {
+				// Only a revival is news: a renewal of a live entry is not.
+				h.transition(&e.inst, true, &e.inst, false, "")
+			}
 		}
 	}
 	h.expire(now)
