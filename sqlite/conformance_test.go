@@ -12,64 +12,44 @@ import (
 	"github.com/switchboard-io/switchboard/sqlite"
 )
 
-// opts gives instances without a TTL a long one: the suite's concurrency
-// case must not see rows go stale on a loaded machine under -race.
-var opts = switchboard.Options{DefaultTTL: time.Minute}
+// opts gives instances without a TTL a long one (the suite's concurrency
+// case must not see rows go stale on a loaded machine under -race), and
+// keeps migration logs out of the test output.
+var opts = switchboard.Options{DefaultTTL: time.Minute, Logger: slog.New(slog.DiscardHandler)}
+
+// openFile and openMemory give each test a fresh catalog.
+func openFile(t *testing.T) *sqlite.Catalog {
+	return open(t, "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+func openMemory(t *testing.T) *sqlite.Catalog { return open(t, "sqlite::memory:") }
+
+func open(t *testing.T, raw string) *sqlite.Catalog {
+	t.Helper()
+	dsn, err := switchboard.ParseDSN(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sqlite.Open(context.Background(), dsn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
 
 func TestConformanceFile(t *testing.T) {
-	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
-		dsn, err := switchboard.ParseDSN("sqlite://" + filepath.Join(t.TempDir(), "catalog.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := sqlite.Open(context.Background(), dsn, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog { return openFile(t) })
 }
 
 func TestConformanceMemory(t *testing.T) {
-	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
-		c, err := switchboard.Open(context.Background(), "sqlite::memory:", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog { return openMemory(t) })
 }
 
 func TestLeaseConformanceFile(t *testing.T) {
-	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser {
-		dsn, err := switchboard.ParseDSN("sqlite://" + filepath.Join(t.TempDir(), "catalog.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := sqlite.Open(context.Background(), dsn, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return openFile(t) })
 }
 
 func TestLeaseConformanceMemory(t *testing.T) {
-	quiet := opts
-	quiet.Logger = slog.New(slog.DiscardHandler)
-	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser {
-		c, err := switchboard.Open(context.Background(), "sqlite::memory:", quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		l, ok := c.(switchboard.Leaser)
-		if !ok {
-			t.Fatalf("%T is not a switchboard.Leaser", c)
-		}
-		return l
-	})
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return openMemory(t) })
 }
