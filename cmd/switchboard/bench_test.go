@@ -32,16 +32,8 @@ func BenchmarkRegisterToEvent(b *testing.B) {
 }
 
 func benchCatalog(b *testing.B) (switchboard.Catalog, string) {
-	return openBench(b, "sqlite://"+filepath.Join(b.TempDir(), "bench.db"))
-}
-
-func openBench(b *testing.B, dsn string) (switchboard.Catalog, string) {
-	cat, err := switchboard.Open(context.Background(), dsn, switchboard.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cat.Close() })
-	return cat, dsn
+	dsn := "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
+	return openCatalog(b, dsn), dsn
 }
 
 func benchInProcess(b *testing.B, watchers int) {
@@ -195,7 +187,7 @@ const (
 
 func benchFanout(b *testing.B, dsn string) {
 	const procs, perProc = 4, 25
-	cat, _ := openBench(b, dsn)
+	cat := openCatalog(b, dsn)
 	ctx := context.Background()
 	children := make([]*exec.Cmd, procs)
 	lines := make(chan string, 1024)

@@ -66,6 +66,17 @@ func dsnIn(t *testing.T) (dsn, path string) {
 	return "sqlite://" + path, path
 }
 
+// openCatalog opens dsn in this process, closed at cleanup.
+func openCatalog(t testing.TB, dsn string) switchboard.Catalog {
+	t.Helper()
+	cat, err := switchboard.Open(context.Background(), dsn, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
+
 // backends runs fn once per catalog backend, each on a fresh catalog: a
 // SQLite file and a throwaway PostgreSQL database of this machine's server.
 func backends(t *testing.T, fn func(t *testing.T, dsn string)) {
@@ -268,11 +279,7 @@ func TestRegisterPrintsJSONAndDeregistersOnSignal(t *testing.T) {
 func TestTwoProcessesSeeEachOther(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cat.Close()
+		cat := openCatalog(t, dsn)
 		events, err := cat.Watch(ctx, switchboard.Query{})
 		if err != nil {
 			t.Fatal(err)
@@ -347,11 +354,7 @@ func TestContention(t *testing.T) {
 	}
 	dsn, _ := dsnIn(t)
 	ctx := context.Background()
-	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := openCatalog(t, dsn)
 	events, err := cat.Watch(ctx, switchboard.Query{})
 	if err != nil {
 		t.Fatal(err)
@@ -432,11 +435,7 @@ loop:
 func TestLeasesCommand(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
-		cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cat.Close()
+		cat := openCatalog(t, dsn)
 		leaser := cat.(switchboard.Leaser)
 		first, err := leaser.Acquire(ctx, "compactor-lock", "pod-a", time.Minute)
 		if err != nil {
@@ -538,11 +537,7 @@ func TestDemo(t *testing.T) {
 func TestReapDefaultKeepsActiveRowsWithLongTTL(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	ctx := context.Background()
-	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := openCatalog(t, dsn)
 	long, _ := cat.Register(ctx, switchboard.Instance{Name: "patient", Type: "w", Address: "127.0.0.1:1", TTL: time.Hour})
 	short, _ := cat.Register(ctx, switchboard.Instance{Name: "gone", Type: "w", Address: "127.0.0.1:2", TTL: 100 * time.Millisecond})
 	time.Sleep(300 * time.Millisecond)
