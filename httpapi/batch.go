@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// batcher gathers the heartbeats of every client for one window and renews
+// them in one Catalog.Heartbeat call (one statement on the SQL backends):
+// 300 clients heartbeating every second cost the database a few statements
+// a second, not 300.
+type batcher struct {
+	cat    switchboard.Catalog
+	window time.Duration
+	in     chan *beat
+}
+
+type beat struct {
+	ctx  context.Context
+	ids  []string
+	done chan beatResult
+}
+
+type beatResult struct {
+	missing []string
+	err     error
+}
+
+func newBatcher(cat switchboard.Catalog, window time.Duration) *batcher {
+	return &batcher{cat: cat, window: window, in: make(chan *beat)}
+}
+
+// do renews ids with the next batch and returns those that have no row.
+func (b *batcher) do(ctx context.Context, ids []string) ([]string, error) {
+	bt := &beat{ctx: ctx, ids: ids, done: make(chan beatResult, 1)}
+	select {
+	case b.in <- bt:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-bt.done:
+		return r.missing, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (b *batcher) run(ctx context.Context) {
+	for {
+		var first *beat
+		select {
+		case first = <-b.in:
+		case <-ctx.Done():
+			return
+		}
+		pending := []*beat{first}
+		timer := time.NewTimer(b.window)
+	gather:
+		for {
+			select {
+			case bt := <-b.in:
+				pending = append(pending, bt)
+			case <-timer.C:
+				break gather
+			case <-ctx.Done():
+				timer.Stop()
+				for _, bt := range pending {
+					bt.done <- beatResult{err: switchboard.ErrClosed}
+				}
+				return
+			}
+		}
+		b.flush(ctx, pending)
+	}
+}
+
+// flush renews the union of the pending ids. A request whose client has
+// gone is left out; each gets back the missing ids among its own.
+func (b *batcher) flush(ctx context.Context, pending []*beat) {
+	live := pending[:0]
+	var ids []string
+	for _, bt := range pending {
+		if bt.ctx.Err() != nil {
+			bt.done <- beatResult{err: bt.ctx.Err()}
+			continue
+		}
+		live = append(live, bt)
+		ids = append(ids, bt.ids...)
+	}
+	if len(live) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	missing, err := b.cat.Heartbeat(hctx, ids...)
+	cancel()
+	gone := make(map[string]bool, len(missing))
+	for _, id := range missing {
+		gone[id] = true
+	}
+	for _, bt := range live {
+		r := beatResult{err: err}
+		if err == nil {
+			for _, id := range bt.ids {
+				if gone[id] {
+					r.missing = append(r.missing, id)
+				}
+			}
+		}
+		bt.done <- r
+	}
+}

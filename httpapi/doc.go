@@ -1,0 +1,97 @@
+// Package httpapi is the HTTP JSON API of `switchboard serve`: a stateless
+// server in front of any catalog backend, so non-Go programs and fleets
+// larger than one database's connections use the catalog through HTTP
+// (the remote/ package is the Go client: http:// and https:// DSNs).
+//
+// # Endpoints
+//
+//	PUT    /v1/instances                  register (body: instance JSON, id optional) → {"instance":{…},"secret":"…"}
+//	GET    /v1/instances?name=&type=&capability=&all=   list → [instance, …]
+//	GET    /v1/instances/{id}             one instance (stale or not)
+//	DELETE /v1/instances/{id}             deregister (X-Instance-Secret) → 204
+//	PUT    /v1/instances/{id}/heartbeat   renew (X-Instance-Secret) → 204; 404 when the row is gone
+//	POST   /v1/heartbeats                 renew many: {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
+//	POST   /v1/reap?older_than=           reap → {"reaped":n}
+//	GET    /v1/watch?<filters>            Server-Sent Events (below)
+//	GET    /v1/now                        the catalog's clock → {"now":"…"}
+//	GET    /v1/info                       backend, redacted DSN, health, counts, self-preservation
+//	GET    /v1/leases                     [lease, …]
+//	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
+//	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
+//	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
+//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed)
+//	GET    /metrics                       Prometheus
+//	/                                     Options.UI, when set
+//
+// Instances are the JSON of the CLI contract (switchboard.Instance's
+// MarshalJSON). Every error is {"error": "…", "field": "…", "code": "…"}:
+// 400 (invalid, invalid_name, invalid_address) for a malformed or invalid
+// request, 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
+// token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
+// (lease_held, lease_lost), 503 (unavailable) when the catalog cannot be
+// reached. Nothing stored changes on any error.
+//
+// # Secrets
+//
+// A registration returns a secret (or keeps the one the client sent in
+// X-Instance-Secret). Its SHA-256 is stored with the row, under a reserved
+// metadata key that the API strips from every response and event; the
+// secret itself is never stored, listed or logged. Heartbeat, deregister
+// and re-register of that id need the secret. Rows registered directly on
+// the backend have no secret.
+//
+// # Watch (Server-Sent Events)
+//
+// GET /v1/watch takes the filters of the list and streams, as
+// text/event-stream:
+//
+//	retry: 1000
+//
+//	event: snapshot
+//	data: {"event":"snapshot","fresh":false,"instances":2}
+//
+//	event: added
+//	data: {"event":"added","instance":{…}}
+//
+//	event: added
+//	data: {"event":"added","instance":{…}}
+//
+//	id: 3f9a01c2-41
+//	event: synced
+//	data: {"event":"synced"}
+//
+//	id: 3f9a01c2-42
+//	event: removed
+//	data: {"event":"removed","reason":"expired","instance":{…}}
+//
+//	: keep-alive
+//
+// A stream starts with a snapshot: a "snapshot" marker, the current set as
+// "added" events, then "synced". Then each change is one event of the form
+// of `watch --json` — "added", "updated", "removed" (reason "deregistered"
+// or "expired") — plus "error" ({"event":"error","error":"…"}) while the
+// server cannot read the catalog and "synced" after it has caught up
+// again. A heartbeat is never an event. Every event after the snapshot
+// carries an id (<server epoch>-<sequence>); snapshot events carry none, so
+// a connection lost inside a snapshot never resumes from its middle. Each
+// data field is one line of JSON. Comments (": keep-alive") arrive every
+// KeepAlive (15 s) when nothing else does.
+//
+// Reconnecting with Last-Event-ID (or ?last_event_id=) resumes without
+// loss: the server replays the events after that id from its history
+// (Options.History, 10,000 events), then sends "synced". When it cannot —
+// another server or run issued the id, or the history no longer reaches
+// back that far — it sends a new snapshot whose marker says "fresh":true:
+// the client must replace what it had with it (the remote client diffs the
+// two and reports exactly the differences). A subscriber that falls behind
+// the history while connected gets such a fresh snapshot in-stream.
+//
+// # Scale
+//
+// The server is stateless over its catalog: the database stays the one
+// source of truth, so several servers share one PostgreSQL. Each server
+// holds one Watch of the catalog (its mirror), shared by every SSE
+// subscriber, which reads the shared history with its own cursor: no
+// per-subscriber queue, bounded memory. Heartbeats from all clients are
+// gathered for Options.HeartbeatWindow and renewed in one statement.
+package httpapi

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Error codes of the JSON error body ({"error": …, "field": …, "code": …}).
+// Clients branch on code; the message is for people.
+const (
+	CodeInvalid        = "invalid"
+	CodeInvalidName    = "invalid_name"
+	CodeInvalidAddress = "invalid_address"
+	CodeTooLarge       = "too_large"
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeNotFound       = "not_found"
+	CodeLeaseHeld      = "lease_held"
+	CodeLeaseLost      = "lease_lost"
+	CodeUnavailable    = "unavailable"
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+	Code  string `json:"code"`
+}
+
+// apiError is an error with its HTTP status and body, made by handlers for
+// what is not a catalog error (a bad query parameter, a missing secret).
+type apiError struct {
+	status int
+	body   ErrorBody
+}
+
+func (e *apiError) Error() string { return e.body.Error }
+
+func badRequest(field, msg string) error {
+	return &apiError{http.StatusBadRequest, ErrorBody{Error: msg, Field: field, Code: CodeInvalid}}
+}
+
+func unauthorized(msg string) error {
+	return &apiError{http.StatusUnauthorized, ErrorBody{Error: msg, Code: CodeUnauthorized}}
+}
+
+func forbidden(msg string) error {
+	return &apiError{http.StatusForbidden, ErrorBody{Error: msg, Code: CodeForbidden}}
+}
+
+// classify maps an error to its status and body. Catalog errors keep their
+// message (they never contain secrets: secrets are not passed to the
+// catalog); anything unknown is the catalog being unreachable.
+func classify(err error) (int, ErrorBody) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status, ae.body
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, ErrorBody{Error: "request body larger than 1 MiB", Code: CodeTooLarge}
+	}
+	body := ErrorBody{Error: err.Error()}
+	var fe *switchboard.FieldError
+	if errors.As(err, &fe) {
+		body.Field = fe.Field
+	}
+	switch {
+	case errors.Is(err, switchboard.ErrInvalidName):
+		body.Code = CodeInvalidName
+		return http.StatusBadRequest, body
+	case errors.Is(err, switchboard.ErrInvalidAddress):
+		body.Code = CodeInvalidAddress
+		return http.StatusBadRequest, body
+	case errors.Is(err, switchboard.ErrInvalid):
+		body.Code = CodeInvalid
+		return http.StatusBadRequest, body
+	case errors.Is(err, switchboard.ErrNotFound):
+		body.Code = CodeNotFound
+		return http.StatusNotFound, body
+	case errors.Is(err, switchboard.ErrLeaseHeld):
+		body.Code = CodeLeaseHeld
+		return http.StatusConflict, body
+	case errors.Is(err, switchboard.ErrLeaseLost):
+		body.Code = CodeLeaseLost
+		return http.StatusConflict, body
+	case errors.Is(err, context.Canceled):
+		// The client went away; the status is never read.
+		body.Code = CodeUnavailable
+		return http.StatusServiceUnavailable, body
+	}
+	body.Code = CodeUnavailable
+	body.Error = "catalog unavailable: " + err.Error()
+	return http.StatusServiceUnavailable, body
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed","code":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, err error) int {
+	status, body := classify(err)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+	}
+	writeJSON(w, status, body)
+	return status
+}

@@ -1,0 +1,303 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// feed is the server's one mirror of the catalog: a single Watch of every
+// instance (stale ones included), the current state built from it, and a
+// bounded history of its events numbered in order. Every SSE subscriber
+// reads that history at its own pace with its own cursor, so a slow
+// subscriber holds no queue of its own: when it falls behind the oldest
+// entry it is sent a fresh snapshot instead.
+type feed struct {
+	log     *slog.Logger
+	epoch   string // distinguishes this feed's event ids from another server's or run's
+	limit   int    // entries of history kept
+	observe func(in *switchboard.Instance)
+
+	mu      sync.Mutex
+	state   map[string]*state
+	hashes  map[string]string // id -> secret hash, from the reserved metadata key
+	ring    []entry           // ring[i] has seq first+i
+	first   int64
+	head    int64 // seq of the newest entry; 0 before any
+	ready   bool  // the initial snapshot is in
+	healthy bool
+	lastErr string
+	wake    chan struct{} // closed and replaced when entries are appended
+	readyCh chan struct{}
+	done    chan struct{}
+}
+
+// state is one instance as the feed knows it, immutable once made: entries
+// and snapshots share it. JSON is encoded once, not once per subscriber.
+type state struct {
+	inst switchboard.Instance // secret hash stripped
+	json []byte
+}
+
+// entry is one event of the feed. For added/updated/removed, prev and next
+// are the instance before and after (nil: absent); removed events carry the
+// instance the catalog reported in next's place via gone.
+type entry struct {
+	seq    int64
+	kind   switchboard.EventKind
+	reason switchboard.Reason
+	prev   *state
+	next   *state
+	gone   *state
+	errMsg string
+}
+
+func newFeed(log *slog.Logger, limit int, observe func(*switchboard.Instance)) *feed {
+	var b [4]byte
+	rand.Read(b[:])
+	return &feed{
+		log: log, epoch: hex.EncodeToString(b[:]), limit: limit, observe: observe,
+		state: map[string]*state{}, hashes: map[string]string{}, first: 1, healthy: true,
+		wake: make(chan struct{}), readyCh: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// run reads the catalog watch until ctx ends or the watch closes.
+func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
+	defer close(f.done)
+	ch, err := cat.Watch(ctx, switchboard.Query{All: true})
+	if err != nil {
+		f.log.Error("server mirror: watch failed", "err", err)
+		f.mu.Lock()
+		f.healthy, f.lastErr = false, err.Error()
+		f.mu.Unlock()
+		return
+	}
+	for ev := range ch {
+		f.apply(ev)
+	}
+}
+
+func makeState(in switchboard.Instance) (*state, string) {
+	hash := in.Metadata[secretKey]
+	if hash != "" {
+		in = in.Clone()
+		delete(in.Metadata, secretKey)
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	return &state{inst: in, json: b}, hash
+}
+
+func (f *feed) apply(ev switchboard.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := entry{kind: ev.Kind, reason: ev.Reason}
+	switch ev.Kind {
+	case switchboard.EventAdded, switchboard.EventUpdated:
+		st, hash := makeState(ev.Instance)
+		id := st.inst.ID
+		e.prev, e.next = f.state[id], st
+		f.state[id] = st
+		if hash != "" {
+			f.hashes[id] = hash
+		} else {
+			delete(f.hashes, id)
+		}
+		if f.observe != nil && f.ready {
+			f.observe(&st.inst)
+		}
+	case switchboard.EventRemoved:
+		st, _ := makeState(ev.Instance)
+		id := st.inst.ID
+		e.prev, e.gone = f.state[id], st
+		delete(f.state, id)
+		delete(f.hashes, id)
+	case switchboard.EventSynced:
+		f.healthy, f.lastErr = true, ""
+		if !f.ready {
+			f.ready = true
+			close(f.readyCh)
+			return
+		}
+	case switchboard.EventError:
+		f.healthy = false
+		if ev.Err != nil {
+			f.lastErr = ev.Err.Error()
+		}
+		e.errMsg = f.lastErr
+	default:
+		return
+	}
+	if !f.ready {
+		return // the initial snapshot only builds the state
+	}
+	f.head++
+	e.seq = f.head
+	f.ring = append(f.ring, e)
+	if len(f.ring) > f.limit {
+		drop := len(f.ring) - f.limit
+		clear(f.ring[:drop])
+		f.ring = f.ring[drop:]
+		f.first += int64(drop)
+	}
+	if len(f.ring) == 1 {
+		f.first = e.seq
+	}
+	close(f.wake)
+	f.wake = make(chan struct{})
+}
+
+// eventID is the SSE id of seq: the feed's epoch and the sequence number.
+func (f *feed) eventID(seq int64) string { return f.epoch + "-" + strconv.FormatInt(seq, 10) }
+
+// parseEventID returns the seq of an id issued by this feed (ok false for
+// another server's, another run's, or a malformed id).
+func (f *feed) parseEventID(id string) (int64, bool) {
+	ep, s, ok := strings.Cut(id, "-")
+	if !ok || ep != f.epoch {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || seq < 0 {
+		return 0, false
+	}
+	return seq, true
+}
+
+// hash returns the secret hash the mirror holds for id (known false when
+// the mirror has no row for id).
+func (f *feed) hash(id string) (hash string, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.state[id]; !ok {
+		return "", false
+	}
+	return f.hashes[id], true
+}
+
+// counts returns the mirrored instances, active and stale.
+func (f *feed) counts() (active, stale int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range f.state {
+		if st.inst.Stale {
+			stale++
+		} else {
+			active++
+		}
+	}
+	return active, stale
+}
+
+func (f *feed) health() (ready, healthy bool, lastErr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready, f.healthy, f.lastErr
+}
+
+// view is what one subscriber sees: its query decides which instances are
+// visible, exactly as the catalog's own Watch decides it.
+type view struct{ q switchboard.Query }
+
+func (v view) visible(st *state) bool {
+	return st != nil && (v.q.All || !st.inst.Stale) && v.q.Matches(&st.inst)
+}
+
+// translate turns one feed entry into the event this subscriber gets, if
+// any: the same transitions as the hub's (added when an instance becomes
+// visible, removed when it stops being visible, updated when it changes
+// while visible).
+func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboard.Reason, st *state, ok bool) {
+	switch e.kind {
+	case switchboard.EventSynced:
+		return e.kind, "", nil, true
+	case switchboard.EventError:
+		return e.kind, "", nil, true
+	}
+	was, is := v.visible(e.prev), v.visible(e.next)
+	switch {
+	case !was && is:
+		return switchboard.EventAdded, "", e.next, true
+	case was && is:
+		return switchboard.EventUpdated, "", e.next, true
+	case was && !is:
+		switch {
+		case e.kind == switchboard.EventRemoved:
+			return switchboard.EventRemoved, e.reason, e.gone, true
+		case e.next.inst.Stale:
+			return switchboard.EventRemoved, switchboard.ReasonExpired, e.next, true
+		default:
+			return switchboard.EventRemoved, switchboard.ReasonDeregistered, e.next, true
+		}
+	}
+	return "", "", nil, false
+}
+
+// snapshot returns the instances visible to v, by name then id, and the seq
+// they are consistent with.
+func (f *feed) snapshot(v view) ([]*state, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snapshotLocked(v), f.head
+}
+
+func (f *feed) snapshotLocked(v view) []*state {
+	out := make([]*state, 0, len(f.state))
+	for _, st := range f.state {
+		if v.visible(st) {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b *state) int {
+		return cmp.Or(cmp.Compare(a.inst.Name, b.inst.Name), cmp.Compare(a.inst.ID, b.inst.ID))
+	})
+	return out
+}
+
+// since returns the entries after seq (at most max), the channel closed on
+// the next append, and lost=true when seq is older than the history kept.
+func (f *feed) since(seq int64, max int) (es []entry, wake <-chan struct{}, lost bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if seq >= f.head {
+		return nil, f.wake, false
+	}
+	if seq+1 < f.first {
+		return nil, f.wake, true
+	}
+	from := int(seq + 1 - f.first)
+	to := min(len(f.ring), from+max)
+	return slices.Clone(f.ring[from:to]), f.wake, false
+}
+
+// resumable reports whether the history still holds everything after seq.
+func (f *feed) resumable(seq int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return seq <= f.head && seq+1 >= f.first
+}
+
+// waitReady waits for the initial snapshot.
+func (f *feed) waitReady(ctx context.Context) error {
+	select {
+	case <-f.readyCh:
+		return nil
+	case <-f.done:
+		return fmt.Errorf("the server's catalog watch has stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

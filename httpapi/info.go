@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Info is the body of GET /v1/info: what the server serves and how it is.
+type Info struct {
+	Backend string `json:"backend"` // the catalog's DSN scheme: sqlite, postgres, …
+	DSN     string `json:"dsn"`     // with any password redacted
+	Healthy bool   `json:"healthy"` // the server's mirror of the catalog is current
+	Error   string `json:"error,omitempty"`
+	// Instances counts the mirrored instances.
+	Instances struct {
+		Active int `json:"active"`
+		Stale  int `json:"stale"`
+	} `json:"instances"`
+	Subscribers int `json:"subscribers"` // open SSE watch streams
+	// SelfPreservation is present when the catalog reports its watch
+	// machinery (the SQL backends).
+	SelfPreservation *SelfPreservation `json:"self_preservation,omitempty"`
+}
+
+// SelfPreservation is the hub's Eureka-style expiry guard.
+type SelfPreservation struct {
+	Active          bool `json:"active"`
+	HeldExpirations int  `json:"held_expirations"`
+	Events          int  `json:"events"`
+}
+
+// RedactDSN returns dsn with the password of a URL-shaped DSN replaced.
+func RedactDSN(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
+	var in Info
+	if d, err := switchboard.ParseDSN(s.opts.DSN); err == nil {
+		in.Backend = d.Scheme
+	}
+	in.DSN = RedactDSN(s.opts.DSN)
+	ready, healthy, lastErr := s.feed.health()
+	in.Healthy = ready && healthy
+	in.Error = lastErr
+	if !ready && lastErr == "" {
+		in.Error = "the server's mirror has not read the catalog yet"
+	}
+	in.Instances.Active, in.Instances.Stale = s.feed.counts()
+	in.Subscribers = int(s.metrics.subscriberCount())
+	if ws, ok := s.cat.(switchboard.WatchStatser); ok {
+		st := ws.WatchStats()
+		in.SelfPreservation = &SelfPreservation{Active: st.Preserving, HeldExpirations: st.HeldExpirations, Events: st.SelfPreservationEvents}
+		if !st.Healthy {
+			in.Healthy = false
+			if st.LastError != nil {
+				in.Error = st.LastError.Error()
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, in)
+	return nil
+}
+
+// handleHealthz answers 200 when the catalog answers a read within 2 s,
+// 503 otherwise.
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.cat.Now(ctx); err != nil {
+		return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: "catalog unreachable: " + err.Error(), Code: CodeUnavailable}}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}

@@ -1,0 +1,383 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// secretKey is the reserved metadata key under which the SHA-256 of an
+// instance's secret is stored with its row: it lives and dies with the row,
+// is shared by every server on the same database, and is stripped from
+// every response and event of the API.
+const secretKey = "switchboard.secret-sha256"
+
+// SecretHeader carries an instance's secret.
+const SecretHeader = "X-Instance-Secret"
+
+// RegisterResponse is the body of a successful PUT /v1/instances.
+type RegisterResponse struct {
+	Instance switchboard.Instance `json:"instance"`
+	// Secret authorises heartbeats, deregistration and re-registration of
+	// this id. It is returned only here, never listed.
+	Secret string `json:"secret"`
+}
+
+// HeartbeatRequest is the body of POST /v1/heartbeats: many instances
+// renewed in one request (and, with other clients' requests, one
+// statement).
+type HeartbeatRequest struct {
+	Instances []HeartbeatItem `json:"instances"`
+}
+
+// HeartbeatItem is one instance of a HeartbeatRequest.
+type HeartbeatItem struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+// HeartbeatResponse lists the ids that have no row (register them again).
+type HeartbeatResponse struct {
+	Missing []string `json:"missing"`
+}
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func newSecret() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// validSecret bounds what a client may present as a secret.
+func validSecret(s string) bool {
+	if len(s) < 16 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// storedHash returns the secret hash of id's row: from the mirror when it
+// has the row, else from the catalog (a row this server has not seen yet).
+// found is false when there is no row.
+func (s *Server) storedHash(ctx context.Context, id string) (hash string, found bool, err error) {
+	if h, ok := s.feed.hash(id); ok {
+		return h, true, nil
+	}
+	in, err := s.cat.Get(ctx, id)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return in.Metadata[secretKey], true, nil
+}
+
+// checkSecret enforces ownership: a row registered through the API has a
+// secret hash and only the holder of the secret may renew, re-register or
+// delete it. A row registered directly on the backend has none.
+func checkSecret(id, hash, given string) error {
+	if hash == "" {
+		return nil
+	}
+	if given == "" {
+		return unauthorized(fmt.Sprintf("instance %q belongs to the client that registered it: send its secret in %s", id, SecretHeader))
+	}
+	if subtle.ConstantTimeCompare([]byte(hashSecret(given)), []byte(hash)) != 1 {
+		return forbidden(fmt.Sprintf("wrong secret for instance %q", id))
+	}
+	return nil
+}
+
+func strip(in switchboard.Instance) switchboard.Instance {
+	if _, ok := in.Metadata[secretKey]; ok {
+		in = in.Clone()
+		delete(in.Metadata, secretKey)
+	}
+	return in
+}
+
+// instanceFields are the keys an instance body may have; anything else is
+// a typo the caller should hear about.
+var instanceFields = map[string]bool{
+	"id": true, "name": true, "type": true, "address": true, "capabilities": true, "version": true,
+	"metadata": true, "components": true, "ttl": true, "registered_at": true, "last_seen": true, "stale": true,
+}
+
+// DecodeInstance reads an instance body: one JSON object of the
+// instance's fields (registered_at, last_seen and stale are accepted and
+// ignored: the catalog stamps them). Unknown fields and trailing data are
+// errors naming what is wrong.
+func DecodeInstance(b []byte) (switchboard.Instance, error) {
+	var fields map[string]json.RawMessage
+	if err := strictUnmarshal(b, &fields); err != nil {
+		return switchboard.Instance{}, err
+	}
+	if fields == nil {
+		return switchboard.Instance{}, badRequest("", "body must be a JSON object")
+	}
+	for k := range fields {
+		if !instanceFields[k] {
+			return switchboard.Instance{}, badRequest(k, fmt.Sprintf("unknown field %q", k))
+		}
+	}
+	var in switchboard.Instance
+	if err := json.Unmarshal(b, &in); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return in, badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, ute.Type))
+		}
+		return in, badRequest("", "malformed instance: "+err.Error())
+	}
+	in.RegisteredAt, in.LastSeen, in.Stale = time.Time{}, time.Time{}, false
+	if _, ok := in.Metadata[secretKey]; ok {
+		return in, badRequest("metadata", "metadata key "+secretKey+" is reserved")
+	}
+	return in, nil
+}
+
+// strictUnmarshal decodes exactly one JSON value.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, ute.Type))
+		}
+		return badRequest("", "malformed JSON body: "+err.Error())
+	}
+	if dec.More() {
+		return badRequest("", "trailing data after the JSON body")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("", "trailing data after the JSON body")
+	}
+	return nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badRequest("", "reading the body: "+err.Error())
+	}
+	return b, nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.cat.List(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		list[i] = strip(list[i])
+	}
+	if list == nil {
+		list = []switchboard.Instance{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
+	in, err := s.cat.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, strip(in))
+	return nil
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	in, err := DecodeInstance(b)
+	if err != nil {
+		return err
+	}
+	given := r.Header.Get(SecretHeader)
+	if given != "" && !validSecret(given) {
+		return badRequest(SecretHeader, SecretHeader+" must be 16 to 256 printable ASCII characters")
+	}
+	secret := given
+	if in.ID != "" {
+		if err := switchboard.ValidateID(in.ID); err != nil {
+			return err
+		}
+		hash, found, err := s.storedHash(r.Context(), in.ID)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := checkSecret(in.ID, hash, given); err != nil {
+				return err
+			}
+		}
+	}
+	if secret == "" {
+		secret = newSecret()
+	}
+	md := make(map[string]string, len(in.Metadata)+1)
+	for k, v := range in.Metadata {
+		md[k] = v
+	}
+	md[secretKey] = hashSecret(secret)
+	in.Metadata = md
+	stored, err := s.cat.Register(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	s.metrics.registrations.Inc()
+	writeJSON(w, http.StatusOK, RegisterResponse{Instance: strip(stored), Secret: secret})
+	return nil
+}
+
+func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	hash, found, err := s.storedHash(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
+	}
+	if err := checkSecret(id, hash, r.Header.Get(SecretHeader)); err != nil {
+		return err
+	}
+	if err := s.cat.Deregister(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handleHeartbeat renews one instance; 404 when its row is gone (register
+// it again).
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	missing, err := s.heartbeat(r.Context(), []HeartbeatItem{{ID: id, Secret: r.Header.Get(SecretHeader)}})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("instance %q has no row (reaped or deregistered): register it again: %w", id, switchboard.ErrNotFound)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleHeartbeats(w http.ResponseWriter, r *http.Request) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req HeartbeatRequest
+	if err := strictUnmarshal(b, &req); err != nil {
+		return err
+	}
+	missing, err := s.heartbeat(r.Context(), req.Instances)
+	if err != nil {
+		return err
+	}
+	if missing == nil {
+		missing = []string{}
+	}
+	writeJSON(w, http.StatusOK, HeartbeatResponse{Missing: missing})
+	return nil
+}
+
+// heartbeat checks every item's secret (nothing is renewed if one fails),
+// then renews them through the batcher.
+func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) ([]string, error) {
+	ids := make([]string, 0, len(items))
+	var missing []string
+	for _, it := range items {
+		if it.ID == "" {
+			return nil, badRequest("id", "heartbeat of an empty id")
+		}
+		hash, found, err := s.storedHash(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			missing = append(missing, it.ID)
+			continue
+		}
+		if err := checkSecret(it.ID, hash, it.Secret); err != nil {
+			return nil, err
+		}
+		ids = append(ids, it.ID)
+	}
+	if len(ids) > 0 {
+		m, err := s.beats.do(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		missing = append(missing, m...)
+		s.metrics.heartbeats.Add(float64(len(ids) - len(m)))
+	}
+	return missing, nil
+}
+
+func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
+	var older time.Duration
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		d, err := switchboard.ParseDuration("older_than", v)
+		if err != nil {
+			return err
+		}
+		older = d
+	}
+	s.reapMu.Lock()
+	n, err := s.cat.Reap(r.Context(), older)
+	s.reapMu.Unlock()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"reaped": n})
+	return nil
+}
+
+// NowResponse is the body of GET /v1/now: the catalog's clock.
+type NowResponse struct {
+	Now time.Time `json:"now"`
+}
+
+func (s *Server) handleNow(w http.ResponseWriter, r *http.Request) error {
+	now, err := s.cat.Now(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NowResponse{Now: now})
+	return nil
+}

@@ -1,0 +1,245 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// MaxBody is the largest request body accepted (413 above it).
+const MaxBody = 1 << 20
+
+// Options configure a Server. Zero values take the defaults.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every /v1/ request and on /metrics (401 without it, 403 when wrong).
+	// /healthz and the UI are open.
+	Token string
+	// UI, when set, is served at / (the live dashboard).
+	UI http.Handler
+	// DSN is the catalog's DSN, reported by /v1/info with its password
+	// redacted.
+	DSN string
+	// HeartbeatWindow is how long the server gathers heartbeats from all
+	// clients before renewing them in one statement (default 50 ms). While
+	// a renewal is in flight, the next ones gather anyway.
+	HeartbeatWindow time.Duration
+	// ReapInterval is how often the server reaps rows stale for twice their
+	// TTL (default 10 s; negative disables the server's reaper).
+	ReapInterval time.Duration
+	// History is how many watch events the server keeps for resuming SSE
+	// streams with Last-Event-ID (default 10,000).
+	History int
+	// KeepAlive is the period of SSE keep-alive comments (default 15 s).
+	KeepAlive time.Duration
+	// WriteTimeout bounds one write to an SSE subscriber; a subscriber that
+	// reads nothing for that long is disconnected (default 30 s).
+	WriteTimeout time.Duration
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.HeartbeatWindow <= 0 {
+		o.HeartbeatWindow = 50 * time.Millisecond
+	}
+	if o.ReapInterval == 0 {
+		o.ReapInterval = 10 * time.Second
+	}
+	if o.History <= 0 {
+		o.History = 10000
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Server is the HTTP API over one catalog handle. It is an http.Handler;
+// Close stops its background work (the mirror, the heartbeat batcher, the
+// reaper) and ends open watch streams. It does not close the catalog.
+type Server struct {
+	cat     switchboard.Catalog
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	feed    *feed
+	beats   *batcher
+	metrics *serverMetrics
+	cancel  context.CancelFunc
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	reapMu  sync.Mutex // one reap at a time: concurrent requests wait for it
+}
+
+// New returns a server over cat and starts its mirror of the catalog (one
+// Watch shared by every SSE subscriber), its heartbeat batcher and, unless
+// disabled, its reaper.
+func New(cat switchboard.Catalog, opts Options) *Server {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
+	s.metrics = newServerMetrics(s)
+	s.feed = newFeed(opts.Logger, opts.History, s.metrics.observe)
+	s.beats = newBatcher(cat, opts.HeartbeatWindow)
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.feed.run(ctx, cat) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.beats.run(ctx) }()
+	if opts.ReapInterval > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.reaper(ctx) }()
+	}
+	s.routes()
+	return s
+}
+
+// Close stops the server's background work and ends its watch streams. It
+// is idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		s.cancel()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	api := func(pattern, route string, h handler) {
+		s.mux.Handle(pattern, s.instrument(route, s.authorize(h)))
+	}
+	api("GET /v1/instances", "list", s.handleList)
+	api("PUT /v1/instances", "register", s.handleRegister)
+	api("GET /v1/instances/{id}", "get", s.handleGet)
+	api("DELETE /v1/instances/{id}", "deregister", s.handleDeregister)
+	api("PUT /v1/instances/{id}/heartbeat", "heartbeat", s.handleHeartbeat)
+	api("POST /v1/heartbeats", "heartbeats", s.handleHeartbeats)
+	api("POST /v1/reap", "reap", s.handleReap)
+	api("GET /v1/watch", "watch", s.handleWatch)
+	api("GET /v1/now", "now", s.handleNow)
+	api("GET /v1/info", "info", s.handleInfo)
+	api("GET /v1/leases", "leases", s.handleLeases)
+	api("POST /v1/leases/acquire", "lease_acquire", s.handleAcquire)
+	api("POST /v1/leases/renew", "lease_renew", s.handleRenew)
+	api("POST /v1/leases/release", "lease_release", s.handleRelease)
+	s.mux.Handle("/v1/", s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
+		return &apiError{http.StatusNotFound, ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
+	})))
+	s.mux.Handle("GET /healthz", s.instrument("healthz", s.handleHealthz))
+	s.mux.Handle("GET /metrics", s.instrument("metrics", s.authorize(s.metrics.handle)))
+	if s.opts.UI != nil {
+		s.mux.Handle("/", s.opts.UI)
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorize checks the bearer token, when one is configured, in constant
+// time.
+func (s *Server) authorize(h handler) handler {
+	if s.opts.Token == "" {
+		return h
+	}
+	want := []byte(s.opts.Token)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		auth := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || tok == "" {
+			return unauthorized("missing API token: send Authorization: Bearer <token>")
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), want) != 1 {
+			return forbidden("wrong API token")
+		}
+		return h(w, r)
+	}
+}
+
+// statusWriter records the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush, write
+// deadlines) through the wrapper.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument limits the body, turns a handler's error into its JSON
+// response, and counts the request by route and status.
+func (s *Server) instrument(route string, h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		sw := &statusWriter{ResponseWriter: w}
+		if err := h(sw, r); err != nil {
+			if sw.status == 0 {
+				writeError(sw, err)
+			}
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.metrics.request(route, sw.status)
+	})
+}
+
+// reaper deletes rows stale for twice their TTL, every ReapInterval, while
+// the catalog is reachable.
+func (s *Server) reaper(ctx context.Context) {
+	t := time.NewTicker(s.opts.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, healthy, _ := s.feed.health(); !healthy {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		s.reapMu.Lock()
+		n, err := s.cat.Reap(rctx, 0)
+		s.reapMu.Unlock()
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("reap failed", "err", err)
+		case n > 0:
+			s.log.Info("reaped stale registrations", "rows", n)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// batchMax bounds how many history entries a subscriber takes per lock.
+const batchMax = 256
+
+// handleWatch streams the instances selected by the query as Server-Sent
+// Events (the format is in the package doc).
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	if err := s.feed.waitReady(r.Context()); err != nil {
+		return err
+	}
+	v := view{q}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	flush := func() error {
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	s.metrics.subscribe(1)
+	defer s.metrics.subscribe(-1)
+
+	// Resume from Last-Event-ID when the history still holds what came
+	// after it; otherwise a snapshot (marked fresh when a resume was asked
+	// for but cannot be honoured).
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("last_event_id")
+	}
+	cursor, resumed := int64(0), false
+	if last != "" {
+		if seq, ok := s.feed.parseEventID(last); ok && s.feed.resumable(seq) {
+			cursor, resumed = seq, true
+		}
+	}
+	bw.WriteString("retry: 1000\n\n")
+	if !resumed {
+		cursor = s.writeSnapshot(bw, v, last != "")
+	} else if err := s.replay(bw, v, &cursor); err != nil {
+		return nil
+	}
+	writeEvent(bw, s.feed.eventID(cursor), "synced", []byte(`{"event":"synced"}`))
+	if err := flush(); err != nil {
+		return nil
+	}
+
+	keep := time.NewTicker(s.opts.KeepAlive)
+	defer keep.Stop()
+	for {
+		es, wake, lost := s.feed.since(cursor, batchMax)
+		switch {
+		case lost:
+			// Fell behind the history kept: start over from a snapshot.
+			cursor = s.writeSnapshot(bw, v, true)
+			writeEvent(bw, s.feed.eventID(cursor), "synced", []byte(`{"event":"synced"}`))
+		case len(es) > 0:
+			for i := range es {
+				s.writeEntry(bw, v, &es[i])
+				cursor = es[i].seq
+			}
+		default:
+			select {
+			case <-wake:
+				continue
+			case <-keep.C:
+				bw.WriteString(": keep-alive\n\n")
+			case <-r.Context().Done():
+				return nil
+			case <-s.stop:
+				return nil
+			}
+		}
+		if err := flush(); err != nil {
+			return nil // the subscriber is gone or not reading
+		}
+	}
+}
+
+// replay writes the history after *cursor up to the current head.
+func (s *Server) replay(bw *bufio.Writer, v view, cursor *int64) error {
+	for {
+		es, _, lost := s.feed.since(*cursor, batchMax)
+		if lost {
+			*cursor = s.writeSnapshot(bw, v, true)
+			return nil
+		}
+		if len(es) == 0 {
+			return nil
+		}
+		for i := range es {
+			s.writeEntry(bw, v, &es[i])
+			*cursor = es[i].seq
+		}
+	}
+}
+
+// writeSnapshot writes a snapshot marker and the visible instances as
+// added events (without ids: a connection lost in the middle of a snapshot
+// must not resume from inside it), and returns the seq it reflects.
+func (s *Server) writeSnapshot(bw *bufio.Writer, v view, fresh bool) int64 {
+	sts, seq := s.feed.snapshot(v)
+	marker := struct {
+		Event     string `json:"event"`
+		Fresh     bool   `json:"fresh"`
+		Instances int    `json:"instances"`
+	}{"snapshot", fresh, len(sts)}
+	b, _ := json.Marshal(marker)
+	writeEvent(bw, "", "snapshot", b)
+	for _, st := range sts {
+		writeEvent(bw, "", string(switchboard.EventAdded), eventJSON(switchboard.EventAdded, "", st))
+	}
+	return seq
+}
+
+func (s *Server) writeEntry(bw *bufio.Writer, v view, e *entry) {
+	kind, reason, st, ok := v.translate(e)
+	if !ok {
+		return
+	}
+	var data []byte
+	switch kind {
+	case switchboard.EventSynced:
+		data = []byte(`{"event":"synced"}`)
+	case switchboard.EventError:
+		data, _ = json.Marshal(struct {
+			Event string `json:"event"`
+			Error string `json:"error"`
+		}{"error", e.errMsg})
+	default:
+		data = eventJSON(kind, reason, st)
+	}
+	writeEvent(bw, s.feed.eventID(e.seq), string(kind), data)
+}
+
+// eventJSON is the watch --json form of an event, built around the
+// instance's JSON encoded once by the feed.
+func eventJSON(kind switchboard.EventKind, reason switchboard.Reason, st *state) []byte {
+	b := make([]byte, 0, len(st.json)+64)
+	b = append(b, `{"event":"`...)
+	b = append(b, kind...)
+	if reason != "" {
+		b = append(b, `","reason":"`...)
+		b = append(b, reason...)
+	}
+	b = append(b, `","instance":`...)
+	b = append(b, st.json...)
+	return append(b, '}')
+}
+
+func writeEvent(bw *bufio.Writer, id, event string, data []byte) {
+	if id != "" {
+		bw.WriteString("id: ")
+		bw.WriteString(id)
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("event: ")
+	bw.WriteString(event)
+	bw.WriteString("\ndata: ")
+	bw.Write(data) // JSON without raw newlines: one data line
+	bw.WriteString("\n\n")
+}
+
+// parseQuery reads the filters name, type, capability and all.
+func parseQuery(r *http.Request) (switchboard.Query, error) {
+	v := r.URL.Query()
+	q := switchboard.Query{Name: v.Get("name"), Type: v.Get("type"), Capability: v.Get("capability")}
+	if q.Name != "" {
+		// Names are sanitised as on registration: name=My_Service finds my-service.
+		n, err := switchboard.SanitizeName(q.Name)
+		if err != nil {
+			return q, err
+		}
+		q.Name = n
+	}
+	if q.Capability != "" {
+		if err := switchboard.ValidateCapability(q.Capability); err != nil {
+			return q, err
+		}
+	}
+	if a := v.Get("all"); a != "" {
+		all, err := strconv.ParseBool(a)
+		if err != nil {
+			return q, badRequest("all", "all="+strconv.Quote(a)+": want true or false")
+		}
+		q.All = all
+	}
+	return q, nil
+}
