@@ -42,8 +42,8 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Name: "switchboard_http_sse_subscribers", Help: "Open SSE watch streams.",
 		}),
 		propagation: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "switchboard_http_propagation_seconds",
-			Help: "From a change's last_seen (the catalog's clock) to its arrival in the server's mirror (the server's clock; includes any clock skew between them).",
+			Name:    "switchboard_http_propagation_seconds",
+			Help:    "From a change's last_seen (the catalog's clock) to its arrival in the server's mirror (the server's clock; includes any clock skew between them).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
