@@ -12,7 +12,8 @@ import (
 
 // DSN is a parsed catalog address.
 type DSN struct {
-	// Scheme selects the backend: "sqlite", "postgres", "kube".
+	// Scheme selects the backend: "sqlite", "postgres", "kube", "http",
+	// "https" (a switchboard serve server).
 	Scheme string
 	// Path is the SQLite file (relative or absolute) or the Kubernetes
 	// namespace; empty for PostgreSQL.
@@ -25,7 +26,9 @@ type DSN struct {
 }
 
 // ParseDSN parses "sqlite://PATH", "sqlite:///abs/path", "sqlite::memory:",
-// "postgres://…" / "postgresql://…" and "kube://NAMESPACE".
+// "postgres://…" / "postgresql://…", "kube://NAMESPACE" and
+// "http://HOST:PORT" / "https://HOST:PORT" (a switchboard serve server,
+// optionally under a path prefix).
 func ParseDSN(s string) (DSN, error) {
 	const field = "dsn"
 	switch {
@@ -58,6 +61,18 @@ func ParseDSN(s string) (DSN, error) {
 			return DSN{}, invalid(ErrInvalidDSN, field, s, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
 		}
 		return DSN{Scheme: "postgres", Raw: s}, nil
+	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
+		u, err := url.Parse(s)
+		if err != nil {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "not a valid URL: "+err.Error())
+		}
+		if u.Hostname() == "" {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "server DSN needs a host, e.g. http://127.0.0.1:7400")
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return DSN{}, invalid(ErrInvalidDSN, field, s, "server DSN takes no user, query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
+		}
+		return DSN{Scheme: u.Scheme, Raw: s}, nil
 	case strings.HasPrefix(s, "kube://"):
 		ns := strings.TrimPrefix(s, "kube://")
 		if ns != "" && !IsSanitized(ns) {
@@ -67,7 +82,7 @@ func ParseDSN(s string) (DSN, error) {
 	}
 	scheme, _, ok := strings.Cut(s, "://")
 	if ok {
-		return DSN{}, invalid(ErrInvalidDSN, field, s, "unknown scheme "+scheme+"; want sqlite, postgres or kube")
+		return DSN{}, invalid(ErrInvalidDSN, field, s, "unknown scheme "+scheme+"; want sqlite, postgres, kube, http or https")
 	}
 	return DSN{}, invalid(ErrInvalidDSN, field, s, "want sqlite://PATH, sqlite::memory: or postgres://…")
 }

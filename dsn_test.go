@@ -26,6 +26,9 @@ func TestParseDSN(t *testing.T) {
 		{"kube://default", switchboard.DSN{Scheme: "kube", Path: "default"}},
 		{"kube://tiny-systems", switchboard.DSN{Scheme: "kube", Path: "tiny-systems"}},
 		{"kube://", switchboard.DSN{Scheme: "kube"}},
+		{"http://127.0.0.1:7400", switchboard.DSN{Scheme: "http"}},
+		{"https://registry.internal", switchboard.DSN{Scheme: "https"}},
+		{"http://[::1]:7400/switchboard", switchboard.DSN{Scheme: "http"}},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseDSN(tt.in)
@@ -65,6 +68,11 @@ func TestParseDSNErrors(t *testing.T) {
 		{"kube://Default", "RFC 1123"},
 		{"kube://ns/extra", "RFC 1123"},
 		{"kube://-ns", "RFC 1123"},
+		{"http://", "needs a host"},
+		{"https://:7400", "needs a host"},
+		{"http://tok@127.0.0.1:7400", "no user"},
+		{"http://127.0.0.1:7400?token=x", "no user, query"},
+		{"http://[::1:7400", "not a valid URL"},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseDSN(tt.in)
@@ -116,7 +124,7 @@ func FuzzParseDSN(f *testing.F) {
 		"", "sqlite://.data/switchboard.db", "sqlite:///abs/x.db", "sqlite::memory:", "sqlite://:memory:",
 		"sqlite://", "sqlite://dir/", "sqlite://x?y", "postgres://u:p@h:5432/db?sslmode=disable",
 		"postgresql://h/db", "postgres://:5432/db", "postgres://", "kube://default", "kube://", "kube://A",
-		"mysql://x", "x", "sqlite://\x00",
+		"mysql://x", "x", "sqlite://\x00", "http://127.0.0.1:7400", "https://h/p", "http://", "http://u@h",
 	} {
 		f.Add(s)
 	}
@@ -141,6 +149,10 @@ func FuzzParseDSN(f *testing.F) {
 			}
 		case "postgres":
 			if d.Path != "" || d.Memory {
+				t.Fatalf("ParseDSN(%q) = %+v", s, d)
+			}
+		case "http", "https":
+			if d.Path != "" || d.Memory || !strings.HasPrefix(s, d.Scheme+"://") {
 				t.Fatalf("ParseDSN(%q) = %+v", s, d)
 			}
 		case "kube":
