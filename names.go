@@ -48,7 +48,8 @@ func IsSanitized(name string) bool {
 }
 
 // NodeName is a parsed full node name, "<flow>.<module>.<node>", with an
-// optional port: "<flow>.<module>.<node>:<port>".
+// optional port: "<flow>.<module>.<node>:<port>". The node part may itself
+// contain dots ("flow.module.node.sub"), as the TinySystems SDK allows.
 type NodeName struct {
 	Flow   string
 	Module string
@@ -70,8 +71,13 @@ func (n NodeName) FullName() string {
 	return n.Flow + "." + n.Module + "." + n.Node
 }
 
-// ParseNodeName parses "<flow>.<module>.<node>[:<port>]". Flow, node and port
-// are tokens of [A-Za-z0-9_-]; module must be a sanitised name.
+// ParseNodeName parses "<flow>.<module>.<node>[:<port>]" the way the
+// TinySystems SDK reads it: the module is the second dot-separated part and
+// everything after the second dot is the node, which may contain further
+// dots ("flow.module.node.sub:port"). Flow, port and every dot-separated
+// segment of the node are tokens of [A-Za-z0-9_-]; module must be a
+// sanitised name. The port is optional here; senders require it (see
+// RequirePort).
 func ParseNodeName(s string) (NodeName, error) {
 	const field = "node name"
 	if s == "" {
@@ -86,23 +92,41 @@ func ParseNodeName(s string) (NodeName, error) {
 			return NodeName{}, invalid(ErrInvalidName, field, s, "port must be letters, digits, '_' or '-'")
 		}
 	}
-	parts := strings.Split(full, ".")
+	parts := strings.SplitN(full, ".", 3)
 	if len(parts) != 3 {
-		return NodeName{}, invalid(ErrInvalidName, field, s, "want exactly three dot-separated parts <flow>.<module>.<node>")
+		return NodeName{}, invalid(ErrInvalidName, field, s, "want at least three dot-separated parts <flow>.<module>.<node>")
 	}
 	n := NodeName{Flow: parts[0], Module: parts[1], Node: parts[2], Port: port}
 	for _, p := range []struct{ what, v string }{{"flow", n.Flow}, {"module", n.Module}, {"node", n.Node}} {
 		if p.v == "" {
 			return NodeName{}, invalid(ErrInvalidName, field, s, p.what+" part is empty")
 		}
-		if !isToken(p.v) {
-			return NodeName{}, invalid(ErrInvalidName, field, s, p.what+" part must be letters, digits, '_' or '-'")
-		}
+	}
+	if !isToken(n.Flow) {
+		return NodeName{}, invalid(ErrInvalidName, field, s, "flow part must be letters, digits, '_' or '-'")
 	}
 	if !IsSanitized(n.Module) {
 		return NodeName{}, invalid(ErrInvalidName, field, s, "module part must be a sanitised name (lowercase letters, digits and single '-')")
 	}
+	for seg := range strings.SplitSeq(n.Node, ".") {
+		if seg == "" {
+			return NodeName{}, invalid(ErrInvalidName, field, s, "node part has an empty segment between dots")
+		}
+		if !isToken(seg) {
+			return NodeName{}, invalid(ErrInvalidName, field, s, "node part must be letters, digits, '_', '-' and inner dots")
+		}
+	}
 	return n, nil
+}
+
+// RequirePort returns an ErrInvalidName error when n has no port: a message
+// is always sent to a port ("<flow>.<module>.<node>:<port>"), as in the
+// TinySystems SDK, whose receivers cannot deliver a message without one.
+func (n NodeName) RequirePort() error {
+	if n.Port == "" {
+		return invalid(ErrInvalidName, "node name", n.String(), "has no port; sending needs <flow>.<module>.<node>:<port>")
+	}
+	return nil
 }
 
 func isToken(s string) bool {

@@ -107,6 +107,11 @@ func TestParseNodeName(t *testing.T) {
 		{"flow1.common-module.node1:out", switchboard.NodeName{Flow: "flow1", Module: "common-module", Node: "node1", Port: "out"}},
 		{"F_1.m.N-2:_in-put_", switchboard.NodeName{Flow: "F_1", Module: "m", Node: "N-2", Port: "_in-put_"}},
 		{"a.0.b:1", switchboard.NodeName{Flow: "a", Module: "0", Node: "b", Port: "1"}},
+		// The node may contain dots, as the TinySystems SDK allows; the
+		// module is always the second part.
+		{"a.b.c.d", switchboard.NodeName{Flow: "a", Module: "b", Node: "c.d"}},
+		{"flow.module.node.sub:port", switchboard.NodeName{Flow: "flow", Module: "module", Node: "node.sub", Port: "port"}},
+		{"f.common-module.router_1.2.x-y:_settings", switchboard.NodeName{Flow: "f", Module: "common-module", Node: "router_1.2.x-y", Port: "_settings"}},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseNodeName(tt.in)
@@ -134,8 +139,11 @@ func TestParseNodeNameMalformed(t *testing.T) {
 		{"", "empty"},
 		{"flow.module", "three"},
 		{"flow", "three"},
-		{"a.b.c.d", "three"},
-		{"a.b.c.d:p", "three"},
+		{"f.m.a..b", "empty segment"},
+		{"f.m.a.", "empty segment"},
+		{"f.m..a:p", "empty segment"},
+		{"f.m.a.b c", "node part"},
+		{"f.m.a.b/c", "node part"},
 		{".module.node", "flow part is empty"},
 		{"flow..node", "module part is empty"},
 		{"flow.module.", "node part is empty"},
@@ -226,6 +234,7 @@ func FuzzParseNodeName(f *testing.F) {
 	for _, s := range []string{
 		"", "flow.module.node", "flow.module.node:port", "a.b.c.d", "a..c", "f.Mod.n", "f.m.n:",
 		"f.m.n:a:b", "flöw.m.n", "f.common-module.n:out_1", ":", ".", "..", "..:",
+		"f.m.a.b.c:p", "f.m.a..b", "f.m.a.:p",
 	} {
 		f.Add(s)
 	}
@@ -245,6 +254,14 @@ func FuzzParseNodeName(f *testing.F) {
 		}
 		if n.Flow == "" || n.Node == "" {
 			t.Fatalf("ParseNodeName(%q) = %+v: empty part", in, n)
+		}
+		// The SDK's reading: the module is the second dot-separated part,
+		// and a port is present exactly when the name has a colon.
+		if parts := strings.Split(in, "."); len(parts) < 3 || parts[1] != n.Module {
+			t.Fatalf("ParseNodeName(%q): module %q is not the second part", in, n.Module)
+		}
+		if (n.Port != "") != strings.Contains(in, ":") || (n.RequirePort() == nil) != (n.Port != "") {
+			t.Fatalf("ParseNodeName(%q): port %q", in, n.Port)
 		}
 		again, err := switchboard.ParseNodeName(n.String())
 		if err != nil || again != n {

@@ -301,7 +301,7 @@ func TestUnknownModuleAndBadNames(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != router.CodeModuleUnknown || !e.Retryable || !strings.Contains(err.Error(), `"nobody"`) {
 		t.Fatalf("unknown module: %v", err)
 	}
-	for _, to := range []string{"", "nobody", "f.Nobody.n", "a.b.c.d", "f.b.n:"} {
+	for _, to := range []string{"", "nobody", "f.Nobody.n", "a.b..d", "f.b.n:"} {
 		if _, err := send(context.Background(), p, to, "x"); codeOf(err) != router.CodeInvalidName {
 			t.Errorf("%q: %v", to, err)
 		}

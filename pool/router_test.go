@@ -54,7 +54,7 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 
 	t.Run("permanent remote error is not retried", func(t *testing.T) {
 		before := srv.calls.Load()
-		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("permanent")}, fast)
+		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("permanent")}, fast)
 		var e *router.Error
 		if !errors.As(err, &e) || e.Code != "x_bad_input" || e.Retryable || e.Message != "never works" {
 			t.Fatalf("err = %#v", err)
@@ -67,7 +67,7 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 		failFirst.Store(100)
 		before := srv.calls.Load()
 		start := time.Now()
-		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("flaky")}, fast)
+		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("flaky")}, fast)
 		elapsed := time.Since(start)
 		var e *router.Error
 		if !errors.As(err, &e) || e.Code != "busy" || !e.Retryable || !strings.Contains(err.Error(), "5 attempts") {
@@ -87,7 +87,7 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 		if err := r.SetEdgePolicy("edge-1", fast); err != nil {
 			t.Fatal(err)
 		}
-		out, err := r.Send(ctx, &router.Message{To: "f.remote.n", EdgeID: "edge-1", Payload: []byte("flaky")})
+		out, err := r.Send(ctx, &router.Message{To: "f.remote.n:in", EdgeID: "edge-1", Payload: []byte("flaky")})
 		if err != nil || string(out) != "ok" || srv.calls.Load()-before != 3 {
 			t.Fatalf("out=%q err=%v attempts=%d", out, err, srv.calls.Load()-before)
 		}
@@ -95,7 +95,7 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 	t.Run("no policy means one attempt", func(t *testing.T) {
 		failFirst.Store(100)
 		before := srv.calls.Load()
-		if _, err := r.Send(ctx, &router.Message{To: "f.remote.n", EdgeID: "no-policy", Payload: []byte("flaky")}); err == nil {
+		if _, err := r.Send(ctx, &router.Message{To: "f.remote.n:in", EdgeID: "no-policy", Payload: []byte("flaky")}); err == nil {
 			t.Fatal("want error")
 		}
 		if n := srv.calls.Load() - before; n != 1 {
@@ -106,13 +106,13 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 		pol := fast
 		pol.NonRetryableErrorCodes = []string{"quota"}
 		before := srv.calls.Load()
-		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("quota")}, pol)
+		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("quota")}, pol)
 		if codeOf(err) != "quota" || srv.calls.Load()-before != 1 {
 			t.Fatalf("err=%v attempts=%d", err, srv.calls.Load()-before)
 		}
 		// Without the listing the same error is retried.
 		before = srv.calls.Load()
-		_, _ = r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("quota")}, fast)
+		_, _ = r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("quota")}, fast)
 		if n := srv.calls.Load() - before; n != 5 {
 			t.Fatalf("unlisted retryable code: %d attempts, want 5", n)
 		}
@@ -122,14 +122,14 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 		pol := fast
 		pol.Timeout = 100 * time.Millisecond
 		before := srv.calls.Load()
-		out, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("hang")}, pol)
+		out, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("hang")}, pol)
 		if err != nil || string(out) != "ok" || srv.calls.Load()-before != 3 {
 			t.Fatalf("out=%q err=%v attempts=%d", out, err, srv.calls.Load()-before)
 		}
 		// One attempt only: the timeout error says so and is retryable.
 		failFirst.Store(1)
 		pol.MaxAttempts = 1
-		_, err = r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n", Payload: []byte("hang")}, pol)
+		_, err = r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in", Payload: []byte("hang")}, pol)
 		var e *router.Error
 		if !errors.As(err, &e) || e.Code != router.CodeDeadlineExceeded || !e.Retryable {
 			t.Fatalf("timeout error: %v", err)
@@ -137,13 +137,13 @@ func TestRemoteErrorsAndRetries(t *testing.T) {
 	})
 	t.Run("depth travels and 257 is refused", func(t *testing.T) {
 		before := srv.calls.Load()
-		_, err := r.Send(ctx, &router.Message{To: "f.remote.n", Depth: 257})
+		_, err := r.Send(ctx, &router.Message{To: "f.remote.n:in", Depth: 257})
 		if codeOf(err) != router.CodeDepthExceeded || srv.calls.Load() != before {
 			t.Fatalf("depth 257: %v (server calls %d)", err, srv.calls.Load()-before)
 		}
 	})
 	t.Run("unknown module is retried by a policy, then reported", func(t *testing.T) {
-		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.ghost.n"}, router.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Millisecond})
+		_, err := r.SendWithPolicy(ctx, &router.Message{To: "f.ghost.n:in"}, router.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Millisecond})
 		if codeOf(err) != router.CodeModuleUnknown || !strings.Contains(err.Error(), "2 attempts") {
 			t.Fatalf("unknown: %v", err)
 		}
@@ -160,7 +160,7 @@ func TestDepthLoopAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.HandleDefault(func(ctx context.Context, m *router.Message) ([]byte, error) {
-			return r.Send(ctx, &router.Message{To: "f." + next + ".n"})
+			return r.Send(ctx, &router.Message{To: "f." + next + ".n:in"})
 		})
 		return startServer(t, r.Dispatch)
 	}
@@ -171,7 +171,7 @@ func TestDepthLoopAcrossProcesses(t *testing.T) {
 	client, _ := router.New(router.Options{Wire: p, Logger: quiet})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	_, err := client.Send(ctx, &router.Message{To: "f.ping.n"})
+	_, err := client.Send(ctx, &router.Message{To: "f.ping.n:in"})
 	var e *router.Error
 	if !errors.As(err, &e) || e.Code != router.CodeDepthExceeded || e.Retryable {
 		t.Fatalf("loop: %v", err)

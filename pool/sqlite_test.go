@@ -70,11 +70,11 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Connect returned after the snapshot: the first send already works.
-	out, err := r.Send(ctx, &router.Message{To: "flow.echo-mod.node", Payload: []byte("hello")})
+	out, err := r.Send(ctx, &router.Message{To: "flow.echo-mod.node:in", Payload: []byte("hello")})
 	if err != nil || string(out) != "hello" {
 		t.Fatalf("send: %q %v", out, err)
 	}
-	_, err = r.Send(ctx, &router.Message{To: "flow.nats-mod.node"})
+	_, err = r.Send(ctx, &router.Message{To: "flow.nats-mod.node:in"})
 	var e *router.Error
 	if !errors.As(err, &e) || e.Code != router.CodeNotDialable {
 		t.Fatalf("nats module: %v", err)
@@ -92,7 +92,7 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		_, err := r.Send(ctx, &router.Message{To: "flow.echo-mod.node"})
+		_, err := r.Send(ctx, &router.Message{To: "flow.echo-mod.node:in"})
 		if errors.As(err, &e) && e.Code == router.CodeModuleUnknown {
 			break
 		}

@@ -52,10 +52,10 @@ func benchSetup(b *testing.B) (raw modulepb.ModuleServiceClient, r *router.Route
 	}
 	// Warm both paths up.
 	for i := 0; i < 50; i++ {
-		if _, err := raw.Message(ctx, &modulepb.MessageRequest{To: "f.bench.n"}); err != nil {
+		if _, err := raw.Message(ctx, &modulepb.MessageRequest{To: "f.bench.n:in"}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := r.Send(ctx, &router.Message{To: "f.bench.n"}); err != nil {
+		if _, err := r.Send(ctx, &router.Message{To: "f.bench.n:in"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,12 +76,12 @@ func BenchmarkRoutedVsRaw(b *testing.B) {
 	ctx := context.Background()
 	payload := make([]byte, 256)
 	rawCall := func() {
-		if _, err := raw.Message(ctx, &modulepb.MessageRequest{ID: "x", From: "f.client.n", To: "f.bench.n", Payload: payload, EdgeID: "e"}); err != nil {
+		if _, err := raw.Message(ctx, &modulepb.MessageRequest{ID: "x", From: "f.client.n", To: "f.bench.n:in", Payload: payload, EdgeID: "e"}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	routedCall := func() {
-		if _, err := r.Send(ctx, &router.Message{ID: "x", From: "f.client.n", To: "f.bench.n", Payload: payload, EdgeID: "e"}); err != nil {
+		if _, err := r.Send(ctx, &router.Message{ID: "x", From: "f.client.n", To: "f.bench.n:in", Payload: payload, EdgeID: "e"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func BenchmarkRoutedThroughput(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			if _, err := r.Send(ctx, &router.Message{From: "f.client.n", To: "f.bench.n", Payload: payload}); err != nil {
+			if _, err := r.Send(ctx, &router.Message{From: "f.client.n", To: "f.bench.n:in", Payload: payload}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -122,7 +122,7 @@ func (r *Router) Module() string { return r.module }
 
 // Handle registers h for a node of the router's module: node is "<node>"
 // (every port) or "<node>:<port>" (that port only, preferred over the
-// node-wide handler). It replaces an earlier handler for the same key.
+// node-wide handler); the node may contain dots ("node.sub"). It replaces an earlier handler for the same key.
 func (r *Router) Handle(node string, h Handler) error {
 	if h == nil {
 		return Permanent(CodeNoHandler, "router: nil handler for "+node)
@@ -192,7 +192,9 @@ func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
 }
 
 // SendWithPolicy delivers msg to its destination, locally or over the wire,
-// with policy p (validated; zero fields take the defaults). When called
+// with policy p (validated; zero fields take the defaults). The destination
+// must name a port ("<flow>.<module>.<node>:<port>"; the node may contain
+// dots), as TinySystems SDK receivers require. When called
 // from inside a handler, the message's depth is raised to the handled
 // message's depth + 1. Failures are *Error values (a local handler's own
 // error is returned as is); after several attempts the last failure is
@@ -211,6 +213,9 @@ func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy
 	nn, err := ParseTo(msg.To)
 	if err != nil {
 		return nil, err
+	}
+	if err := nn.RequirePort(); err != nil {
+		return nil, Permanent(CodeInvalidName, "destination "+err.Error())
 	}
 	if msg.ID == "" {
 		msg.ID = r.idPrefix + strconv.FormatUint(r.idSeq.Add(1), 10)

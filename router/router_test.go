@@ -52,7 +52,7 @@ func TestLocalDispatch(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct{ to, want string }{
-		{"f.mod-a.n1", "one"},
+		{"f.mod-a.n1:x", "one"},
 		{"f.mod-a.n1:out", "one"},
 		{"f.mod-a.n1:in", "port"},
 	} {
@@ -61,25 +61,44 @@ func TestLocalDispatch(t *testing.T) {
 			t.Errorf("Send(%s) = %q, %v; want %q", tc.to, out, err, tc.want)
 		}
 	}
-	_, err := r.Send(ctx, &Message{To: "f.mod-a.n2"})
+	_, err := r.Send(ctx, &Message{To: "f.mod-a.n2:in"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeNoHandler || e.Retryable {
 		t.Fatalf("no handler: got %v", err)
 	}
 	r.HandleDefault(Echo)
-	out, err := r.Send(ctx, &Message{To: "f.mod-a.n2", Payload: []byte("hi")})
+	out, err := r.Send(ctx, &Message{To: "f.mod-a.n2:in", Payload: []byte("hi")})
 	if err != nil || string(out) != "hi" {
 		t.Fatalf("default handler: %q %v", out, err)
 	}
-	if err := r.Handle("bad.node", Echo); err == nil {
-		t.Fatal("Handle accepted a node with a dot")
+	if err := r.Handle("bad node", Echo); err == nil {
+		t.Fatal("Handle accepted a node with a space")
+	}
+	// Node names may contain dots (the SDK's node ids do); the module is
+	// the second part and the handler key is everything after it.
+	if err := r.Handle("group.n3:in", func(ctx context.Context, m *Message) ([]byte, error) {
+		return []byte("dotted"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.Send(ctx, &Message{To: "f.mod-a.group.n3:in"}); err != nil || string(out) != "dotted" {
+		t.Fatalf("dotted node: %q %v", out, err)
+	}
+	// Sending requires a port, as in the SDK; a message from a wire without
+	// one is still dispatched.
+	_, err = r.Send(ctx, &Message{To: "f.mod-a.n1"})
+	if !errors.As(err, &e) || e.Code != CodeInvalidName || !strings.Contains(err.Error(), "port") {
+		t.Fatalf("send without a port: %v", err)
+	}
+	if out, err := r.Dispatch(ctx, &Message{To: "f.mod-a.n1"}); err != nil || string(out) != "one" {
+		t.Fatalf("dispatch without a port: %q %v", out, err)
 	}
 }
 
 func TestUnknownModuleAndMalformedNames(t *testing.T) {
 	r := newRouter(t, "mod-a", nil)
 	ctx := context.Background()
-	_, err := r.Send(ctx, &Message{To: "f.mod-b.n"})
+	_, err := r.Send(ctx, &Message{To: "f.mod-b.n:in"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeModuleUnknown || !strings.Contains(err.Error(), "mod-b") {
 		t.Fatalf("unknown module: %v", err)
@@ -96,28 +115,28 @@ func TestDepth(t *testing.T) {
 	w := &fakeWire{}
 	r := newRouter(t, "mod-a", w)
 	ctx := context.Background()
-	if _, err := r.Send(ctx, &Message{To: "f.mod-b.n", Depth: 256}); err != nil {
+	if _, err := r.Send(ctx, &Message{To: "f.mod-b.n:in", Depth: 256}); err != nil {
 		t.Fatalf("depth 256: %v", err)
 	}
-	_, err := r.Send(ctx, &Message{To: "f.mod-b.n", Depth: 257})
+	_, err := r.Send(ctx, &Message{To: "f.mod-b.n:in", Depth: 257})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeDepthExceeded || e.Retryable {
 		t.Fatalf("depth 257: %v", err)
 	}
 	// Even with a retry policy, a depth error is not retried.
 	before := w.calls.Load()
-	_, err = r.SendWithPolicy(ctx, &Message{To: "f.mod-b.n", Depth: 257}, RetryPolicy{MaxAttempts: 5, InitialDelay: time.Millisecond})
+	_, err = r.SendWithPolicy(ctx, &Message{To: "f.mod-b.n:in", Depth: 257}, RetryPolicy{MaxAttempts: 5, InitialDelay: time.Millisecond})
 	if err == nil || w.calls.Load() != before {
 		t.Fatalf("depth 257 with retries: err=%v calls=%d", err, w.calls.Load()-before)
 	}
-	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.n", Depth: 300}); !errors.As(err, &e) || e.Code != CodeDepthExceeded {
+	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.n:in", Depth: 300}); !errors.As(err, &e) || e.Code != CodeDepthExceeded {
 		t.Fatalf("Dispatch depth 300: %v", err)
 	}
 	// A send from inside a handler is one hop deeper than the handled message.
 	r.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
-		return r.Send(ctx, &Message{To: "f.mod-b.n"})
+		return r.Send(ctx, &Message{To: "f.mod-b.n:in"})
 	})
-	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.x", Depth: 41}); err != nil {
+	if _, err := r.Dispatch(ctx, &Message{To: "f.mod-a.x:in", Depth: 41}); err != nil {
 		t.Fatal(err)
 	}
 	if d := w.last.Load().Depth; d != 42 {
@@ -128,9 +147,9 @@ func TestDepth(t *testing.T) {
 	var hops atomic.Int32
 	r2.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
 		hops.Add(1)
-		return r2.Send(ctx, &Message{To: "f.loop.n"})
+		return r2.Send(ctx, &Message{To: "f.loop.n:in"})
 	})
-	_, err = r2.Send(ctx, &Message{To: "f.loop.n"})
+	_, err = r2.Send(ctx, &Message{To: "f.loop.n:in"})
 	if !errors.As(err, &e) || e.Code != CodeDepthExceeded {
 		t.Fatalf("loop: %v", err)
 	}
@@ -142,7 +161,7 @@ func TestDepth(t *testing.T) {
 func TestMisrouted(t *testing.T) {
 	r := newRouter(t, "mod-a", nil)
 	r.HandleDefault(Echo)
-	_, err := r.Dispatch(context.Background(), &Message{To: "f.mod-b.n"})
+	_, err := r.Dispatch(context.Background(), &Message{To: "f.mod-b.n:in"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeMisrouted || !e.Retryable {
 		t.Fatalf("misrouted: %v", err)
@@ -156,7 +175,7 @@ func TestRetryPolicy(t *testing.T) {
 	t.Run("no policy, no retry", func(t *testing.T) {
 		w := &fakeWire{errs: []error{Transient("boom", "x")}}
 		r := newRouter(t, "a", w)
-		if _, err := r.Send(ctx, &Message{To: "f.b.n"}); err == nil {
+		if _, err := r.Send(ctx, &Message{To: "f.b.n:in"}); err == nil {
 			t.Fatal("want error")
 		}
 		if w.calls.Load() != 1 {
@@ -169,7 +188,7 @@ func TestRetryPolicy(t *testing.T) {
 		if err := r.SetEdgePolicy("e1", fast); err != nil {
 			t.Fatal(err)
 		}
-		out, err := r.Send(ctx, &Message{To: "f.b.n", EdgeID: "e1", Payload: []byte("ok")})
+		out, err := r.Send(ctx, &Message{To: "f.b.n:in", EdgeID: "e1", Payload: []byte("ok")})
 		if err != nil || string(out) != "ok" || w.calls.Load() != 3 {
 			t.Fatalf("out=%q err=%v calls=%d", out, err, w.calls.Load())
 		}
@@ -177,7 +196,7 @@ func TestRetryPolicy(t *testing.T) {
 	t.Run("retryable exhausts maxAttempts", func(t *testing.T) {
 		w := &fakeWire{errs: []error{Transient("boom", "1"), Transient("boom", "2"), Transient("boom", "3"), Transient("boom", "4"), Transient("boom", "5")}}
 		r := newRouter(t, "a", w)
-		_, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, fast)
+		_, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n:in"}, fast)
 		var e *Error
 		if !errors.As(err, &e) || e.Code != "boom" || w.calls.Load() != 4 || !strings.Contains(err.Error(), "4 attempts") {
 			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
@@ -186,7 +205,7 @@ func TestRetryPolicy(t *testing.T) {
 	t.Run("permanent not retried", func(t *testing.T) {
 		w := &fakeWire{errs: []error{Permanent("bad", "x")}}
 		r := newRouter(t, "a", w)
-		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, fast); err == nil || w.calls.Load() != 1 {
+		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n:in"}, fast); err == nil || w.calls.Load() != 1 {
 			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
 		}
 	})
@@ -195,7 +214,7 @@ func TestRetryPolicy(t *testing.T) {
 		r := newRouter(t, "a", w)
 		p := fast
 		p.NonRetryableErrorCodes = []string{"quota"}
-		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n"}, p); err == nil || w.calls.Load() != 1 {
+		if _, err := r.SendWithPolicy(ctx, &Message{To: "f.b.n:in"}, p); err == nil || w.calls.Load() != 1 {
 			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
 		}
 	})
@@ -211,7 +230,7 @@ func TestRetryPolicy(t *testing.T) {
 		})
 		p := fast
 		p.Timeout = 20 * time.Millisecond
-		out, err := r.SendWithPolicy(ctx, &Message{To: "f.a.n"}, p)
+		out, err := r.SendWithPolicy(ctx, &Message{To: "f.a.n:in"}, p)
 		if err != nil || string(out) != "late ok" || calls.Load() != 3 {
 			t.Fatalf("out=%q err=%v calls=%d", out, err, calls.Load())
 		}
@@ -224,7 +243,7 @@ func TestRetryPolicy(t *testing.T) {
 		p := fast
 		p.InitialDelay = time.Hour
 		p.MaxDelay = time.Hour
-		if _, err := r.SendWithPolicy(cctx, &Message{To: "f.b.n"}, p); err == nil || w.calls.Load() > 1 {
+		if _, err := r.SendWithPolicy(cctx, &Message{To: "f.b.n:in"}, p); err == nil || w.calls.Load() > 1 {
 			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
 		}
 	})

@@ -489,6 +489,7 @@ func TestEchoAndSend(t *testing.T) {
 		}
 		for _, bad := range [][]string{
 			{"--to", "not-a-node-name", "--data", "x"},
+			{"--to", "f.echo-module.n", "--data", "x"},
 			{"--to", "f.echo-module.n:in", "--data", "x", "--edge-retry", "11"},
 		} {
 			code, _, stderr = cli(t, append([]string{"send", "--dsn", dsn}, bad...)...)

@@ -70,6 +70,9 @@ func newSendCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := switchboard.ParseNodeName(to)
+			if err == nil {
+				err = target.RequirePort()
+			}
 			if err != nil {
 				return usage(err)
 			}
