@@ -77,17 +77,29 @@ func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Messa
 		return nil, fromCall(err, trailer)
 	}
 	if resp.HasError {
-		// A peer reporting the failure in-band carries no code of its own.
-		return nil, &router.Error{Code: router.CodeInternal, Retryable: true, Message: resp.Error}
+		// An old peer reporting its handler's failure in-band: a remote
+		// handler failure without a code of ours, like a bare status.
+		return nil, &router.Error{Code: router.CodeRemoteError, Message: resp.Error}
 	}
 	return resp.Data, nil
 }
 
 // FromStatus rebuilds the *router.Error a server sent: from the
-// ErrorDetail in the status details when present, else from the gRPC code
-// (Unavailable → "unavailable", retryable; DeadlineExceeded →
-// "deadline_exceeded", retryable; …). Errors that are not gRPC statuses go
-// through router.AsError. It returns nil for nil.
+// ErrorDetail in the status details when present, else from the gRPC code.
+// A status without the detail did not come from a Switchboard handler:
+//
+//   - Unavailable (connection refused or lost: the transport failed) →
+//     "unavailable", retryable; DeadlineExceeded → "deadline_exceeded",
+//     retryable; Canceled → "canceled";
+//   - Unknown and Internal → "remote_error", NOT retryable, the text kept:
+//     that is how a TinySystems SDK module's handler error arrives, and the
+//     SDK never retries a remote module's error;
+//   - ResourceExhausted (a message over a size limit) →
+//     "resource_exhausted", not retryable;
+//   - any other code → its snake_case name, not retryable.
+//
+// Errors that are not gRPC statuses go through router.AsError. It returns
+// nil for nil.
 func FromStatus(err error) *router.Error {
 	if err == nil {
 		return nil
@@ -194,11 +206,9 @@ func fromGRPCCode(c codes.Code) (string, bool) {
 	case codes.Canceled:
 		return router.CodeCanceled, false
 	case codes.Unknown, codes.Internal:
-		return router.CodeInternal, true
+		return router.CodeRemoteError, false
 	case codes.ResourceExhausted:
-		return "resource_exhausted", true
-	case codes.Aborted:
-		return "aborted", true
+		return router.CodeResourceExhausted, false
 	}
 	return snake(c.String()), false
 }

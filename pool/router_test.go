@@ -3,11 +3,15 @@ package pool
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -178,5 +182,86 @@ func TestDepthLoopAcrossProcesses(t *testing.T) {
 	}
 	if total := a.calls.Load() + b.calls.Load(); total != router.MaxDepth+1 {
 		t.Fatalf("loop made %d hops, want %d", total, router.MaxDepth+1)
+	}
+}
+
+// sdkLikeService answers like a TinySystems SDK module: a handler error is
+// returned as a plain Go error, which grpc-go sends as status Unknown with
+// the error's text, no details and no trailers.
+type sdkLikeService struct {
+	modulepb.UnimplementedModuleServiceServer
+	calls atomic.Int64
+}
+
+func (s *sdkLikeService) Message(ctx context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
+	s.calls.Add(1)
+	if string(req.Payload) == "fail" {
+		return nil, errors.New("component: invalid settings")
+	}
+	return &modulepb.MessageResponse{Data: req.Payload}, nil
+}
+
+// startSDKLike serves an sdkLikeService on loopback with grpc-go defaults
+// plus a small receive limit.
+func startSDKLike(t *testing.T, maxRecv int) (*sdkLikeService, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &sdkLikeService{}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecv))
+	modulepb.RegisterModuleServiceServer(gs, svc)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	return svc, lis.Addr().String()
+}
+
+// TestForeignErrorsAreNotRetried: an SDK handler error (status Unknown, no
+// Switchboard detail) is a permanent remote_error delivered once even under
+// a retrying policy; a message over the peer's size limit
+// (ResourceExhausted) is not retried; a refused connection still is.
+func TestForeignErrorsAreNotRetried(t *testing.T) {
+	svc, addr := startSDKLike(t, 1024)
+	p := newPool(t, Options{})
+	p.Register("sdk-mod", addr)
+	r := routerOver(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	retrying := router.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Millisecond}
+	if err := r.SetEdgePolicy("edge-retry", retrying); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.Send(ctx, &router.Message{To: "f.sdk-mod.n:in", EdgeID: "edge-retry", Payload: []byte("ok")}); err != nil || string(out) != "ok" {
+		t.Fatalf("plain send: %q %v", out, err)
+	}
+
+	before := svc.calls.Load()
+	_, err := r.Send(ctx, &router.Message{To: "f.sdk-mod.n:in", EdgeID: "edge-retry", Payload: []byte("fail")})
+	var e *router.Error
+	if !errors.As(err, &e) || e.Code != router.CodeRemoteError || e.Retryable || e.Message != "component: invalid settings" {
+		t.Fatalf("SDK handler error: %#v", err)
+	}
+	if n := svc.calls.Load() - before; n != 1 {
+		t.Fatalf("SDK handler ran %d times under a 3-attempt policy, want exactly 1", n)
+	}
+
+	before = svc.calls.Load()
+	_, err = r.Send(ctx, &router.Message{To: "f.sdk-mod.n:in", EdgeID: "edge-retry", Payload: make([]byte, 4096)})
+	if !errors.As(err, &e) || e.Code != router.CodeResourceExhausted || e.Retryable || strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("oversized message: %#v", err)
+	}
+	if n := svc.calls.Load() - before; n != 0 {
+		t.Fatalf("oversized message reached the handler %d times", n)
+	}
+
+	// A transport failure before any handler ran stays retryable.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := l.Addr().String()
+	l.Close()
+	p.Register("gone", dead)
+	_, err = r.SendWithPolicy(ctx, &router.Message{To: "f.gone.n:in"}, router.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Millisecond})
+	if !errors.As(err, &e) || e.Code != router.CodeUnavailable || !e.Retryable || !strings.Contains(err.Error(), "2 attempts") {
+		t.Fatalf("refused connection: %v", err)
 	}
 }

@@ -34,6 +34,15 @@ const (
 	CodeDeadlineExceeded = "deadline_exceeded"
 	// CodeCanceled: the caller gave up. Not retryable.
 	CodeCanceled = "canceled"
+	// CodeRemoteError: a remote module's handler failed and its wire reply
+	// carried no Switchboard error code, as a TinySystems SDK peer replies
+	// (gRPC status Unknown with the error's text). Not retryable: the SDK
+	// never retries such an error either, and the handler did run.
+	CodeRemoteError = "remote_error"
+	// CodeResourceExhausted: the message was refused for its size or a
+	// peer's resource limit (gRPC ResourceExhausted). Not retryable: the
+	// same message fails the same way.
+	CodeResourceExhausted = "resource_exhausted"
 	// CodeInternal: a failure without a code of its own, such as a plain
 	// Go error returned by a handler. Retryable (an edge only retries when
 	// its policy asks for it).
