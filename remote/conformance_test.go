@@ -1,0 +1,34 @@
+package remote_test
+
+import (
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
+	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
+	"github.com/switchboard-io/switchboard/remote"
+)
+
+func TestConformanceOverSQLite(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog { return overSQLite(t) })
+}
+
+func TestLeasesOverSQLite(t *testing.T) {
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return overSQLite(t) })
+}
+
+// overPG is a remote catalog through a fresh server on a fresh schema of
+// this binary's PostgreSQL database.
+func overPG(t *testing.T) *remote.Client {
+	url, _ := serve(t, openPG(t, pgtest.Schema(t, testDSN)), httpapi.Options{})
+	return client(t, url, remote.Config{})
+}
+
+func TestConformanceOverPostgres(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog { return overPG(t) })
+}
+
+func TestLeasesOverPostgres(t *testing.T) {
+	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return overPG(t) })
+}

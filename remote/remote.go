@@ -1,0 +1,393 @@
+// Package remote is the catalog of http:// and https:// DSNs: a
+// switchboard.Catalog (and Leaser, WatchStatser) that talks to a
+// `switchboard serve` server (package httpapi), so Bootstrap, discovery,
+// the resolver, election and every CLI command work unchanged against a
+// server. Watch runs over Server-Sent Events and resumes after a dropped
+// connection with exactly the differences.
+//
+// Link it with a blank import; switchboard.Open then accepts server DSNs:
+//
+//	import _ "github.com/switchboard-io/switchboard/remote"
+//	cat, err := switchboard.Open(ctx, "http://127.0.0.1:7400", switchboard.Options{})
+//
+// Opened that way, the API token comes from SWITCHBOARD_HTTP_TOKEN and, for
+// https, extra trusted CA certificates from the PEM file named by
+// SWITCHBOARD_HTTP_CA. Open takes them as a Config.
+package remote
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi"
+)
+
+// Environment variables read by the registered backend.
+const (
+	EnvToken = "SWITCHBOARD_HTTP_TOKEN"
+	EnvCA    = "SWITCHBOARD_HTTP_CA"
+)
+
+func init() {
+	open := func(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (switchboard.Catalog, error) {
+		cfg := Config{Token: os.Getenv(EnvToken), Logger: opts.Logger}
+		if ca := os.Getenv(EnvCA); ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvCA, err)
+			}
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s %s: no PEM certificate in it", EnvCA, ca)
+			}
+			cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		return Open(ctx, dsn.Raw, cfg)
+	}
+	switchboard.RegisterBackend("http", open)
+	switchboard.RegisterBackend("https", open)
+}
+
+// Errors of the server's authorisation and availability, for errors.Is.
+var (
+	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
+	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
+	ErrUnavailable  = errors.New("catalog unavailable")
+)
+
+// Config tunes a Client. Zero values take the defaults.
+type Config struct {
+	// Token is sent as "Authorization: Bearer <token>".
+	Token string
+	// TLS configures https (default: the system's roots).
+	TLS *tls.Config
+	// HTTPClient replaces the client the catalog makes (then TLS is unused).
+	HTTPClient *http.Client
+	// Logger receives the client's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Client is a catalog served by a switchboard server. It is safe for
+// concurrent use.
+type Client struct {
+	base   string
+	cfg    Config
+	http   *http.Client
+	log    *slog.Logger
+	ctx    context.Context // cancelled by Close: ends watches
+	cancel context.CancelFunc
+	closed atomic.Bool
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	secrets map[string]string // id -> secret returned at registration
+
+	watchers atomic.Int64
+}
+
+// Open returns a client of the server at rawURL (http://HOST:PORT or
+// https://…, optionally with a path prefix). It does not contact the server.
+func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
+	d, err := switchboard.ParseDSN(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if d.Scheme != "http" && d.Scheme != "https" {
+		return nil, &switchboard.FieldError{Field: "dsn", Value: rawURL, Reason: "want http:// or https://"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS
+		}
+		hc = &http.Client{Transport: tr}
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		base: strings.TrimSuffix(rawURL, "/"), cfg: cfg, http: hc, log: cfg.Logger,
+		ctx: cctx, cancel: cancel, secrets: map[string]string{},
+	}, nil
+}
+
+// APIError is an error response of the server.
+type APIError struct {
+	Status int
+	httpapi.ErrorBody
+}
+
+func (e *APIError) Error() string { return e.ErrorBody.Error }
+
+// Is maps the server's error codes to the switchboard sentinels, so callers
+// branch on errors.Is(err, switchboard.ErrNotFound) as with any backend.
+func (e *APIError) Is(target error) bool {
+	switch e.Code {
+	case httpapi.CodeInvalidName:
+		return target == switchboard.ErrInvalidName || target == switchboard.ErrInvalid
+	case httpapi.CodeInvalidAddress:
+		return target == switchboard.ErrInvalidAddress || target == switchboard.ErrInvalid
+	case httpapi.CodeInvalid, httpapi.CodeTooLarge:
+		return target == switchboard.ErrInvalid
+	case httpapi.CodeNotFound:
+		return target == switchboard.ErrNotFound
+	case httpapi.CodeLeaseHeld:
+		return target == switchboard.ErrLeaseHeld
+	case httpapi.CodeLeaseLost:
+		return target == switchboard.ErrLeaseLost
+	case httpapi.CodeUnauthorized:
+		return target == ErrUnauthorized
+	case httpapi.CodeForbidden:
+		return target == ErrForbidden
+	case httpapi.CodeUnavailable:
+		return target == ErrUnavailable
+	}
+	return false
+}
+
+// do sends one request and decodes a 2xx JSON body into out (unless nil).
+func (c *Client) do(ctx context.Context, method, path string, body any, out any, hdr ...string) error {
+	if c.closed.Load() {
+		return switchboard.ErrClosed
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.auth(req)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if c.closed.Load() {
+			return switchboard.ErrClosed
+		}
+		return fmt.Errorf("switchboard server %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("switchboard server %s: reading the response: %w", c.base, err)
+	}
+	return nil
+}
+
+func (c *Client) auth(req *http.Request) {
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &APIError{Status: resp.StatusCode}
+	if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
+		e.ErrorBody = httpapi.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: httpapi.CodeUnavailable}
+	}
+	return e
+}
+
+func (c *Client) secret(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secrets[id]
+}
+
+// Register implements switchboard.Catalog. The server returns a secret for
+// the id; this client keeps it for the id's heartbeats, re-registration
+// and deregistration.
+func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	if c.closed.Load() {
+		return switchboard.Instance{}, switchboard.ErrClosed
+	}
+	if in.Components != nil && !json.Valid(in.Components) {
+		return switchboard.Instance{}, &switchboard.FieldError{Field: "components", Reason: "not valid JSON"}
+	}
+	var out httpapi.RegisterResponse
+	if err := c.do(ctx, http.MethodPut, "/v1/instances", in, &out, httpapi.SecretHeader, c.secret(in.ID)); err != nil {
+		return switchboard.Instance{}, err
+	}
+	c.mu.Lock()
+	c.secrets[out.Instance.ID] = out.Secret
+	c.mu.Unlock()
+	return out.Instance, nil
+}
+
+// heartbeatChunk keeps each request well under the server's 1 MiB limit.
+const heartbeatChunk = 2000
+
+// Heartbeat implements switchboard.Catalog: one request per 2,000 ids,
+// renewed by the server together with other clients' in one statement.
+func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if c.closed.Load() {
+		return nil, switchboard.ErrClosed
+	}
+	var missing []string
+	for len(ids) > 0 {
+		n := min(len(ids), heartbeatChunk)
+		req := httpapi.HeartbeatRequest{Instances: make([]httpapi.HeartbeatItem, 0, n)}
+		c.mu.Lock()
+		for _, id := range ids[:n] {
+			req.Instances = append(req.Instances, httpapi.HeartbeatItem{ID: id, Secret: c.secrets[id]})
+		}
+		c.mu.Unlock()
+		var out httpapi.HeartbeatResponse
+		if err := c.do(ctx, http.MethodPost, "/v1/heartbeats", req, &out); err != nil {
+			return nil, err
+		}
+		missing = append(missing, out.Missing...)
+		ids = ids[n:]
+	}
+	return missing, nil
+}
+
+// Deregister implements switchboard.Catalog.
+func (c *Client) Deregister(ctx context.Context, id string) error {
+	err := c.do(ctx, http.MethodDelete, "/v1/instances/"+url.PathEscape(id), nil, nil, httpapi.SecretHeader, c.secret(id))
+	if err == nil || errors.Is(err, switchboard.ErrNotFound) {
+		c.mu.Lock()
+		delete(c.secrets, id)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Get implements switchboard.Catalog.
+func (c *Client) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	var in switchboard.Instance
+	err := c.do(ctx, http.MethodGet, "/v1/instances/"+url.PathEscape(id), nil, &in)
+	return in, err
+}
+
+func queryString(q switchboard.Query) string {
+	v := url.Values{}
+	if q.Name != "" {
+		v.Set("name", q.Name)
+	}
+	if q.Type != "" {
+		v.Set("type", q.Type)
+	}
+	if q.Capability != "" {
+		v.Set("capability", q.Capability)
+	}
+	if q.All {
+		v.Set("all", "true")
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// List implements switchboard.Catalog.
+func (c *Client) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	var out []switchboard.Instance
+	err := c.do(ctx, http.MethodGet, "/v1/instances"+queryString(q), nil, &out)
+	return out, err
+}
+
+// Reap implements switchboard.Catalog.
+func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	path := "/v1/reap"
+	if olderThan > 0 {
+		path += "?older_than=" + url.QueryEscape(olderThan.String())
+	}
+	var out struct {
+		Reaped int `json:"reaped"`
+	}
+	err := c.do(ctx, http.MethodPost, path, nil, &out)
+	return out.Reaped, err
+}
+
+// Now implements switchboard.Catalog: the catalog's clock, read through
+// the server.
+func (c *Client) Now(ctx context.Context) (time.Time, error) {
+	var out httpapi.NowResponse
+	err := c.do(ctx, http.MethodGet, "/v1/now", nil, &out)
+	return out.Now, err
+}
+
+// Close implements switchboard.Catalog: it ends every watch of this client.
+// Registrations are not deregistered (Bootstrap's Close does that).
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	if tr, ok := c.http.Transport.(*http.Transport); ok && c.cfg.HTTPClient == nil {
+		tr.CloseIdleConnections()
+	}
+	return nil
+}
+
+// WatchStats implements switchboard.WatchStatser from the server's
+// /v1/info (a request bounded to 2 s); Watchers counts this client's
+// watches.
+func (c *Client) WatchStats() switchboard.WatchStats {
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	defer cancel()
+	st := switchboard.WatchStats{Watchers: int(c.watchers.Load())}
+	var info httpapi.Info
+	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil {
+		st.LastError = err
+		return st
+	}
+	st.Instances = info.Instances.Active + info.Instances.Stale
+	st.Active = info.Instances.Active
+	st.Healthy = info.Healthy
+	if info.Error != "" {
+		st.LastError = errors.New(info.Error)
+	}
+	if sp := info.SelfPreservation; sp != nil {
+		st.Preserving, st.HeldExpirations, st.SelfPreservationEvents = sp.Active, sp.HeldExpirations, sp.Events
+	}
+	return st
+}
+
+var (
+	_ switchboard.Catalog      = (*Client)(nil)
+	_ switchboard.Leaser       = (*Client)(nil)
+	_ switchboard.WatchStatser = (*Client)(nil)
+)

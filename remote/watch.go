@@ -1,0 +1,292 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Watch implements switchboard.Catalog over the server's SSE stream: the
+// current set as added, synced, then changes. When the connection drops it
+// sends one error event, reconnects with backoff and resumes from the last
+// event id; when the server can no longer replay from there it sends a
+// fresh snapshot, which this client diffs against what it had delivered,
+// so the caller gets exactly the differences: no duplicate added, no
+// missed removed. The first connection's failure is returned.
+func (c *Client) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	if c.closed.Load() {
+		return nil, switchboard.ErrClosed
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(c.ctx, cancel)
+	w := &watch{c: c, q: q, ctx: wctx, out: make(chan switchboard.Event), known: map[string]switchboard.Instance{}}
+	resp, err := w.connect()
+	if err != nil {
+		stopOnClose()
+		cancel()
+		return nil, err
+	}
+	c.watchers.Add(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.watchers.Add(-1)
+		defer close(w.out)
+		defer stopOnClose()
+		defer cancel()
+		w.run(resp)
+	}()
+	return w.out, nil
+}
+
+type watch struct {
+	c      *Client
+	q      switchboard.Query
+	ctx    context.Context
+	out    chan switchboard.Event
+	known  map[string]switchboard.Instance // what the caller has been told is there
+	lastID string
+	// A snapshot being received: its instances, until synced.
+	snap   map[string]switchboard.Instance
+	order  []string
+	inSnap bool
+	outage bool // an error event was sent for the current disconnection
+}
+
+func (w *watch) connect() (*http.Response, error) {
+	req, err := http.NewRequestWithContext(w.ctx, http.MethodGet, w.c.base+"/v1/watch"+queryString(w.q), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if w.lastID != "" {
+		req.Header.Set("Last-Event-ID", w.lastID)
+	}
+	w.c.auth(req)
+	resp, err := w.c.http.Do(req)
+	if err != nil {
+		if w.c.closed.Load() {
+			return nil, switchboard.ErrClosed
+		}
+		return nil, fmt.Errorf("switchboard server %s: %w", w.c.base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+func (w *watch) run(resp *http.Response) {
+	backoff := 100 * time.Millisecond
+	for {
+		err := w.read(resp.Body)
+		resp.Body.Close()
+		if w.ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		for {
+			if !w.outage {
+				w.outage = true
+				if !w.send(switchboard.Event{Kind: switchboard.EventError, Err: fmt.Errorf("switchboard server %s: watch stream lost: %w", w.c.base, err)}) {
+					return
+				}
+			}
+			select {
+			case <-time.After(backoff):
+			case <-w.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			resp, err = w.connect()
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				break
+			}
+			if w.ctx.Err() != nil {
+				return
+			}
+			w.c.log.Debug("switchboard server: watch reconnect failed", "err", err)
+		}
+	}
+}
+
+func (w *watch) send(ev switchboard.Event) bool {
+	select {
+	case w.out <- ev:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// read consumes one connection's stream until it ends.
+func (w *watch) read(body io.Reader) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	var id, event string
+	var data []byte
+	hasID := false
+	// A connection lost inside a snapshot resumes from the last id before
+	// it: the partial snapshot is dropped.
+	w.inSnap = false
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			if event != "" {
+				if !w.dispatch(event, data) {
+					return w.ctx.Err()
+				}
+				if hasID {
+					w.lastID = id
+				}
+			}
+			id, event, data, hasID = "", "", nil, false
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			id, hasID = value, true
+		case "event":
+			event = value
+		case "data":
+			data = append(data, value...)
+		}
+	}
+}
+
+// wireEvent is the data of one SSE event.
+type wireEvent struct {
+	Event    string                `json:"event"`
+	Reason   switchboard.Reason    `json:"reason"`
+	Instance *switchboard.Instance `json:"instance"`
+	Error    string                `json:"error"`
+	Fresh    bool                  `json:"fresh"`
+}
+
+// dispatch applies one event; false when the watch has ended.
+func (w *watch) dispatch(event string, data []byte) bool {
+	var ev wireEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		w.c.log.Warn("switchboard server: undecodable watch event", "event", event, "err", err)
+		return true
+	}
+	switch event {
+	case "snapshot":
+		w.inSnap, w.snap, w.order = true, map[string]switchboard.Instance{}, nil
+		return true
+	case "synced":
+		if w.inSnap {
+			w.inSnap = false
+			if !w.applySnapshot() {
+				return false
+			}
+		}
+		w.outage = false
+		return w.send(switchboard.Event{Kind: switchboard.EventSynced})
+	case "error":
+		return w.send(switchboard.Event{Kind: switchboard.EventError, Err: errors.New(ev.Error)})
+	}
+	if ev.Instance == nil {
+		return true
+	}
+	in := *ev.Instance
+	if w.inSnap {
+		if event == string(switchboard.EventAdded) {
+			if _, dup := w.snap[in.ID]; !dup {
+				w.order = append(w.order, in.ID)
+			}
+			w.snap[in.ID] = in
+		}
+		return true
+	}
+	switch switchboard.EventKind(event) {
+	case switchboard.EventAdded, switchboard.EventUpdated:
+		_, had := w.known[in.ID]
+		w.known[in.ID] = in
+		kind := switchboard.EventKind(event)
+		// Never a duplicate added, nor an update of something not shown.
+		if had {
+			kind = switchboard.EventUpdated
+		} else {
+			kind = switchboard.EventAdded
+		}
+		return w.send(switchboard.Event{Kind: kind, Instance: in})
+	case switchboard.EventRemoved:
+		if _, had := w.known[in.ID]; !had {
+			return true
+		}
+		delete(w.known, in.ID)
+		return w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: ev.Reason, Instance: in})
+	}
+	return true
+}
+
+// applySnapshot sends the differences between what the caller was told and
+// the snapshot: added, updated, removed.
+func (w *watch) applySnapshot() bool {
+	for _, id := range w.order {
+		in := w.snap[id]
+		old, had := w.known[id]
+		switch {
+		case !had:
+			if !w.send(switchboard.Event{Kind: switchboard.EventAdded, Instance: in}) {
+				return false
+			}
+		case !same(old, in):
+			if !w.send(switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}) {
+				return false
+			}
+		}
+	}
+	gone := make([]string, 0)
+	for id := range w.known {
+		if _, ok := w.snap[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		in := w.known[id]
+		// Gone from the snapshot: deregistered or reaped, or (for a watch of
+		// active instances) expired; the clock of the instance tells which.
+		reason := switchboard.ReasonDeregistered
+		if in.Stale || time.Since(in.LastSeen) > in.TTL {
+			reason = switchboard.ReasonExpired
+			in.Stale = true
+		}
+		if !w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: reason, Instance: in}) {
+			return false
+		}
+	}
+	w.known, w.snap, w.order = w.snap, nil, nil
+	return true
+}
+
+func same(a, b switchboard.Instance) bool {
+	return a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
+		maps.Equal(a.Metadata, b.Metadata) && string(a.Components) == string(b.Components) &&
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) && a.Stale == b.Stale
+}
