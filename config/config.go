@@ -21,7 +21,22 @@ const DefaultFile = "switchboard.toml"
 // Config is the whole file.
 type Config struct {
 	Discovery Discovery `toml:"discovery"`
+	HTTP      HTTP      `toml:"http"`
 }
+
+// HTTP is the [http] section: the `switchboard serve` server.
+type HTTP struct {
+	// Listen is the server's address (default 127.0.0.1:7400).
+	Listen string `toml:"listen"`
+	// Token, when set, is required as "Authorization: Bearer <token>".
+	Token string `toml:"token"`
+	// TLSCert and TLSKey are PEM files; both set means HTTPS.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+}
+
+// DefaultListen is the default address of `switchboard serve`.
+const DefaultListen = "127.0.0.1:7400"
 
 // Discovery is the seed-compatible [discovery] section.
 type Discovery struct {
@@ -38,7 +53,7 @@ func Default() Config {
 		HeartbeatInterval: switchboard.DefaultHeartbeatInterval,
 		PollInterval:      switchboard.DefaultPollInterval,
 		TTL:               switchboard.DefaultTTL,
-	}}
+	}, HTTP: HTTP{Listen: DefaultListen}}
 }
 
 // fileConfig mirrors Config with durations as strings ("3s").
@@ -49,6 +64,12 @@ type fileConfig struct {
 		PollInterval      *string `toml:"poll_interval"`
 		TTL               *string `toml:"ttl"`
 	} `toml:"discovery"`
+	HTTP struct {
+		Listen  *string `toml:"listen"`
+		Token   *string `toml:"token"`
+		TLSCert *string `toml:"tls_cert"`
+		TLSKey  *string `toml:"tls_key"`
+	} `toml:"http"`
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -84,6 +105,10 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
 		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
 		{"SWITCHBOARD_DISCOVERY_TTL", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
+		{"SWITCHBOARD_HTTP_LISTEN", func(v string) error { c.HTTP.Listen = v; return nil }},
+		{"SWITCHBOARD_HTTP_TOKEN", func(v string) error { c.HTTP.Token = v; return nil }},
+		{"SWITCHBOARD_HTTP_TLS_CERT", func(v string) error { c.HTTP.TLSCert = v; return nil }},
+		{"SWITCHBOARD_HTTP_TLS_KEY", func(v string) error { c.HTTP.TLSKey = v; return nil }},
 	}
 	for _, e := range env {
 		if v := getenv(e.key); v != "" {
@@ -125,6 +150,14 @@ func (c *Config) overlayFile(path string, b []byte) error {
 		}
 		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
+	for _, x := range []struct {
+		v   *string
+		dst *string
+	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey}} {
+		if x.v != nil {
+			*x.dst = *x.v
+		}
+	}
 	d := f.Discovery
 	if d.DSN != nil {
 		c.Discovery.DSN = *d.DSN
@@ -164,6 +197,9 @@ func (c Config) Validate() error {
 		if x.v <= 0 {
 			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
 		}
+	}
+	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
+		return &switchboard.FieldError{Field: "http.tls_cert", Value: c.HTTP.TLSCert, Reason: "tls_cert and tls_key go together (both for HTTPS, neither for HTTP)"}
 	}
 	if d.HeartbeatInterval >= d.TTL {
 		return &switchboard.FieldError{Field: "heartbeat_interval", Value: d.HeartbeatInterval.String(),

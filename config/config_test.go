@@ -196,6 +196,10 @@ func TestLoadRejects(t *testing.T) {
 			[]string{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL"}, switchboard.ErrInvalid},
 		{"heartbeat equal to ttl", "[discovery]\nheartbeat_interval = \"10s\"\nttl = \"10s\"\n", nil,
 			[]string{"heartbeat_interval", "ttl"}, switchboard.ErrInvalid},
+		{"tls cert without key", "[http]\ntls_cert = \"cert.pem\"\n", nil,
+			[]string{"tls_cert", "tls_key"}, switchboard.ErrInvalid},
+		{"unknown http key", "[http]\nport = 7400\n", nil,
+			[]string{"unknown", "http.port"}, nil},
 		{"heartbeat above ttl", "[discovery]\nheartbeat_interval = \"3s\"\nttl = \"2s\"\n", nil,
 			[]string{"heartbeat_interval", "shorter than ttl"}, switchboard.ErrInvalid},
 		{"heartbeat above ttl from env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "1s"},
@@ -279,5 +283,25 @@ func TestOverridesWinAndFixBadValues(t *testing.T) {
 	}
 	if c.Discovery.DSN != "sqlite://flag.db" {
 		t.Fatalf("dsn = %q", c.Discovery.DSN)
+	}
+}
+
+func TestHTTPSection(t *testing.T) {
+	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen}) {
+		t.Fatalf("default [http] = %+v", got)
+	}
+	p := writeFile(t, t.TempDir(), `[http]
+listen = "0.0.0.0:7400"
+token = "from-file"
+tls_cert = "cert.pem"
+tls_key = "key.pem"
+`)
+	c, err := config.Load(p, env{"SWITCHBOARD_HTTP_TOKEN": "from-env"}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.HTTP{Listen: "0.0.0.0:7400", Token: "from-env", TLSCert: "cert.pem", TLSKey: "key.pem"}
+	if c.HTTP != want {
+		t.Fatalf("[http] = %+v, want %+v", c.HTTP, want)
 	}
 }
