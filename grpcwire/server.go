@@ -3,8 +3,10 @@ package grpcwire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -23,6 +25,11 @@ import (
 // (clients ping every 10 s); PermitWithoutStream is on.
 const KeepaliveMinTime = 5 * time.Second
 
+// DefaultMaxConcurrentStreams bounds the concurrent calls one client
+// connection may have in flight on a server (grpc-go's own default is
+// unbounded); further calls wait on the client until a stream frees up.
+const DefaultMaxConcurrentStreams = 1000
+
 // DefaultGracePeriod is how long Serve lets in-flight calls finish after its
 // context ends before it stops the server hard.
 const DefaultGracePeriod = 10 * time.Second
@@ -34,12 +41,18 @@ type ServerOptions struct {
 	// GracePeriod bounds the graceful stop of Serve (zero:
 	// DefaultGracePeriod).
 	GracePeriod time.Duration
+	// MaxConcurrentStreams bounds the concurrent calls per client
+	// connection (zero: DefaultMaxConcurrentStreams).
+	MaxConcurrentStreams uint32
+	// DisableReflection leaves the server reflection service out (it is
+	// on by default, so grpcurl and similar tools can list the service).
+	DisableReflection bool
 	// GRPCOptions are appended to the server's own options.
 	GRPCOptions []grpc.ServerOption
 }
 
-// Server serves module.ModuleService, the gRPC health service and server
-// reflection. Every incoming message goes to one router.Handler, usually a
+// Server serves module.ModuleService, the gRPC health service and (unless
+// disabled) server reflection. Every incoming message goes to one router.Handler, usually a
 // router's Dispatch.
 type Server struct {
 	gs     *grpc.Server
@@ -49,8 +62,11 @@ type Server struct {
 }
 
 // NewServer returns a server handing every incoming message to h, with the
-// keepalive enforcement policy (MinTime 5 s, PermitWithoutStream), health
-// (SERVING for "" and "module.ModuleService") and reflection registered.
+// keepalive enforcement policy (MinTime 5 s, PermitWithoutStream),
+// MaxConcurrentStreams, a recovery interceptor (a panicking handler fails
+// its call with an "internal" error instead of killing the process), health
+// (SERVING for "" and "module.ModuleService") and, unless disabled,
+// reflection.
 func NewServer(h router.Handler, opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -58,18 +74,25 @@ func NewServer(h router.Handler, opts ServerOptions) *Server {
 	if opts.GracePeriod <= 0 {
 		opts.GracePeriod = DefaultGracePeriod
 	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,
 		}),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
 	}, opts.GRPCOptions...)...)
 	modulepb.RegisterModuleServiceServer(gs, &service{h: h})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(modulepb.ModuleService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	if !opts.DisableReflection {
+		reflection.Register(gs)
+	}
 	return &Server{gs: gs, health: hs, log: opts.Logger, grace: opts.GracePeriod}
 }
 
@@ -161,6 +184,21 @@ func (s *service) Message(ctx context.Context, req *modulepb.MessageRequest) (*m
 		return nil, statusWithTrailer(ctx, err)
 	}
 	return &modulepb.MessageResponse{Data: out}, nil
+}
+
+// recoverUnary turns a panic in a call's handler into a failed call with a
+// permanent "internal" error (a panic is a bug; retrying the same message
+// would panic again) and logs it with its stack.
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("grpc server: handler panicked", "method", info.FullMethod, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				err = statusWithTrailer(ctx, router.Permanent(router.CodeInternal, fmt.Sprintf("handler panicked: %v", v)))
+			}
+		}()
+		return handler(ctx, req)
+	}
 }
 
 func statusWithTrailer(ctx context.Context, err error) error {

@@ -17,6 +17,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -49,13 +51,23 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// Lazy disables pre-warming: connections are made by the first send.
 	Lazy bool
+	// CallTimeout bounds each call whose context has no deadline (zero:
+	// DefaultCallTimeout). A caller's own deadline, or a retry policy's
+	// per-attempt timeout, is used as is.
+	CallTimeout time.Duration
 }
+
+// DefaultCallTimeout bounds a send whose context has no deadline: the same
+// 5 minutes the TinySystems SDK gives a NATS request, so a peer that never
+// answers cannot hold a caller forever on either wire.
+const DefaultCallTimeout = 5 * time.Minute
 
 // Pool is the module address pool. It is safe for concurrent use.
 type Pool struct {
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
 	lazy     bool
+	timeout  time.Duration
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
@@ -90,6 +102,7 @@ func New(opts Options) *Pool {
 		log:      opts.Logger,
 		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
 		lazy:     opts.Lazy,
+		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -326,13 +339,24 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 			}
 			return nil, err
 		}
-		out, err := grpcwire.Call(ctx, client, msg)
+		out, err := p.call(ctx, client, msg)
 		if err != nil && c.isClosed() && ctx.Err() == nil {
 			// The connection was closed during the call (the instance left).
 			return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s closed during the call (instance of %q left): %v", c.addr, nn.Module, err))
 		}
 		return out, err
 	}
+}
+
+// call is one gRPC call, bounded by the pool's CallTimeout when ctx has no
+// deadline of its own.
+func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	return grpcwire.Call(ctx, client, msg)
 }
 
 // Modules returns the registered modules and their addresses (sorted), for

@@ -265,3 +265,77 @@ func TestForeignErrorsAreNotRetried(t *testing.T) {
 		t.Fatalf("refused connection: %v", err)
 	}
 }
+
+// TestDefaultCallTimeout: a send whose context has no deadline still gets
+// one (the pool's CallTimeout), so a peer that never answers cannot hold the
+// caller forever; a caller's own deadline is kept.
+func TestDefaultCallTimeout(t *testing.T) {
+	deadlines := make(chan time.Duration, 4)
+	srv := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			deadlines <- -1
+		} else {
+			deadlines <- time.Until(d)
+		}
+		if string(m.Payload) == "hang" {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	})
+	p := newPool(t, Options{})
+	p.Register("remote", srv.addr)
+	if _, err := p.Send(context.Background(), &router.Message{To: "f.remote.n:in"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-deadlines; d <= 0 || d > DefaultCallTimeout {
+		t.Fatalf("handler saw deadline in %v, want within (0, %v]", d, DefaultCallTimeout)
+	}
+	short := newPool(t, Options{CallTimeout: 100 * time.Millisecond})
+	short.Register("remote", srv.addr)
+	_, err := short.Send(context.Background(), &router.Message{To: "f.remote.n:in", Payload: []byte("hang")})
+	<-deadlines
+	var e *router.Error
+	if !errors.As(err, &e) || e.Code != router.CodeDeadlineExceeded || !e.Retryable {
+		t.Fatalf("hanging peer: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := short.Send(ctx, &router.Message{To: "f.remote.n:in"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-deadlines; d <= 10*time.Minute {
+		t.Fatalf("the caller's one-hour deadline became %v", d)
+	}
+}
+
+// TestMessageIDKeptAcrossAttempts: retries are at-least-once, and every
+// attempt carries the same message ID so a receiver can deduplicate.
+func TestMessageIDKeptAcrossAttempts(t *testing.T) {
+	ids := make(chan string, 3)
+	srv := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) {
+		ids <- m.ID
+		if len(ids) < 3 {
+			return nil, router.Transient("busy", "again")
+		}
+		return nil, nil
+	})
+	p := newPool(t, Options{})
+	p.Register("remote", srv.addr)
+	r := routerOver(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := r.SendWithPolicy(ctx, &router.Message{To: "f.remote.n:in"}, router.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	first := <-ids
+	if first == "" {
+		t.Fatal("the router sent no message ID")
+	}
+	for i := 2; i <= 3; i++ {
+		if id := <-ids; id != first {
+			t.Fatalf("attempt %d carried ID %q, the first %q", i, id, first)
+		}
+	}
+}
