@@ -149,13 +149,22 @@ func (f *follower) remove(id string) {
 	f.p.RemoveInstance(module, id)
 }
 
+// ModuleType is the instance type of a module: an instance registered with
+// Type "module" serves the module wire at its Address — host:port for gRPC
+// (what `switchboard echo` and `switchboard register --type module
+// --address host:port` advertise), nats://tinymodule.<module>.msg for NATS
+// (never dialled by this pool). Instances of any other type are services
+// that do not speak module.ModuleService.
+const ModuleType = "module"
+
 // Connect is the one-call setup of a sending process: a pool tied to ctx
-// and following every instance of cat. It returns once the catalog's
-// current set is registered.
+// and following the instances of cat that serve the module wire (Type
+// ModuleType); other services in the catalog are neither registered nor
+// dialled. It returns once the catalog's current set is registered.
 func Connect(ctx context.Context, cat switchboard.Catalog, opts Options) (*Pool, error) {
 	p := New(opts)
 	p.Start(ctx)
-	if err := p.Follow(ctx, cat, switchboard.Query{}); err != nil {
+	if err := p.Follow(ctx, cat, switchboard.Query{Type: ModuleType}); err != nil {
 		p.Close()
 		return nil, err
 	}

@@ -309,8 +309,35 @@ func (p *Pool) publish(module string) {
 	p.routes.Store(&routes)
 }
 
+// pick chooses the next target round-robin, skipping a connection that is
+// dialled but not READY (transient failure: a crashed replica, or
+// reconnecting) while another target is READY, so a dead replica does not
+// take 1/N of the sends until its registration expires. With no READY
+// target it returns the round-robin choice, whose call then fails fast or
+// waits for the connection as grpc-go decides. A target never dialled yet
+// (a lazy pool) is taken as chosen, so the send dials it.
+func (rt *route) pick() *conn {
+	n := uint64(len(rt.targets))
+	i := rt.next.Add(1) - 1
+	c := rt.targets[i%n]
+	if n == 1 {
+		return c
+	}
+	cc := c.cc.Load()
+	if cc == nil || cc.GetState() == connectivity.Ready {
+		return c
+	}
+	for j := uint64(1); j < n; j++ {
+		o := rt.targets[(i+j)%n]
+		if occ := o.cc.Load(); occ != nil && occ.GetState() == connectivity.Ready {
+			return o
+		}
+	}
+	return c
+}
+
 // Send delivers msg to a live instance of its destination module, chosen
-// round-robin, over the shared connection of the instance's address. It
+// round-robin (READY connections preferred; see pick), over the shared connection of the instance's address. It
 // implements router.Wire. Failures are *router.Error: CodeModuleUnknown when
 // the module has no address (retryable), CodeNotDialable when it has only
 // nats:// addresses, CodeUnavailable when the connection fails, or the
@@ -331,7 +358,7 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 		if len(rt.targets) == 0 {
 			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s, which the gRPC wire does not dial", nn.Module, strings.Join(rt.others, ", ")))
 		}
-		c := rt.targets[(rt.next.Add(1)-1)%uint64(len(rt.targets))]
+		c := rt.pick()
 		client, err := p.client(c)
 		if err != nil {
 			if try < 2 && c.isClosed() {
@@ -374,6 +401,20 @@ func (p *Pool) Modules() map[string][]string {
 		}
 		sort.Strings(addrs)
 		out[m] = addrs
+	}
+	return out
+}
+
+// States returns the connectivity state of every dialled connection, by
+// address (for inspection and health pages).
+func (p *Pool) States() map[string]connectivity.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]connectivity.State, len(p.conns))
+	for a, c := range p.conns {
+		if cc := c.cc.Load(); cc != nil {
+			out[a] = cc.GetState()
+		}
 	}
 	return out
 }
@@ -467,7 +508,8 @@ func (p *Pool) prewarm(c *conn) {
 }
 
 // watch logs the connection's life: pre-warmed when it first becomes ready,
-// failed on every transition to TRANSIENT_FAILURE. It ends when the
+// failed on every transition to TRANSIENT_FAILURE; it reconnects an idle
+// connection at once. It ends when the
 // connection is closed.
 func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
 	ready := false
@@ -479,6 +521,11 @@ func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
 				ready = true
 				p.log.Info("address pool: connection pre-warmed", "module", c.module, "addr", c.addr)
 			}
+		case connectivity.Idle:
+			// The connection went idle (the peer closed it or restarted):
+			// reconnect now, so a dead peer shows as TRANSIENT_FAILURE and is
+			// skipped, and a live one is ready before the next send.
+			cc.Connect()
 		case connectivity.TransientFailure:
 			p.log.Warn("grpc client: connection failed", "addr", c.addr, "module", c.module)
 		case connectivity.Shutdown:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/internal/testkit"
@@ -318,5 +319,52 @@ func TestDeadAddressIsUnavailable(t *testing.T) {
 	var e *router.Error
 	if !errors.As(err, &e) || e.Code != router.CodeUnavailable || !e.Retryable {
 		t.Fatalf("dead address: %v", err)
+	}
+}
+
+// TestRoundRobinSkipsFailedReplica: once a replica's connection is in
+// TRANSIENT_FAILURE (its process died), sends go to the READY replica
+// instead of failing 1/N of the time until the registration expires.
+func TestRoundRobinSkipsFailedReplica(t *testing.T) {
+	a := startServer(t, nil)
+	b := startServer(t, nil)
+	p := newPool(t, Options{})
+	p.AddInstance("mod", "a", a.addr)
+	p.AddInstance("mod", "b", b.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	testkit.WaitUntil(t, "both pre-warmed connections READY", func() bool {
+		s := p.States()
+		return s[a.addr] == connectivity.Ready && s[b.addr] == connectivity.Ready
+	})
+	for i := 0; i < 4; i++ {
+		if _, err := send(ctx, p, "f.mod.n:in", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.calls.Load() != 2 || b.calls.Load() != 2 {
+		t.Fatalf("round-robin over two ready replicas: %d/%d", a.calls.Load(), b.calls.Load())
+	}
+	b.stop()
+	testkit.WaitUntil(t, "the dead replica's connection in TRANSIENT_FAILURE", func() bool {
+		return p.States()[b.addr] == connectivity.TransientFailure
+	})
+	before := a.calls.Load()
+	for i := 0; i < 20; i++ {
+		if _, err := send(ctx, p, "f.mod.n:in", "x"); err != nil {
+			t.Fatalf("send %d with one replica down: %v", i, err)
+		}
+	}
+	if n := a.calls.Load() - before; n != 20 {
+		t.Fatalf("the ready replica got %d of 20 sends", n)
+	}
+	// With no READY replica left the send fails fast with unavailable.
+	a.stop()
+	testkit.WaitUntil(t, "both connections in TRANSIENT_FAILURE", func() bool {
+		s := p.States()
+		return s[a.addr] == connectivity.TransientFailure && s[b.addr] == connectivity.TransientFailure
+	})
+	if _, err := send(ctx, p, "f.mod.n:in", "x"); codeOf(err) != router.CodeUnavailable {
+		t.Fatalf("all replicas down: %v", err)
 	}
 }

@@ -59,6 +59,23 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A service that does not serve the module wire: Connect neither
+	// registers nor dials it.
+	other := testkit.Listen(t)
+	t.Cleanup(func() { other.Close() })
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if _, err := cat.Register(ctx, switchboard.Instance{ID: "q1", Name: "querier", Type: "querier", Address: other.Addr().String(), TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+
 	var logs testkit.SyncBuffer
 	runCtx, stop := context.WithCancel(ctx)
 	p, err := pool.Connect(runCtx, cat, pool.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -68,6 +85,12 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 	r, err := router.New(router.Options{Wire: p, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mods := p.Modules(); len(mods) != 2 || mods["querier"] != nil {
+		t.Fatalf("Connect follows %v; want only the two modules", mods)
+	}
+	if conns := p.Connections(); len(conns) != 1 || conns[0] != addr {
+		t.Fatalf("connections %v, want only %s", conns, addr)
 	}
 	// Connect returned after the snapshot: the first send already works.
 	out, err := r.Send(ctx, &router.Message{To: "flow.echo-mod.node:in", Payload: []byte("hello")})
@@ -100,6 +123,9 @@ func TestSendThroughSQLiteCatalog(t *testing.T) {
 			t.Fatalf("deregistration never reached the pool: last %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if n := other.Accepted.Load(); n != 0 {
+		t.Fatalf("the pool connected %d times to a service that is not a module", n)
 	}
 	stop()
 	deadline = time.Now().Add(30 * time.Second)

@@ -40,7 +40,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 			}
 			// Register only once the listener exists, so the catalog never
 			// points at a port nobody serves.
-			reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: "module",
+			reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
 				Address: lis.Addr().String(), Version: version, TTL: c.Discovery.TTL},
 				switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
 			if err != nil {
@@ -91,7 +91,7 @@ func newSendCmd(g *globals) *cobra.Command {
 			p := pool.New(pool.Options{Logger: g.log})
 			defer p.Close()
 			p.Start(ctx)
-			if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module}); err != nil {
+			if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module, Type: pool.ModuleType}); err != nil {
 				return err
 			}
 			r, err := router.New(router.Options{Wire: p, Logger: g.log})
