@@ -3,6 +3,12 @@
 // expiry), that answers lookups by name, type or capability without a query
 // per call and without locks, and picks instances round-robin or at random.
 //
+// Each event is applied in time proportional to the change, not to the size
+// of the catalog: the indexes are persistent B+ trees, so a change copies
+// one path per index it touches and every published version stays intact
+// for its readers (see Snapshot). Repeated strings, capability lists and
+// metadata maps are shared between instances.
+//
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service".
 package discovery
@@ -11,8 +17,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -32,29 +36,23 @@ type Options struct {
 	OnEvent func(switchboard.Event)
 }
 
+// maxBurst bounds how many events are applied before a version is
+// published, so a long burst (a snapshot) does not hold back lookups of
+// its first changes.
+const maxBurst = 1024
+
 // Cache is a live, lock-free view of the catalog.
 type Cache struct {
 	opts   Options
-	view   atomic.Pointer[view]
+	snap   atomic.Pointer[Snapshot]
+	w      *writer
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 
-	subMu  sync.Mutex
-	subs   map[int]func()
+	subMu  sync.Mutex // orders publishing and subscribing
+	subs   map[int]func(*Snapshot, []Change)
 	nextID int
-}
-
-// view is immutable once published.
-type view struct {
-	all    []switchboard.Instance
-	byID   map[string]int
-	byName map[string][]switchboard.Instance
-	byType map[string][]switchboard.Instance
-	byCap  map[string][]switchboard.Instance
-	rr     map[string]*atomic.Uint64 // round-robin cursor per capability, carried across views
-	stale  bool
-	err    error
 }
 
 // New starts a cache on cat and returns once it holds the catalog's current
@@ -71,18 +69,19 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 		cancel()
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	c := &Cache{opts: opts, cancel: cancel, done: make(chan struct{})}
-	c.view.Store(build(nil, nil, false, nil))
-	set := map[string]switchboard.Instance{}
+	c := &Cache{opts: opts, cancel: cancel, done: make(chan struct{}), w: newWriter()}
+	c.snap.Store(c.w.snapshot())
 	var pending []switchboard.Event
 	// Apply the snapshot synchronously: New returns a usable cache.
 	for ev := range ch {
-		apply(set, ev)
-		pending = append(pending, ev)
+		c.w.apply(&ev)
+		if c.opts.OnEvent != nil {
+			pending = append(pending, ev)
+		}
 		if ev.Kind == switchboard.EventSynced {
-			c.publish(set, false, nil)
+			c.publish()
 			c.deliver(pending)
-			go c.follow(ch, set)
+			go c.follow(ch)
 			return c, nil
 		}
 	}
@@ -90,66 +89,58 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 	return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", switchboard.ErrClosed)
 }
 
-func apply(set map[string]switchboard.Instance, ev switchboard.Event) {
-	switch ev.Kind {
-	case switchboard.EventAdded, switchboard.EventUpdated:
-		set[ev.Instance.ID] = ev.Instance
-	case switchboard.EventRemoved:
-		delete(set, ev.Instance.ID)
-	}
-}
-
-func (c *Cache) follow(ch <-chan switchboard.Event, set map[string]switchboard.Instance) {
+func (c *Cache) follow(ch <-chan switchboard.Event) {
 	defer close(c.done)
-	stale, lastErr := false, error(nil)
 	var pending []switchboard.Event
 	for ev := range ch {
-		apply(set, ev)
-		pending = append(pending, ev)
-		switch ev.Kind {
-		case switchboard.EventError:
-			if !stale {
-				c.opts.Logger.Warn("discovery: catalog unreachable; serving the last known set, marked stale", "err", ev.Err)
-			}
-			stale, lastErr = true, ev.Err
-		case switchboard.EventSynced:
-			if stale {
-				c.opts.Logger.Info("discovery: catalog reachable again")
-			}
-			stale, lastErr = false, nil
+		wasStale := c.w.stale
+		c.w.apply(&ev)
+		if c.opts.OnEvent != nil {
+			pending = append(pending, ev)
 		}
-		// Publish once per burst: a snapshot of 10,000 instances is one
-		// rebuild, not 10,000.
-		if len(ch) == 0 {
-			c.publish(set, stale, lastErr)
+		switch {
+		case ev.Kind == switchboard.EventError && !wasStale:
+			c.opts.Logger.Warn("discovery: catalog unreachable; serving the last known set, marked stale", "err", ev.Err)
+		case ev.Kind == switchboard.EventSynced && wasStale:
+			c.opts.Logger.Info("discovery: catalog reachable again")
+		}
+		// Publish once per burst (bounded): each version costs a few node
+		// copies per change, not a rebuild.
+		if len(ch) == 0 || c.w.pending >= maxBurst {
+			c.publish()
 			pending = c.deliver(pending)
 		}
 	}
-	c.publish(set, true, switchboard.ErrClosed)
+	c.w.stale, c.w.err = true, switchboard.ErrClosed
+	c.publish()
 	c.deliver(pending)
 }
 
 // deliver hands published events to OnEvent and returns the emptied slice.
 func (c *Cache) deliver(events []switchboard.Event) []switchboard.Event {
-	if c.opts.OnEvent != nil {
-		for _, ev := range events {
-			c.opts.OnEvent(ev)
-		}
+	for _, ev := range events {
+		c.opts.OnEvent(ev)
 	}
+	clear(events)
 	return events[:0]
 }
 
-func (c *Cache) publish(set map[string]switchboard.Instance, stale bool, err error) {
-	c.view.Store(build(set, c.view.Load(), stale, err))
+// publish makes the working version the one lookups read, then tells the
+// subscribers what changed.
+func (c *Cache) publish() {
+	s := c.w.snapshot()
 	c.subMu.Lock()
-	fns := make([]func(), 0, len(c.subs))
+	c.snap.Store(s)
+	fns := make([]func(*Snapshot, []Change), 0, len(c.subs))
 	for _, fn := range c.subs {
 		fns = append(fns, fn)
 	}
 	c.subMu.Unlock()
 	for _, fn := range fns {
-		fn()
+		fn(s, c.w.changes)
 	}
+	clear(c.w.changes)
+	c.w.changes = c.w.changes[:0]
 }
 
 // Subscribe calls fn, from the cache's goroutine, each time a new view is
@@ -157,136 +148,79 @@ func (c *Cache) publish(set map[string]switchboard.Instance, stale bool, err err
 // or fresh again). fn must return quickly: signal, do not work. The
 // returned function unsubscribes.
 func (c *Cache) Subscribe(fn func()) (cancel func()) {
+	_, cancel = c.SubscribeChanges(func(*Snapshot, []Change) { fn() })
+	return cancel
+}
+
+// SubscribeChanges calls fn, from the cache's goroutine, with each new
+// version as it is published and the changes that lead to it from the
+// previous one (in order; an instance may appear more than once). It
+// returns the current version: the first call of fn carries exactly the
+// changes made after it, so the snapshot plus the calls are the whole
+// history, with nothing missed or counted twice. changes is reused after
+// fn returns, and fn must return quickly: copy what it needs, signal,
+// do not work. The returned function unsubscribes.
+func (c *Cache) SubscribeChanges(fn func(s *Snapshot, changes []Change)) (current *Snapshot, cancel func()) {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	if c.subs == nil {
-		c.subs = map[int]func(){}
+		c.subs = map[int]func(*Snapshot, []Change){}
 	}
 	id := c.nextID
 	c.nextID++
 	c.subs[id] = fn
-	return func() {
+	return c.snap.Load(), func() {
 		c.subMu.Lock()
 		delete(c.subs, id)
 		c.subMu.Unlock()
 	}
 }
 
-func build(set map[string]switchboard.Instance, prev *view, stale bool, err error) *view {
-	v := &view{
-		all:    make([]switchboard.Instance, 0, len(set)),
-		byID:   make(map[string]int, len(set)),
-		byName: map[string][]switchboard.Instance{},
-		byType: map[string][]switchboard.Instance{},
-		byCap:  map[string][]switchboard.Instance{},
-		rr:     map[string]*atomic.Uint64{},
-		stale:  stale,
-		err:    err,
-	}
-	for _, in := range set {
-		v.all = append(v.all, in)
-	}
-	slices.SortFunc(v.all, func(a, b switchboard.Instance) int {
-		if a.Name != b.Name {
-			if a.Name < b.Name {
-				return -1
-			}
-			return 1
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		return 1
-	})
-	for i, in := range v.all {
-		v.byID[in.ID] = i
-		v.byName[in.Name] = append(v.byName[in.Name], in)
-		v.byType[in.Type] = append(v.byType[in.Type], in)
-		for _, cp := range in.Capabilities {
-			v.byCap[cp] = append(v.byCap[cp], in)
-		}
-	}
-	for cp := range v.byCap {
-		if prev != nil && prev.rr[cp] != nil {
-			v.rr[cp] = prev.rr[cp]
-		} else {
-			v.rr[cp] = new(atomic.Uint64)
-		}
-	}
-	return v
-}
+// Snapshot returns the current version: consistent across all its lookups,
+// however the cache changes meanwhile.
+func (c *Cache) Snapshot() *Snapshot { return c.snap.Load() }
 
 // ByCapability returns the active instances having capability cp, ordered by
-// name then id. The slice is shared: do not modify it.
-func (c *Cache) ByCapability(cp string) []switchboard.Instance { return c.view.Load().byCap[cp] }
+// name then id. The slice is shared: do not modify it. See
+// Snapshot.ByCapability for its cost after a change; PickRoundRobin,
+// PickRandom, Count and Snapshot.Instances never build it.
+func (c *Cache) ByCapability(cp string) []switchboard.Instance { return c.snap.Load().ByCapability(cp) }
 
 // ByName returns the active instances named name (shared; do not modify).
-func (c *Cache) ByName(name string) []switchboard.Instance { return c.view.Load().byName[name] }
+func (c *Cache) ByName(name string) []switchboard.Instance { return c.snap.Load().ByName(name) }
 
 // ByType returns the active instances of type typ (shared; do not modify).
-func (c *Cache) ByType(typ string) []switchboard.Instance { return c.view.Load().byType[typ] }
+func (c *Cache) ByType(typ string) []switchboard.Instance { return c.snap.Load().ByType(typ) }
 
 // All returns every active instance (shared; do not modify).
-func (c *Cache) All() []switchboard.Instance { return c.view.Load().all }
+func (c *Cache) All() []switchboard.Instance { return c.snap.Load().All() }
+
+// Count returns how many active instances q selects (O(log n) for a query
+// with one field).
+func (c *Cache) Count(q switchboard.Query) int { return c.snap.Load().Count(q) }
 
 // Get returns the active instance with that id.
-func (c *Cache) Get(id string) (switchboard.Instance, bool) {
-	v := c.view.Load()
-	i, ok := v.byID[id]
-	if !ok {
-		return switchboard.Instance{}, false
-	}
-	return v.all[i], true
-}
+func (c *Cache) Get(id string) (switchboard.Instance, bool) { return c.snap.Load().Get(id) }
 
 // Lookup returns the active instances selected by q (a new slice).
-func (c *Cache) Lookup(q switchboard.Query) []switchboard.Instance {
-	v := c.view.Load()
-	src := v.all
-	switch {
-	case q.Capability != "":
-		src = v.byCap[q.Capability]
-	case q.Name != "":
-		src = v.byName[q.Name]
-	case q.Type != "":
-		src = v.byType[q.Type]
-	}
-	var out []switchboard.Instance
-	for i := range src {
-		if q.Matches(&src[i]) {
-			out = append(out, src[i])
-		}
-	}
-	return out
-}
+func (c *Cache) Lookup(q switchboard.Query) []switchboard.Instance { return c.snap.Load().Lookup(q) }
 
 // PickRoundRobin returns the next active instance with capability cp,
-// cycling through them; false when there is none.
+// cycling through them in name, id order; false when there is none. It
+// takes O(log n) and allocates nothing.
 func (c *Cache) PickRoundRobin(cp string) (switchboard.Instance, bool) {
-	v := c.view.Load()
-	list := v.byCap[cp]
-	if len(list) == 0 {
-		return switchboard.Instance{}, false
-	}
-	n := v.rr[cp].Add(1) - 1
-	return list[n%uint64(len(list))], true
+	return c.snap.Load().PickRoundRobin(cp)
 }
 
-// PickRandom returns a uniformly random active instance with capability cp.
+// PickRandom returns a uniformly random active instance with capability cp
+// (O(log n), no allocation).
 func (c *Cache) PickRandom(cp string) (switchboard.Instance, bool) {
-	list := c.view.Load().byCap[cp]
-	if len(list) == 0 {
-		return switchboard.Instance{}, false
-	}
-	return list[rand.IntN(len(list))], true
+	return c.snap.Load().PickRandom(cp)
 }
 
 // Stale reports whether the cache is serving a set it could not confirm
 // (the catalog is unreachable), and the error that made it so.
-func (c *Cache) Stale() (bool, error) {
-	v := c.view.Load()
-	return v.stale, v.err
-}
+func (c *Cache) Stale() (bool, error) { return c.snap.Load().Stale() }
 
 // Close stops following the catalog. It is idempotent.
 func (c *Cache) Close() {

@@ -128,60 +128,106 @@ func TestCacheServesLastKnownSetWhenCatalogFails(t *testing.T) {
 	testkit.WaitUntil(t, "fresh", func() bool { s, _ := c.Stale(); return !s })
 }
 
-// BenchmarkLookupByCapability measures a cached lookup among 10,000
-// instances spread over 20 capabilities.
+// BenchmarkLookupByCapability measures cached lookups and picks among
+// 10,000 and 100,000 instances: each has one of 20 capabilities (a bucket
+// of n/20) and the capability "all" (a bucket of n).
 func BenchmarkLookupByCapability(b *testing.B) {
-	c := bigCache(b, 10000)
-	b.Run("ByCapability", func(b *testing.B) {
-		b.ReportAllocs()
-		n := 0
-		for b.Loop() {
-			n += len(c.ByCapability("cap-7"))
-		}
-		if n == 0 {
-			b.Fatal("no instances")
-		}
-	})
-	b.Run("PickRoundRobin", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, ok := c.PickRoundRobin("cap-7"); !ok {
-				b.Fatal("no pick")
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			c := bigCache(b, n)
+			for _, cp := range []string{"cap-7", "all"} {
+				b.Run("ByCapability/"+cp, func(b *testing.B) {
+					b.ReportAllocs()
+					c.ByCapability(cp) // the listing is built on first use per version
+					k := 0
+					for b.Loop() {
+						k += len(c.ByCapability(cp))
+					}
+					if k == 0 {
+						b.Fatal("no instances")
+					}
+				})
+				b.Run("Count/"+cp, func(b *testing.B) {
+					b.ReportAllocs()
+					q := switchboard.Query{Capability: cp}
+					for b.Loop() {
+						if c.Count(q) == 0 {
+							b.Fatal("no instances")
+						}
+					}
+				})
+				b.Run("PickRoundRobin/"+cp, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, ok := c.PickRoundRobin(cp); !ok {
+							b.Fatal("no pick")
+						}
+					}
+				})
+				b.Run("PickRandom/"+cp, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, ok := c.PickRandom(cp); !ok {
+							b.Fatal("no pick")
+						}
+					}
+				})
 			}
-		}
-	})
-	b.Run("PickRandom", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, ok := c.PickRandom("cap-7"); !ok {
-				b.Fatal("no pick")
-			}
-		}
-	})
-	b.Run("PickRoundRobinParallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				c.PickRoundRobin("cap-7")
-			}
+			b.Run("Get", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, ok := c.Get(fmt.Sprintf("id-%06d", i%n)); !ok {
+						b.Fatal("no instance")
+					}
+					i += 7919
+				}
+			})
+			b.Run("PickRoundRobinParallel/cap-7", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						c.PickRoundRobin("cap-7")
+					}
+				})
+			})
 		})
-	})
+	}
 }
 
+// bigCache is a cache of n instances over a fake catalog.
 func bigCache(b *testing.B, n int) *discovery.Cache {
-	fc := &chanCatalog{ch: make(chan switchboard.Event, n+1)}
-	for i := 0; i < n; i++ {
-		in := inst(fmt.Sprintf("svc-%d", i%100), fmt.Sprintf("cap-%d", i%20), time.Minute)
-		in.ID = fmt.Sprintf("id-%05d", i)
-		fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
-	}
-	fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	fc := &chanCatalog{ch: make(chan switchboard.Event, 1024)}
+	go func() {
+		for i := 0; i < n; i++ {
+			fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+		}
+		fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	}()
 	c, err := discovery.New(context.Background(), fc, discovery.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { close(fc.ch); c.Close() })
 	return c
+}
+
+// fleetInstance is instance i of a fleet: 100 service names, 5 types, two
+// capabilities (one of 20, and "all"), two metadata keys (a zone shared by
+// a third of the fleet, a pod name of its own), as a catalog sends it.
+func fleetInstance(i int) switchboard.Instance {
+	return switchboard.Instance{
+		ID:           fmt.Sprintf("id-%06d", i),
+		Name:         fmt.Sprintf("svc-%d", i%100),
+		Type:         []string{"acceptor", "writer", "router", "querier", "compactor"}[i%5],
+		Address:      fmt.Sprintf("10.%d.%d.%d:50051", i>>16&255, i>>8&255, i&255),
+		Capabilities: []string{fmt.Sprintf("cap-%d", i%20), "all"},
+		Version:      "1.4.2",
+		Metadata:     map[string]string{"zone": fmt.Sprintf("zone-%d", i%3), "pod": fmt.Sprintf("svc-%d-%06d", i%100, i)},
+		TTL:          10 * time.Second,
+		RegisteredAt: time.Now(),
+		LastSeen:     time.Now(),
+	}
 }
 
 // BenchmarkExpiryLag measures how late the cache drops a crashed instance:

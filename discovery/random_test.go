@@ -1,0 +1,310 @@
+package discovery
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// model is the cache's expected content, kept the simplest way: a map
+// from id to the instance the last event said.
+type model struct {
+	set   map[string]switchboard.Instance
+	stale bool
+	err   error
+}
+
+func (m *model) apply(ev switchboard.Event) {
+	switch ev.Kind {
+	case switchboard.EventAdded, switchboard.EventUpdated:
+		m.set[ev.Instance.ID] = ev.Instance
+	case switchboard.EventRemoved:
+		delete(m.set, ev.Instance.ID)
+	case switchboard.EventError:
+		m.stale, m.err = true, ev.Err
+	case switchboard.EventSynced:
+		m.stale, m.err = false, nil
+	}
+}
+
+// view builds from scratch what a lookup for q must return: every matching
+// instance, by name then id.
+func (m *model) view(q switchboard.Query) []switchboard.Instance {
+	var out []switchboard.Instance
+	for _, in := range m.set {
+		if q.Matches(&in) {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b switchboard.Instance) int { return cmpNameID(&a, &b) })
+	return out
+}
+
+func (m *model) clone() *model {
+	c := &model{set: make(map[string]switchboard.Instance, len(m.set)), stale: m.stale, err: m.err}
+	for k, v := range m.set {
+		c.set[k] = v
+	}
+	return c
+}
+
+var (
+	rNames = []string{"acceptor", "writer", "router", "querier", "compactor", "w-1", "w-2", "zeta"}
+	rTypes = []string{"", "writer", "router", "querier"}
+	rCaps  = []string{"storage", "routing", "query_execution", "trace_ingestion", "kafka_ingestion", "x"}
+	rZones = []string{"eu-1", "eu-2", "us-1"}
+)
+
+// gen makes random events over a bounded set of ids, so that instances are
+// added, changed and removed many times over.
+type gen struct {
+	rng *rand.Rand
+	m   *model
+	ids []string
+}
+
+func (g *gen) instance(id string) switchboard.Instance {
+	r := g.rng
+	in := switchboard.Instance{
+		ID:      id,
+		Name:    rNames[r.IntN(len(rNames))],
+		Type:    rTypes[r.IntN(len(rTypes))],
+		Address: fmt.Sprintf("10.0.%d.%d:%d", r.IntN(4), r.IntN(4), 1000+r.IntN(3)),
+		Version: []string{"", "1.0", "1.1"}[r.IntN(3)],
+	}
+	for _, c := range rCaps {
+		if r.IntN(3) == 0 {
+			in.Capabilities = append(in.Capabilities, c)
+		}
+	}
+	switch r.IntN(4) {
+	case 0:
+	case 1:
+		in.Metadata = map[string]string{"zone": rZones[r.IntN(len(rZones))]}
+	default:
+		in.Metadata = map[string]string{"zone": rZones[r.IntN(len(rZones))], "pod": fmt.Sprintf("p-%d", r.IntN(50))}
+	}
+	if r.IntN(8) == 0 {
+		in.Components = []byte(fmt.Sprintf(`{"c":%d}`, r.IntN(3)))
+	}
+	return in
+}
+
+// event returns the next event; target is the population it steers to.
+func (g *gen) event(target int) switchboard.Event {
+	r := g.rng
+	present := make([]string, 0, len(g.m.set))
+	for id := range g.m.set {
+		present = append(present, id)
+	}
+	slices.Sort(present) // map order is random: keep the run reproducible
+	pick := func() string { return present[r.IntN(len(present))] }
+	switch x := r.IntN(100); {
+	case x < 2:
+		return switchboard.Event{Kind: switchboard.EventError, Err: fmt.Errorf("outage %d", r.IntN(1000))}
+	case x < 4:
+		return switchboard.Event{Kind: switchboard.EventSynced}
+	case x < 5: // a removal of what the cache never had
+		return switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonDeregistered, Instance: switchboard.Instance{ID: "unknown"}}
+	case len(present) > 0 && x < 35:
+		in := g.m.set[pick()]
+		switch r.IntN(4) {
+		case 0: // a whole new content
+			in = g.instance(in.ID)
+		case 1:
+			in.Name = rNames[r.IntN(len(rNames))]
+		case 2:
+			in.Capabilities = g.instance(in.ID).Capabilities
+		default:
+			in.Metadata = g.instance(in.ID).Metadata
+		}
+		return switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}
+	case len(present) > 0 && (len(present) > target || x < 50):
+		in := g.m.set[pick()]
+		return switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonExpired, Instance: in}
+	default:
+		id := fmt.Sprintf("id-%05d", r.IntN(3*target+10))
+		kind := switchboard.EventAdded
+		if _, ok := g.m.set[id]; ok {
+			kind = switchboard.EventUpdated // an upsert of a present id
+		}
+		return switchboard.Event{Kind: kind, Instance: g.instance(id)}
+	}
+}
+
+// equal compares two instances field by field, by content.
+func equal(a, b *switchboard.Instance) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
+		maps.Equal(a.Metadata, b.Metadata) && bytes.Equal(a.Components, b.Components) &&
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) && a.LastSeen.Equal(b.LastSeen) && a.Stale == b.Stale
+}
+
+// same compares a listing with the view built from scratch.
+func same(t *testing.T, what string, got, want []switchboard.Instance) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d instances, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if !equal(&got[i], &want[i]) {
+			t.Fatalf("%s[%d]:\n got %+v\nwant %+v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// verify checks every index of s against views of m built from scratch.
+func verify(t *testing.T, s *Snapshot, m *model) {
+	t.Helper()
+	all := m.view(switchboard.Query{})
+	filter := func(keep func(*switchboard.Instance) bool) []switchboard.Instance {
+		var out []switchboard.Instance
+		for i := range all {
+			if keep(&all[i]) {
+				out = append(out, all[i])
+			}
+		}
+		return out
+	}
+	same(t, "All", s.All(), all)
+	if s.Len() != len(m.set) {
+		t.Fatalf("Len = %d, want %d", s.Len(), len(m.set))
+	}
+	for _, n := range rNames {
+		q := switchboard.Query{Name: n}
+		want := filter(q.Matches)
+		same(t, "ByName("+n+")", s.ByName(n), want)
+		if got := s.Count(q); got != len(want) {
+			t.Fatalf("Count(name %s) = %d", n, got)
+		}
+	}
+	for _, ty := range rTypes {
+		// ByType("") is the instances without a type.
+		want := filter(func(in *switchboard.Instance) bool { return in.Type == ty })
+		same(t, "ByType("+ty+")", s.ByType(ty), want)
+	}
+	for _, c := range append(rCaps, "absent") {
+		want := filter(switchboard.Query{Capability: c}.Matches)
+		same(t, "ByCapability("+c+")", s.ByCapability(c), want)
+		// Picks: round-robin visits every member once per cycle; random
+		// stays inside the set.
+		seen := map[string]bool{}
+		for range want {
+			in, ok := s.PickRoundRobin(c)
+			if !ok || !in.HasCapability(c) || seen[in.ID] {
+				t.Fatalf("PickRoundRobin(%s) = %s, %v (seen: %v)", c, in.ID, ok, seen[in.ID])
+			}
+			seen[in.ID] = true
+		}
+		in, ok := s.PickRandom(c)
+		if ok != (len(want) > 0) || (ok && !in.HasCapability(c)) {
+			t.Fatalf("PickRandom(%s) = %s, %v", c, in.ID, ok)
+		}
+	}
+	// Combined queries go through Lookup, Count and Instances.
+	for _, q := range []switchboard.Query{
+		{Name: "writer", Capability: "storage"},
+		{Type: "router", Capability: "routing"},
+		{Name: "w-1", Type: "writer"},
+		{Name: "absent", Capability: "storage"},
+	} {
+		want := filter(q.Matches)
+		same(t, fmt.Sprintf("Lookup(%+v)", q), s.Lookup(q), want)
+		if got := s.Count(q); got != len(want) {
+			t.Fatalf("Count(%+v) = %d, want %d", q, got, len(want))
+		}
+	}
+	for id, in := range m.set {
+		got, ok := s.Get(id)
+		if !ok || !equal(&got, &in) {
+			t.Fatalf("Get(%s) = %+v, %v; want %+v", id, got, ok, in)
+		}
+	}
+	if _, ok := s.Get("unknown"); ok {
+		t.Fatal("Get of an unknown id found something")
+	}
+	stale, err := s.Stale()
+	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
+		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
+	}
+	for _, idx := range []*tree[*bucket]{&s.names, &s.types, &s.caps} {
+		idx.each(func(b *bucket) bool {
+			if b.set.n == 0 {
+				t.Fatalf("empty bucket %q kept", b.key)
+			}
+			check(t, &b.set, cmpNameID, slices.Collect(func(yield func(*switchboard.Instance) bool) { b.set.each(yield) }))
+			return true
+		})
+	}
+}
+
+type kept struct {
+	s *Snapshot
+	m *model
+}
+
+// TestRandomEventsAgainstAViewBuiltFromScratch applies long random
+// sequences of added, updated, removed, stale (error) and synced events, in
+// bursts of one to eight, publishing after each burst, and checks every
+// index of the published version against views built from scratch. Older
+// versions kept along the way must not have changed at the end.
+func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	steps := 3000
+	if testing.Short() {
+		steps = 500
+	}
+	m := &model{set: map[string]switchboard.Instance{}}
+	g := &gen{rng: rng, m: m}
+	w := newWriter()
+	var old []kept
+	for step := 0; step < steps; step++ {
+		// The population swings between a few and several hundred, so
+		// buckets and trees grow past one node and shrink back to none.
+		target := 5 + (step/300%2)*400
+		for n := 1 + rng.IntN(8); n > 0; n-- {
+			ev := g.event(target)
+			w.apply(&ev)
+			m.apply(ev)
+		}
+		s := w.snapshot()
+		func() {
+			defer func() {
+				if t.Failed() {
+					t.Logf("seed %d: failed after step %d (%d instances)", seed, step, len(m.set))
+				}
+			}()
+			verify(t, s, m)
+		}()
+		if rng.IntN(100) == 0 {
+			old = append(old, kept{s: s, m: m.clone()})
+		}
+	}
+	for _, k := range old {
+		verify(t, k.s, k.m)
+	}
+	// Removing everything leaves no shared value behind.
+	for id := range m.set {
+		w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
+	}
+	s := w.snapshot()
+	if s.Len() != 0 || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
+		t.Fatalf("after removing everything: %d instances, %d capabilities, %d names, %d types, %d ids", s.Len(), s.caps.n, s.names.n, s.types.n, s.ids.n)
+	}
+	if n := len(w.in.strs) + len(w.in.caps) + len(w.in.metas) + len(w.in.comps); n != 0 {
+		var left []string
+		for k := range w.in.strs {
+			left = append(left, k)
+		}
+		t.Fatalf("seed %d: %d shared values left after every instance left: %s", seed, n, strings.Join(left, ","))
+	}
+	t.Logf("seed %d: %d steps, %d older versions re-checked", seed, steps, len(old))
+}
