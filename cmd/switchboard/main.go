@@ -92,7 +92,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
 		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
-		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g),
+		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
+	"github.com/switchboard-io/switchboard/httpapi"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var listen, token, cert, key string
+	var demo bool
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--token T] [--tls-cert F --tls-key F] [--demo]",
+		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			fl := cmd.Flags()
+			c, err := g.config(func(c *config.Config) {
+				if fl.Changed("listen") {
+					c.HTTP.Listen = listen
+				}
+				if fl.Changed("token") {
+					c.HTTP.Token = token
+				}
+				if fl.Changed("tls-cert") {
+					c.HTTP.TLSCert = cert
+				}
+				if fl.Changed("tls-key") {
+					c.HTTP.TLSKey = key
+				}
+			})
+			if err != nil {
+				return err
+			}
+			d, err := switchboard.ParseDSN(c.Discovery.DSN)
+			if err != nil {
+				return usage(err)
+			}
+			if d.Scheme == "http" || d.Scheme == "https" {
+				return usage(&switchboard.FieldError{Field: "dsn", Value: d.Raw, Reason: "serve needs a database backend (sqlite://…, postgres://…), not another server"})
+			}
+			var tlsCfg *tls.Config
+			if c.HTTP.TLSCert != "" {
+				pair, err := tls.LoadX509KeyPair(c.HTTP.TLSCert, c.HTTP.TLSKey)
+				if err != nil {
+					return usage(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+				}
+				tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+			}
+			// The server is the only process that needs to see an in-memory
+			// catalog, so serve accepts sqlite::memory:.
+			cat, err := g.open(ctx, c, false)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			ln, err := net.Listen("tcp", c.HTTP.Listen)
+			if err != nil {
+				return fmt.Errorf("listen %s: %w", c.HTTP.Listen, err)
+			}
+			if tlsCfg != nil {
+				ln = tls.NewListener(ln, tlsCfg)
+			}
+			return runServe(ctx, g, cat, ln, c, tlsCfg != nil, demo)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", config.DefaultListen, "address to listen on ([http] listen)")
+	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN)")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate PEM file ([http] tls_cert)")
+	f.StringVar(&key, "tls-key", "", "TLS key PEM file ([http] tls_key)")
+	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.Listener, c config.Config, secure, demo bool) error {
+	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, DSN: c.Discovery.DSN, Logger: g.log})
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
+	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), httpapi.RedactDSN(c.Discovery.DSN))
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var wg sync.WaitGroup
+	if demo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runServeDemo(ctx, g, cat, c.Discovery.TTL, c.Discovery.HeartbeatInterval)
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	// Close the API first: it ends the SSE streams, which Shutdown would
+	// otherwise wait for.
+	api.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// runServeDemo keeps the catalog seed's five roles coming and going until
+// ctx ends: each registers, heartbeats for a while, then leaves
+// (deregisters) or, one time in three, crashes (stops heartbeating, so it
+// expires after its TTL), and comes back a few seconds later.
+func runServeDemo(ctx context.Context, g *globals, cat switchboard.Catalog, ttl, hb time.Duration) {
+	var wg sync.WaitGroup
+	for i, r := range demoRoles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := switchboard.Instance{ID: "demo-" + r.typ, Name: "demo-" + r.typ, Type: r.typ, Address: r.addr,
+				Capabilities: r.caps, Version: version, TTL: ttl, Metadata: map[string]string{"demo": "true"}}
+			sleep := func(d time.Duration) bool {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(d):
+					return true
+				}
+			}
+			if !sleep(time.Duration(i) * 300 * time.Millisecond) {
+				return
+			}
+			for {
+				if _, err := cat.Register(ctx, in); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					g.log.Warn("demo: register failed", "role", r.typ, "err", err)
+				}
+				life := time.After(ttl + rand.N(4*ttl))
+			beat:
+				for {
+					select {
+					case <-ctx.Done():
+						dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						cat.Deregister(dctx, in.ID)
+						cancel()
+						return
+					case <-life:
+						break beat
+					case <-time.After(hb):
+						cat.Heartbeat(ctx, in.ID)
+					}
+				}
+				if rand.N(3) != 0 {
+					cat.Deregister(ctx, in.ID)
+				}
+				if !sleep(2*time.Second + rand.N(2*ttl)) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
