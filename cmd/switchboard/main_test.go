@@ -78,7 +78,8 @@ func openCatalog(t testing.TB, dsn string) switchboard.Catalog {
 }
 
 // backends runs fn once per catalog backend, each on a fresh catalog: a
-// SQLite file and a throwaway PostgreSQL database of this machine's server.
+// SQLite file, a throwaway PostgreSQL database of this machine's server,
+// and a server (http://) in front of a SQLite file.
 func backends(t *testing.T, fn func(t *testing.T, dsn string)) {
 	t.Run("sqlite", func(t *testing.T) {
 		dsn, _ := dsnIn(t)
@@ -93,6 +94,10 @@ func backends(t *testing.T, fn func(t *testing.T, dsn string)) {
 		}
 		t.Cleanup(drop)
 		fn(t, dsn)
+	})
+	t.Run("http", func(t *testing.T) {
+		dsn, _ := dsnIn(t)
+		fn(t, serveHTTP(t, dsn))
 	})
 }
 
