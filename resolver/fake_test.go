@@ -3,6 +3,8 @@ package resolver_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"testing"
@@ -261,5 +263,67 @@ func TestBuildRejectsBadTargets(t *testing.T) {
 	}
 	if b.Scheme() != "switchboard" || resolver.Target("x") != "switchboard:///x" {
 		t.Fatal("scheme")
+	}
+}
+
+// TestResolverFollowsRandomChanges applies random additions, updates and
+// removals (addresses shared between instances, keys matched as capability
+// and as name) and checks that the last pushed set always converges to the
+// one computed from scratch from the cache.
+func TestResolverFollowsRandomChanges(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 4))
+	cache, cat := newCache(t)
+	cc := newCC(t)
+	build(t, resolver.NewBuilder(cache, resolver.Options{Logger: quiet}), "storage", cc)
+	expect(t, cc, "initial")
+	var last []string
+	scratch := func() []string {
+		out := []string{}
+		for _, in := range cache.All() {
+			if (in.HasCapability("storage") || in.Name == "storage") && switchboard.IsDialable(in.Address) {
+				out = append(out, in.Address)
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	live := map[string]bool{}
+	for round := 0; round < 30; round++ {
+		for i := 0; i < 20; i++ {
+			id := fmt.Sprintf("i%d", rng.IntN(40))
+			if live[id] && rng.IntN(3) == 0 {
+				cat.send(removed(switchboard.Instance{ID: id}))
+				delete(live, id)
+				continue
+			}
+			in := switchboard.Instance{ID: id, Name: []string{"storage", "other"}[rng.IntN(2)], Type: "module",
+				Address: fmt.Sprintf("10.0.0.%d:1", rng.IntN(8))}
+			if rng.IntN(2) == 0 {
+				in.Capabilities = []string{"storage"}
+			}
+			if rng.IntN(10) == 0 {
+				in.Address = "nats://x.y"
+			}
+			kind := switchboard.EventAdded
+			if live[id] {
+				kind = switchboard.EventUpdated
+			}
+			live[id] = true
+			cat.send(switchboard.Event{Kind: kind, Instance: in})
+		}
+		// A marker: once the cache has it, it has every change before it.
+		marker := fmt.Sprintf("marker-%d", round)
+		cat.send(added(switchboard.Instance{ID: marker, Name: "marker", Type: "module", Address: "10.9.9.9:9"}))
+		testkit.WaitUntil(t, "the cache to apply the round", func() bool { _, ok := cache.Get(marker); return ok })
+		want := scratch()
+		deadline := time.After(waitFor)
+		for !slices.Equal(last, want) {
+			select {
+			case last = <-cc.states:
+			case <-deadline:
+				t.Fatalf("seed %d round %d: last pushed %v, want %v", seed, round, last, want)
+			}
+		}
 	}
 }

@@ -5,10 +5,13 @@
 //
 // The resolver reads a discovery.Cache, so every target of a process shares
 // the cache's single catalog watch (and its reconnection) and works with
-// every backend. It subscribes to the cache and pushes the union of the
+// every backend. It follows the cache's changes and pushes the union of the
 // instances with that capability and with that name, reduced to their
 // dialable host:port addresses (nats:// ones are skipped), de-duplicated
-// and sorted, whenever that set changes: a new instance is added as soon as
+// and sorted, whenever that set changes. Whether it changed is computed from
+// each change (a count of instances per address), never by rescanning the
+// cache, so changes elsewhere in the catalog cost a target a few
+// comparisons and no push: a new instance is added as soon as
 // the cache sees it, a deregistered or expired one is dropped at once, and
 // an empty set is pushed too, so RPCs fail fast instead of reaching removed
 // backends. While the cache is stale (the catalog is unreachable) the last
@@ -115,42 +118,118 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 	}
 	r := &cacheResolver{
 		b: b, cc: cc, key: key, asCap: asCap, asName: asName,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		counts: map[string]int{},
 	}
-	// Subscribe before the first computation, so no view published in
-	// between is missed; the pre-filled slot makes the goroutine compute
-	// the current one at once.
-	r.unsubscribe = b.cache.Subscribe(r.signal)
+	// The snapshot and the changes after it are the whole history: count
+	// the snapshot's addresses, then follow. The pre-filled slot makes the
+	// goroutine push the first set at once.
+	snap, unsubscribe := b.cache.SubscribeChanges(r.changed)
+	r.unsubscribe = unsubscribe
+	r.cacheStale, r.cacheErr = snap.Stale()
+	for in := range r.candidates(snap) {
+		if addr, ok := r.contributes(&in); ok {
+			r.counts[addr]++
+		}
+	}
 	r.kick <- struct{}{}
 	go r.run()
 	return r, nil
 }
 
-// cacheResolver follows the cache for one key. Only its goroutine reads the
-// cache for it and calls the ClientConn.
+// cacheResolver follows the cache for one key. Only its goroutine calls the
+// ClientConn.
 type cacheResolver struct {
 	b             *Builder
 	cc            grpcresolver.ClientConn
 	key           string
 	asCap, asName bool
 
-	kick        chan struct{} // 1 slot: "the view may have changed"
+	kick        chan struct{} // 1 slot: "there is news"
 	stop        chan struct{}
 	done        chan struct{}
 	unsubscribe func()
 	once        sync.Once
 
+	mu         sync.Mutex // guards the news the cache's goroutine leaves
+	queue      []delta
+	cacheStale bool
+	cacheErr   error
+
 	// Owned by run.
-	last     []string // the addresses last pushed
-	pushed   bool     // whether anything was pushed yet
-	stale    bool     // the cache was stale at the last computation
-	reported bool     // the stale, empty set was reported in this stale spell
+	spare    []delta
+	counts   map[string]int // dialable address → live instances with it
+	last     []string       // the addresses last pushed
+	pushed   bool           // whether anything was pushed yet
+	stale    bool           // the cache was stale at the last computation
+	reported bool           // the stale, empty set was reported in this stale spell
 }
 
-// signal is the cache subscription: it never blocks and does no work, a
-// pending signal already covers this one.
+// delta is one instance's change as this target sees it: the address it
+// stopped and the one it started contributing ("" for none).
+type delta struct{ old, new string }
+
+// candidates iterates over the instances of s that may contribute: those
+// with the key as capability, then those with it as name.
+func (r *cacheResolver) candidates(s *discovery.Snapshot) func(func(switchboard.Instance) bool) {
+	return func(yield func(switchboard.Instance) bool) {
+		if r.asCap {
+			for in := range s.Instances(switchboard.Query{Capability: r.key}) {
+				if !yield(in) {
+					return
+				}
+			}
+		}
+		if r.asName {
+			for in := range s.Instances(switchboard.Query{Name: r.key}) {
+				if r.asCap && in.HasCapability(r.key) {
+					continue // counted above
+				}
+				if !yield(in) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// contributes returns the address in adds to the target's set, if any:
+// one per instance, however it matches.
+func (r *cacheResolver) contributes(in *switchboard.Instance) (string, bool) {
+	if in == nil || in.Stale || !switchboard.IsDialable(in.Address) {
+		return "", false
+	}
+	if (r.asCap && in.HasCapability(r.key)) || (r.asName && in.Name == r.key) {
+		return in.Address, true
+	}
+	return "", false
+}
+
+// changed is the cache subscription, run on the cache's goroutine: it keeps
+// the changes that concern this target and signals; it never blocks.
+func (r *cacheResolver) changed(s *discovery.Snapshot, changes []discovery.Change) {
+	stale, err := s.Stale()
+	r.mu.Lock()
+	news := stale != r.cacheStale
+	r.cacheStale, r.cacheErr = stale, err
+	for _, c := range changes {
+		o, okO := r.contributes(c.Old)
+		n, okN := r.contributes(c.New)
+		if (okO || okN) && (o != n || okO != okN) {
+			r.queue = append(r.queue, delta{old: o, new: n})
+			news = true
+		}
+	}
+	r.mu.Unlock()
+	if news {
+		r.signal()
+	}
+}
+
+// signal never blocks and does no work: a pending signal already covers
+// this one.
 func (r *cacheResolver) signal() {
 	select {
 	case r.kick <- struct{}{}:
@@ -158,9 +237,9 @@ func (r *cacheResolver) signal() {
 	}
 }
 
-// ResolveNow recomputes the addresses from the cache (they are pushed only
-// if they changed).
-func (r *cacheResolver) ResolveNow(grpcresolver.ResolveNowOptions) { r.signal() }
+// ResolveNow has nothing to do: the addresses follow the cache's changes
+// as they come (gRPC calls it after connection failures).
+func (r *cacheResolver) ResolveNow(grpcresolver.ResolveNowOptions) {}
 
 // Close unsubscribes from the cache and waits for the resolver's goroutine:
 // once it returns, the ClientConn is not called again.
@@ -191,12 +270,33 @@ func (r *cacheResolver) run() {
 	}
 }
 
-// update computes the target's addresses from the cache's current view and
-// pushes them if they changed; while the cache is stale it keeps the last
-// pushed set.
+// update applies the news to the address counts and pushes the set if it
+// changed; while the cache is stale it keeps the last pushed set.
 func (r *cacheResolver) update() {
+	r.mu.Lock()
+	deltas := r.queue
+	r.queue = r.spare[:0]
+	stale, staleErr := r.cacheStale, r.cacheErr
+	r.mu.Unlock()
+	changed := !r.pushed
+	for _, d := range deltas {
+		if d.old != "" {
+			if r.counts[d.old]--; r.counts[d.old] == 0 {
+				delete(r.counts, d.old)
+				changed = true
+			}
+		}
+		if d.new != "" {
+			if r.counts[d.new]++; r.counts[d.new] == 1 {
+				changed = true
+			}
+		}
+	}
+	r.spare = deltas
+	if !changed && stale == r.stale {
+		return
+	}
 	addrs := r.addresses()
-	stale, staleErr := r.b.cache.Stale()
 	if stale {
 		if !r.stale {
 			r.stale = true
@@ -250,24 +350,13 @@ func (r *cacheResolver) update() {
 	}
 }
 
-// addresses returns the sorted, de-duplicated dialable addresses of the
-// live instances with the key as capability and/or name.
+// addresses returns the target's addresses, sorted: the ones some live
+// instance contributes.
 func (r *cacheResolver) addresses() []string {
-	out := []string{}
-	add := func(ins []switchboard.Instance) {
-		for i := range ins {
-			if ins[i].Stale || !switchboard.IsDialable(ins[i].Address) {
-				continue
-			}
-			out = append(out, ins[i].Address)
-		}
-	}
-	if r.asCap {
-		add(r.b.cache.ByCapability(r.key))
-	}
-	if r.asName {
-		add(r.b.cache.ByName(r.key))
+	out := make([]string, 0, len(r.counts))
+	for a := range r.counts {
+		out = append(out, a)
 	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	return out
 }
