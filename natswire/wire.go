@@ -1,0 +1,317 @@
+package natswire
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// Wire sends messages to modules over NATS and serves a module's subjects.
+// It is safe for concurrent use; Close releases its reply subscription
+// (the connection stays the caller's).
+type Wire struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream // JetStream mode only
+	opts Options
+
+	replies *inboxMux // JetStream replies, created on first send
+
+	streamMu  sync.Mutex  // serialises stream creation
+	streamsOK atomic.Bool // EnsureStreams succeeded and no publish found them missing since
+
+	ackHook func(nats.Header, error) // tests: called after each confirmed (or failed) ack
+}
+
+// New returns a wire over nc. In JetStream mode the streams are created or
+// updated lazily by the first send or Serve, so a wire can be built while
+// the broker is still starting.
+func New(nc *nats.Conn, opts Options) (*Wire, error) {
+	if nc == nil {
+		return nil, errors.New("natswire: nil connection")
+	}
+	opts.defaults()
+	if err := checkToken("prefix", opts.Prefix); err != nil {
+		return nil, err
+	}
+	if opts.Instance == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		opts.Instance = hex.EncodeToString(b[:])
+	}
+	w := &Wire{nc: nc, opts: opts}
+	if opts.Mode == JetStream {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, fmt.Errorf("natswire: jetstream: %w", err)
+		}
+		w.js = js
+		w.replies = newInboxMux(nc)
+	}
+	return w, nil
+}
+
+// Mode returns the wire's mode.
+func (w *Wire) Mode() Mode { return w.opts.Mode }
+
+// Conn returns the wire's connection.
+func (w *Wire) Conn() *nats.Conn { return w.nc }
+
+// Close releases the reply subscription of the JetStream mode. It is
+// idempotent; the connection is not closed.
+func (w *Wire) Close() {
+	if w.replies != nil {
+		w.replies.close()
+	}
+}
+
+// subject returns the subject a message to nn goes to: .sysmsg for ports
+// starting with '_', else .msg.
+func (w *Wire) subject(nn switchboard.NodeName) string {
+	if strings.HasPrefix(nn.Port, "_") {
+		return w.opts.Prefix + "." + nn.Module + ".sysmsg"
+	}
+	return w.opts.Prefix + "." + nn.Module + ".msg"
+}
+
+// Send delivers msg to its destination module and returns the result. It
+// implements router.Wire. The caller's deadline bounds the wait; without
+// one the wire waits RequestTimeout (5 minutes). Failures are
+// *router.Error values.
+func (w *Wire) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
+	nn, err := router.ParseTo(msg.To)
+	if err != nil {
+		return nil, err
+	}
+	m, err := w.request(w.subject(nn), msg)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.opts.RequestTimeout)
+		defer cancel()
+	}
+	if w.opts.Mode == JetStream {
+		return w.sendJS(ctx, nn, m)
+	}
+	reply, err := w.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return nil, w.requestError(ctx, nn, m.Subject, err)
+	}
+	if ack, ok := asPubAck(reply); ok {
+		return nil, router.Permanent(CodeWrongMode, fmt.Sprintf("%s belongs to JetStream stream %q (a publish acknowledgement came back, not a reply): the fleet runs the JetStream wire; set TINY_NATS_TRANSPORT=jetstream", m.Subject, ack.Stream))
+	}
+	return decodeReply(reply.Header, reply.Data)
+}
+
+// request builds the NATS message of msg for subject, headers as the SDK
+// writes them.
+func (w *Wire) request(subject string, msg *router.Message) (*nats.Msg, error) {
+	h := make(nats.Header, 8)
+	h.Set(HeaderFrom, headerValue(msg.From))
+	h.Set(HeaderTo, headerValue(msg.To))
+	h.Set(HeaderEdgeID, headerValue(msg.EdgeID))
+	if w.opts.Mode == Core {
+		h.Set(HeaderMsgID, headerValue(msg.EdgeID))
+	}
+	if msg.Depth > 0 {
+		h.Set(HeaderDepth, strconv.Itoa(msg.Depth))
+	}
+	if msg.ID != "" {
+		h.Set(HeaderMessageID, headerValue(msg.ID))
+	}
+	for k, v := range msg.Metadata {
+		if !validHeaderKey(k) {
+			return nil, router.Permanent("invalid_argument", fmt.Sprintf("metadata key %q cannot travel in a NATS header (want letters, digits, '-', '_', '.')", k))
+		}
+		if isPassthrough(k) {
+			h.Set(k, headerValue(v))
+		} else {
+			h.Set(MetaPrefix+k, headerValue(v))
+		}
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: msg.Payload}, nil
+}
+
+// requestError maps a failed core request to a *router.Error.
+func (w *Wire) requestError(ctx context.Context, nn switchboard.NodeName, subject string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return router.Transient(router.CodeModuleUnknown, fmt.Sprintf("no module %q listens on %s (not started yet, or gone)", nn.Module, subject))
+	case errors.Is(err, context.Canceled) || ctx.Err() == context.Canceled:
+		return &router.Error{Code: router.CodeCanceled, Message: fmt.Sprintf("request to %s: %v", subject, err)}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || ctx.Err() == context.DeadlineExceeded:
+		return router.Transient(router.CodeDeadlineExceeded, fmt.Sprintf("no reply from %s in time", subject))
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return router.Permanent(router.CodeUnavailable, "nats connection is closed")
+	}
+	return router.Transient(router.CodeUnavailable, fmt.Sprintf("request to %s: %v", subject, err))
+}
+
+// decodeReply turns a reply (core, or the JetStream wire's core reply) into
+// the result: x-error → *router.Error (code from x-error-code, else
+// remote_error; retryable only when x-error-retryable says so); x-empty or
+// an empty body → nil; otherwise the body.
+func decodeReply(h nats.Header, data []byte) ([]byte, error) {
+	if e, code := h.Get(HeaderError), h.Get(HeaderErrorCode); e != "" || code != "" {
+		retryable := parseBool(h.Get(HeaderErrorRetryable))
+		if code == "" {
+			code, retryable = CodeRemoteError, false
+		}
+		return nil, &router.Error{Code: code, Retryable: retryable, Message: e}
+	}
+	if h.Get(HeaderEmpty) == "1" || len(data) == 0 {
+		return nil, nil
+	}
+	return data, nil
+}
+
+// replyHeader encodes a handler's outcome as reply headers: nil for a
+// result with a body, x-empty for an empty result, x-error for a failure.
+func replyHeader(out []byte, err error) nats.Header {
+	if err != nil {
+		e := router.AsError(err)
+		code := e.Code
+		if code == "" {
+			code = router.CodeInternal
+		}
+		msg := e.Message
+		if msg == "" {
+			msg = code // x-error must be non-empty for the SDK to see a failure
+		}
+		return nats.Header{
+			HeaderError:          {headerValue(msg)},
+			HeaderErrorCode:      {headerValue(code)},
+			HeaderErrorRetryable: {strconv.FormatBool(e.Retryable)},
+		}
+	}
+	if len(out) == 0 {
+		return nats.Header{HeaderEmpty: {"1"}}
+	}
+	return nil
+}
+
+// incoming rebuilds the router.Message of a request's headers and body.
+func incoming(h nats.Header, data []byte) (*router.Message, error) {
+	msg := &router.Message{
+		ID:      h.Get(HeaderMessageID),
+		From:    h.Get(HeaderFrom),
+		To:      h.Get(HeaderTo),
+		EdgeID:  h.Get(HeaderEdgeID),
+		Payload: data,
+	}
+	if d := h.Get(HeaderDepth); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return nil, router.Permanent("invalid_argument", "malformed "+HeaderDepth+" "+strconv.Quote(d))
+		}
+		msg.Depth = n
+	}
+	for k, vs := range h {
+		if len(vs) == 0 {
+			continue
+		}
+		var key string
+		switch {
+		case isPassthrough(k):
+			key = k
+		case strings.HasPrefix(k, MetaPrefix) && len(k) > len(MetaPrefix):
+			key = k[len(MetaPrefix):]
+		default:
+			continue
+		}
+		if msg.Metadata == nil {
+			msg.Metadata = map[string]string{}
+		}
+		msg.Metadata[key] = vs[0]
+	}
+	return msg, nil
+}
+
+// pubAck is a JetStream publish acknowledgement as it arrives on a core
+// reply subject.
+type pubAck struct {
+	Stream    string          `json:"stream"`
+	Seq       uint64          `json:"seq"`
+	Duplicate bool            `json:"duplicate,omitempty"`
+	Domain    string          `json:"domain,omitempty"`
+	Value     string          `json:"val,omitempty"`
+	Batch     string          `json:"batch,omitempty"`
+	Count     int             `json:"count,omitempty"`
+	Error     json.RawMessage `json:"error,omitempty"`
+}
+
+// asPubAck reports whether a core reply is a JetStream publish
+// acknowledgement rather than a module's reply: no headers, and a body that
+// is exactly an acknowledgement object (only its fields, a stream or an
+// error set).
+func asPubAck(m *nats.Msg) (pubAck, bool) {
+	var a pubAck
+	if len(m.Header) != 0 || !bytes.HasPrefix(bytes.TrimSpace(m.Data), []byte("{")) {
+		return a, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil || dec.More() {
+		return a, false
+	}
+	return a, a.Stream != "" || len(a.Error) > 0
+}
+
+// headerValue makes s safe for a NATS header value: CR and LF (which would
+// end the header) become spaces.
+func headerValue(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(s)
+}
+
+// validHeaderKey accepts the metadata keys that are safe NATS header names.
+func validHeaderKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkToken validates a subject token or stream-name part given in
+// Options.
+func checkToken(field, s string) error {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c == '.' || c == '*' || c == '>' || c > 0x7e {
+			return &switchboard.FieldError{Field: field, Value: s, Reason: "must be one subject token without spaces, '.', '*' or '>'"}
+		}
+	}
+	return nil
+}
+
+// parseBool reads the retryable flag leniently ("true", "1", "yes").
+func parseBool(s string) bool {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "t":
+		return true
+	}
+	return false
+}
