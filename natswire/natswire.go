@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/router"
 )
 
 // Headers of a request, as the SDK writes and reads them.
@@ -90,7 +91,7 @@ const (
 const (
 	// CodeRemoteError: a peer replied x-error without x-error-retryable
 	// (an SDK module). Not retryable: the SDK never retries such errors.
-	CodeRemoteError = "remote_error"
+	CodeRemoteError = router.CodeRemoteError
 	// CodeWrongMode: a core request was answered by a JetStream publish
 	// acknowledgement — the subject belongs to a stream, so the fleet runs
 	// the JetStream wire. Not retryable.

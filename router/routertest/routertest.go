@@ -94,7 +94,7 @@ func Run(t *testing.T, f Fabric) {
 		}
 	})
 	t.Run("empty result", func(t *testing.T) {
-		out, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("empty")})
+		out, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("empty")})
 		if err != nil || len(out) != 0 {
 			t.Fatalf("out=%q err=%v", out, err)
 		}
@@ -104,7 +104,7 @@ func Run(t *testing.T, f Fabric) {
 			payload, code, msg string
 			retryable          bool
 		}{{"permanent", "x_bad_input", "never works", false}, {"transient", "busy", "try again", true}} {
-			_, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte(tc.payload)})
+			_, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte(tc.payload)})
 			var e *router.Error
 			if !errors.As(err, &e) || e.Code != tc.code || e.Retryable != tc.retryable || e.Message != tc.msg {
 				t.Fatalf("%s: err = %#v", tc.payload, err)
@@ -113,10 +113,10 @@ func Run(t *testing.T, f Fabric) {
 	})
 	t.Run("no implicit retry", func(t *testing.T) {
 		before := calls.Load()
-		if _, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("permanent")}, fast); err == nil {
+		if _, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("permanent")}, fast); err == nil {
 			t.Fatal("want error")
 		}
-		if _, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", EdgeID: "no-policy", Payload: []byte("transient")}); err == nil {
+		if _, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", EdgeID: "no-policy", Payload: []byte("transient")}); err == nil {
 			t.Fatal("want error")
 		}
 		if n := calls.Load() - before; n != 2 {
@@ -126,13 +126,13 @@ func Run(t *testing.T, f Fabric) {
 	t.Run("retry policy until success and up to maxAttempts", func(t *testing.T) {
 		failFirst.Store(2)
 		before := calls.Load()
-		out, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("flaky")}, fast)
+		out, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("flaky")}, fast)
 		if err != nil || string(out) != "ok" || calls.Load()-before != 3 {
 			t.Fatalf("out=%q err=%v attempts=%d", out, err, calls.Load()-before)
 		}
 		failFirst.Store(100)
 		before = calls.Load()
-		_, err = client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("flaky")}, fast)
+		_, err = client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("flaky")}, fast)
 		if !strings.Contains(fmt.Sprint(err), "5 attempts") || calls.Load()-before != 5 {
 			t.Fatalf("err=%v attempts=%d", err, calls.Load()-before)
 		}
@@ -141,7 +141,7 @@ func Run(t *testing.T, f Fabric) {
 		pol := fast
 		pol.NonRetryableErrorCodes = []string{"quota"}
 		before := calls.Load()
-		_, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("quota")}, pol)
+		_, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("quota")}, pol)
 		if router.AsError(err).Code != "quota" || calls.Load()-before != 1 {
 			t.Fatalf("err=%v attempts=%d", err, calls.Load()-before)
 		}
@@ -151,13 +151,13 @@ func Run(t *testing.T, f Fabric) {
 		pol := fast
 		pol.Timeout = 300 * time.Millisecond
 		before := calls.Load()
-		out, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("hang")}, pol)
+		out, err := client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("hang")}, pol)
 		if err != nil || string(out) != "ok" {
 			t.Fatalf("out=%q err=%v attempts=%d", out, err, calls.Load()-before)
 		}
 		failFirst.Store(1)
 		pol.MaxAttempts = 1
-		_, err = client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("hang")}, pol)
+		_, err = client.SendWithPolicy(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("hang")}, pol)
 		if e := router.AsError(err); e == nil || e.Code != router.CodeDeadlineExceeded || !e.Retryable {
 			t.Fatalf("timeout error: %v", err)
 		}
@@ -168,7 +168,7 @@ func Run(t *testing.T, f Fabric) {
 		errc := make(chan error, 1)
 		before := calls.Load()
 		go func() {
-			_, err := client.Send(cctx, &router.Message{To: "f.rt-remote.n", Payload: []byte("hang")})
+			_, err := client.Send(cctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("hang")})
 			errc <- err
 		}()
 		waitUntil(t, func() bool { return calls.Load() > before })
@@ -183,14 +183,14 @@ func Run(t *testing.T, f Fabric) {
 		}
 	})
 	t.Run("depth travels and 257 is refused", func(t *testing.T) {
-		if _, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", Depth: 41}); err != nil {
+		if _, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Depth: 41}); err != nil {
 			t.Fatal(err)
 		}
 		if s := last.Load(); s.msg.Depth != 41 {
 			t.Fatalf("handler saw depth %d, want 41", s.msg.Depth)
 		}
 		before := calls.Load()
-		_, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", Depth: 257})
+		_, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Depth: 257})
 		if router.AsError(err).Code != router.CodeDepthExceeded || calls.Load() != before {
 			t.Fatalf("depth 257: %v", err)
 		}
@@ -202,11 +202,11 @@ func Run(t *testing.T, f Fabric) {
 			next := pair[1]
 			r.HandleDefault(func(ctx context.Context, m *router.Message) ([]byte, error) {
 				hops.Add(1)
-				return r.Send(ctx, &router.Message{To: "f." + next + ".n"})
+				return r.Send(ctx, &router.Message{To: "f." + next + ".n:in"})
 			})
 			f.Serve(t, pair[0], r.Dispatch)
 		}
-		_, err := client.Send(ctx, &router.Message{To: "f.rt-ping.n"})
+		_, err := client.Send(ctx, &router.Message{To: "f.rt-ping.n:in"})
 		if e := router.AsError(err); e == nil || e.Code != router.CodeDepthExceeded || e.Retryable {
 			t.Fatalf("loop: %v", err)
 		}
@@ -218,13 +218,13 @@ func Run(t *testing.T, f Fabric) {
 		a := newRouter(t, "rt-nest-a", f.Wire)
 		b := newRouter(t, "rt-nest-b", f.Wire)
 		must(t, a.Handle("start", func(ctx context.Context, m *router.Message) ([]byte, error) {
-			return a.Send(ctx, &router.Message{To: "f.rt-nest-b.mid", Payload: m.Payload})
+			return a.Send(ctx, &router.Message{To: "f.rt-nest-b.mid:in", Payload: m.Payload})
 		}))
 		must(t, a.Handle("leaf", func(ctx context.Context, m *router.Message) ([]byte, error) {
 			return append([]byte("leaf:"), m.Payload...), nil
 		}))
 		b.HandleDefault(func(ctx context.Context, m *router.Message) ([]byte, error) {
-			return b.Send(ctx, &router.Message{To: "f.rt-nest-a.leaf", Payload: m.Payload})
+			return b.Send(ctx, &router.Message{To: "f.rt-nest-a.leaf:in", Payload: m.Payload})
 		})
 		f.Serve(t, "rt-nest-a", a.Dispatch)
 		f.Serve(t, "rt-nest-b", b.Dispatch)
@@ -235,7 +235,7 @@ func Run(t *testing.T, f Fabric) {
 			go func() {
 				defer wg.Done()
 				p := fmt.Sprint(i)
-				out, err := client.Send(ctx, &router.Message{To: "f.rt-nest-a.start", Payload: []byte(p)})
+				out, err := client.Send(ctx, &router.Message{To: "f.rt-nest-a.start:in", Payload: []byte(p)})
 				if err != nil || string(out) != "leaf:"+p {
 					errs <- fmt.Errorf("nested %d: out=%q err=%v", i, out, err)
 				}
@@ -256,7 +256,7 @@ func Run(t *testing.T, f Fabric) {
 				defer wg.Done()
 				for j := range 20 {
 					p := fmt.Sprintf("%d-%d", i, j)
-					out, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n", Payload: []byte(p)})
+					out, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte(p)})
 					if err != nil || string(out) != "echo:"+p {
 						bad.Add(1)
 					}
@@ -270,7 +270,7 @@ func Run(t *testing.T, f Fabric) {
 	})
 	if !f.Durable {
 		t.Run("unknown module", func(t *testing.T) {
-			_, err := client.Send(ctx, &router.Message{To: "f.rt-ghost.n"})
+			_, err := client.Send(ctx, &router.Message{To: "f.rt-ghost.n:in"})
 			if e := router.AsError(err); e == nil || e.Code != router.CodeModuleUnknown || !e.Retryable {
 				t.Fatalf("unknown module: %v", err)
 			}
