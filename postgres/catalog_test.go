@@ -76,7 +76,7 @@ func TestConcurrentMigrations(t *testing.T) {
 		}
 		versions = append(versions, v)
 	}
-	if want := []int{1, 2}; !slices.Equal(versions, want) {
+	if want := []int{1, 2, 3}; !slices.Equal(versions, want) {
 		t.Fatalf("schema_migrations = %v, want %v", versions, want)
 	}
 }

@@ -138,7 +138,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 
 	var change hub.Change
 	var at time.Time
-	err = c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		var old row
 		err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
 		switch {
@@ -180,7 +180,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
 	}
 	if change.Seq != 0 {
-		c.publish([]hub.Change{change}, at)
+		c.publish([]hub.Change{change}, at, epoch)
 	}
 	return out, nil
 }
@@ -206,10 +206,11 @@ func sameStored(a, b switchboard.Instance) bool {
 // changeTx runs fn in a transaction that may write change-log entries. It
 // takes the change-log lock first, so entries get their seq in commit
 // order and a reader that has seen seq N has seen everything before it.
-// When fn reports a change, the transaction also notifies Channel and,
-// now and then, trims the log.
-func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (changed bool, err error)) error {
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+// When fn reports a change, the transaction also notifies Channel, now and
+// then trims the log, and reads the catalog's epoch, which it returns (the
+// hub applies a published write only within its cursor's history).
+func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (changed bool, err error)) (epoch string, err error) {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges); err != nil {
 			return err
 		}
@@ -222,9 +223,9 @@ func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (changed bool
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel)
-		return err
+		return tx.QueryRow(ctx, `SELECT `+epochSQL+`, pg_notify($1, '')`, Channel).Scan(&epoch, nil)
 	})
+	return epoch, err
 }
 
 // trim deletes the log entries that are both outside the last keepEntries
@@ -302,7 +303,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		}
 	}
 	if len(revived) > 0 {
-		err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+		_, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 			tag, err := tx.Exec(ctx, `INSERT INTO changes (id, op)
 				SELECT id, 'upsert' FROM instances WHERE id = ANY($1::text[]) ORDER BY id`, revived)
 			return err == nil && tag.RowsAffected() > 0, err
@@ -339,7 +340,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	}
 	change := hub.Change{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered, Instance: switchboard.Instance{ID: id}}
 	var at time.Time
-	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		tag, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id)
 		if err != nil {
 			return false, err
@@ -353,7 +354,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err != nil {
 		return c.wrap("deregister", err)
 	}
-	c.publish([]hub.Change{change}, at)
+	c.publish([]hub.Change{change}, at, epoch)
 	return nil
 }
 
@@ -429,7 +430,7 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	}
 	var changes []hub.Change
 	var at time.Time
-	err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
 		cond := `now() - last_seen > 2 * ttl`
 		var args []any
 		if olderThan > 0 {
@@ -464,6 +465,6 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if err != nil {
 		return 0, c.wrap("reap", err)
 	}
-	c.publish(changes, at)
+	c.publish(changes, at, epoch)
 	return len(changes), nil
 }

@@ -77,7 +77,20 @@ ALTER INDEX instances_capabilities_idx SET (fastupdate = off);
 -- gone (nearly) stale, so its return is logged for watchers.
 ALTER TABLE instances ADD COLUMN revived boolean NOT NULL DEFAULT false;
 `,
+	3: `
+-- The catalog's epoch, created with the schema: change-log positions are
+-- only meaningful within one epoch, so a watcher whose cursor came from a
+-- dropped and re-created schema resyncs from a snapshot instead of reading
+-- another history's entries (see epochSQL for restores).
+ALTER TABLE change_log ADD COLUMN epoch text NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text);
+`,
 }
+
+// epochSQL is the catalog's epoch as the hub compares it: the epoch stored
+// with the schema and the identity of the change-log table, which a restore
+// (pg_restore --clean, or a dump into a new database) re-creates with a new
+// OID even when it brings the stored epoch back.
+const epochSQL = `(SELECT epoch || '/' || 'changes'::regclass::oid::text FROM change_log)`
 
 // migrate brings the schema of the connection's current schema to the
 // latest version under a session advisory lock, so concurrent processes

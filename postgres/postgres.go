@@ -150,14 +150,14 @@ func (c *Catalog) notify() {
 // publish hands this process's hub a write it has just committed, so its
 // watchers hear of it without reading the log (the hub falls back to a read
 // when the write does not directly follow what it has seen).
-func (c *Catalog) publish(changes []hub.Change, now time.Time) {
+func (c *Catalog) publish(changes []hub.Change, now time.Time, epoch string) {
 	c.mu.Lock()
 	h := c.hub
 	c.mu.Unlock()
 	if h == nil || len(changes) == 0 {
 		return
 	}
-	h.Publish(hub.Batch{Changes: changes, Seq: changes[len(changes)-1].Seq, Now: now.UTC()})
+	h.Publish(hub.Batch{Changes: changes, Seq: changes[len(changes)-1].Seq, Epoch: epoch, Now: now.UTC()})
 }
 
 // WatchStats reports this handle's watch machinery (zero, and healthy,

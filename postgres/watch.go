@@ -148,8 +148,8 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT greatest((SELECT max(seq) FROM changes), trimmed_to), now() FROM change_log`).
-			Scan(&snap.Seq, &snap.Now); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT greatest((SELECT max(seq) FROM changes), trimmed_to), `+epochSQL+`, now() FROM change_log`).
+			Scan(&snap.Seq, &snap.Epoch, &snap.Now); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY name, id`)
@@ -178,8 +178,8 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 	more := false
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		var trimmed, last int64
-		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), now() FROM change_log`).
-			Scan(&trimmed, &last, &b.Now); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now() FROM change_log`).
+			Scan(&trimmed, &last, &b.Epoch, &b.Now); err != nil {
 			return err
 		}
 		if seq < trimmed || seq > last {

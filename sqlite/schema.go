@@ -73,7 +73,15 @@ var migrations = []string{
 	BEGIN
 		INSERT INTO changes (id, op, reason, at) VALUES (NEW.id, 'upsert', '', NEW.last_seen);
 	END;`,
+	// 4: the catalog's epoch, a random number created with the schema: the
+	// change log's positions are only meaningful within one epoch, so a
+	// watcher whose cursor came from a deleted, re-created or replaced file
+	// resyncs from a snapshot instead of reading another history's entries.
+	`INSERT INTO meta (key, value) VALUES ('epoch', random());`,
 }
+
+// epochSQL reads the catalog's epoch (see migration 4).
+const epochSQL = `SELECT CAST(value AS TEXT) FROM meta WHERE key = 'epoch'`
 
 // migrate applies the missing migrations, each in its own write
 // transaction. The version is read again inside the transaction (BEGIN

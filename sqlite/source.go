@@ -17,13 +17,14 @@ type source struct{ c *Catalog }
 var _ hub.Source = source{}
 
 // logPosition reads the last sequence number ever given to a change-log
-// entry (AUTOINCREMENT never reuses one, even after a trim) and the
-// position up to which the log has been trimmed.
-func logPosition(ctx context.Context, tx *txn) (head, trimmed int64, err error) {
+// entry (AUTOINCREMENT never reuses one, even after a trim), the position
+// up to which the log has been trimmed, and the epoch they belong to.
+func logPosition(ctx context.Context, tx *txn) (head, trimmed int64, epoch string, err error) {
 	err = tx.QueryRowContext(ctx, `SELECT
 		coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0),
-		(SELECT value FROM meta WHERE key = 'trimmed_seq')`).Scan(&head, &trimmed)
-	return head, trimmed, err
+		(SELECT value FROM meta WHERE key = 'trimmed_seq'),
+		(`+epochSQL+`)`).Scan(&head, &trimmed, &epoch)
+	return head, trimmed, epoch, err
 }
 
 // Snapshot reads every row (stale ones included) and the log position, in
@@ -39,7 +40,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		head, _, err := logPosition(ctx, tx)
+		head, _, epoch, err := logPosition(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -47,7 +48,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		snap = hub.Snapshot{Instances: ins, Seq: head, Now: time.UnixMicro(now).UTC()}
+		snap = hub.Snapshot{Instances: ins, Seq: head, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
 		return nil
 	})
 	if err != nil {
@@ -71,14 +72,14 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 		if err != nil {
 			return err
 		}
-		head, trimmed, err := logPosition(ctx, tx)
+		head, trimmed, epoch, err := logPosition(ctx, tx)
 		if err != nil {
 			return err
 		}
 		if seq < trimmed || seq > head {
 			return fmt.Errorf("%w: position %d, log holds (%d, %d]", hub.ErrCursorGone, seq, trimmed, head)
 		}
-		b = hub.Batch{Seq: seq, Now: time.UnixMicro(now).UTC()}
+		b = hub.Batch{Seq: seq, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
 		if seq == head {
 			return nil
 		}
@@ -174,7 +175,7 @@ func (c *Catalog) maybeTrim(ctx context.Context, tx *txn, now int64) error {
 	if t-last < int64(c.trimEvery) || !c.lastTrim.CompareAndSwap(last, t) {
 		return nil
 	}
-	head, trimmed, err := logPosition(ctx, tx)
+	head, trimmed, _, err := logPosition(ctx, tx)
 	if err != nil {
 		return err
 	}

@@ -304,7 +304,12 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch,
 			return err
 		}
 		tx := &txn{Tx: sqlTx, sc: c.wstmts}
-		if change, err = fn(tx); err != nil {
+		if change, err = fn(tx); err == nil && change != nil {
+			// The epoch of the file this transaction wrote, read in it: the
+			// hub applies the batch only within its cursor's history.
+			err = tx.QueryRowContext(ctx, epochSQL).Scan(&change.Epoch)
+		}
+		if err != nil {
 			tx.Rollback()
 			return err
 		}

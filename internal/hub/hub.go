@@ -60,6 +60,7 @@ type Hub struct {
 	subs    map[*sub]struct{}
 	dl      deadlines
 	seq     int64
+	epoch   string // the history seq belongs to (Snapshot.Epoch)
 	// The catalog clock: catalog time clockNow was read at local
 	// (monotonic) time clockLocal.
 	clockNow, clockLocal time.Time
@@ -127,7 +128,7 @@ func (h *Hub) Publish(b Batch) {
 	h.startMu.Unlock()
 	if started && len(b.Changes) > 0 {
 		h.mu.Lock()
-		if h.healthy && b.Changes[0].Seq == h.seq+1 {
+		if h.healthy && b.Epoch == h.epoch && b.Changes[0].Seq == h.seq+1 {
 			h.applyBatch(b)
 		}
 		h.mu.Unlock()
@@ -296,7 +297,7 @@ func (h *Hub) step(full bool) error {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
 	h.mu.Lock()
-	seq := h.seq
+	seq, epoch := h.seq, h.epoch
 	recovering := !h.healthy
 	h.mu.Unlock()
 
@@ -306,7 +307,9 @@ func (h *Hub) step(full bool) error {
 	reset := false // the log no longer holds our cursor: the snapshot rules
 	if !full {
 		batch, err = h.src.ChangesSince(ctx, seq)
-		if errors.Is(err, ErrCursorGone) {
+		if errors.Is(err, ErrCursorGone) || (err == nil && batch.Epoch != epoch) {
+			// Trimmed past the cursor, or another history (the catalog was
+			// re-created or restored): its entries say nothing about ours.
 			full, reset = true, true
 		} else if err != nil {
 			return h.fail(err)
@@ -321,7 +324,7 @@ func (h *Hub) step(full bool) error {
 	}
 	h.mu.Lock()
 	switch {
-	case snap != nil && (reset || snap.Seq >= h.seq):
+	case snap != nil && (reset || snap.Epoch != h.epoch || snap.Seq >= h.seq):
 		h.applySnapshot(*snap)
 	case snap != nil:
 		// Publish applied newer writes while we read: this snapshot would
@@ -422,7 +425,7 @@ func (h *Hub) applySnapshot(s Snapshot) {
 		}
 		h.delete(id, reason)
 	}
-	h.seq = s.Seq
+	h.seq, h.epoch = s.Seq, s.Epoch
 }
 
 // applyBatch applies the changes the hub has not seen yet: a batch read

@@ -40,14 +40,23 @@ type Change struct {
 type Snapshot struct {
 	Instances []switchboard.Instance
 	Seq       int64
-	Now       time.Time // catalog clock at the read
+	// Epoch names the catalog's history (created with its schema): a
+	// position is only meaningful within one epoch. A catalog re-created or
+	// restored from elsewhere has another epoch, even where its sequence
+	// numbers overlap the cursor's.
+	Epoch string
+	Now   time.Time // catalog clock at the read
 }
 
 // Batch is the log after a position.
 type Batch struct {
 	Changes []Change
-	Seq     int64     // position after the last change (unchanged when empty)
-	Now     time.Time // catalog clock at the read
+	Seq     int64 // position after the last change (unchanged when empty)
+	// Epoch is the history the changes were read from (see Snapshot.Epoch):
+	// a batch from another epoch than the hub's cursor is never applied;
+	// the hub resyncs from a snapshot instead.
+	Epoch string
+	Now   time.Time // catalog clock at the read
 }
 
 // Renewal is one row's last_seen.
