@@ -44,6 +44,10 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the concurrent calls per client
 	// connection (zero: DefaultMaxConcurrentStreams).
 	MaxConcurrentStreams uint32
+	// TLS, when set, serves TLS with its certificate (re-read when the
+	// files change) and, with a CA, requires client certificates signed by
+	// it (mutual TLS). Nil: plaintext.
+	TLS *TLS
 	// DisableReflection leaves the server reflection service out (it is
 	// on by default, so grpcurl and similar tools can list the service).
 	DisableReflection bool
@@ -67,7 +71,9 @@ type Server struct {
 // its call with an "internal" error instead of killing the process), health
 // (SERVING for "" and "module.ModuleService") and, unless disabled,
 // reflection.
-func NewServer(h router.Handler, opts ServerOptions) *Server {
+//
+// It fails only when opts.TLS cannot serve (no certificate).
+func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -77,14 +83,22 @@ func NewServer(h router.Handler, opts ServerOptions) *Server {
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	var sopts []grpc.ServerOption
+	if opts.TLS != nil {
+		creds, err := opts.TLS.ServerCredentials()
+		if err != nil {
+			return nil, err
+		}
+		sopts = append(sopts, grpc.Creds(creds))
+	}
+	gs := grpc.NewServer(append(append(sopts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,
 		}),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
-	}, opts.GRPCOptions...)...)
+	), opts.GRPCOptions...)...)
 	modulepb.RegisterModuleServiceServer(gs, &service{h: h})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -93,7 +107,7 @@ func NewServer(h router.Handler, opts ServerOptions) *Server {
 	if !opts.DisableReflection {
 		reflection.Register(gs)
 	}
-	return &Server{gs: gs, health: hs, log: opts.Logger, grace: opts.GracePeriod}
+	return &Server{gs: gs, health: hs, log: opts.Logger, grace: opts.GracePeriod}, nil
 }
 
 // GRPC returns the underlying *grpc.Server (to register more services
@@ -125,10 +139,13 @@ func (s *Server) Stop() {
 // Serve runs a Server for h on lis until ctx ends, then stops it gracefully
 // (hard after the grace period). It returns nil after a stop caused by ctx.
 func Serve(ctx context.Context, lis net.Listener, h router.Handler, opts ServerOptions) error {
-	s := NewServer(h, opts)
+	s, err := NewServer(h, opts)
+	if err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()
-	s.log.Info("grpc server: serving", "addr", lis.Addr().String())
+	s.log.Info("grpc server: serving", "addr", lis.Addr().String(), "tls", opts.TLS != nil)
 	select {
 	case err := <-errc:
 		return err

@@ -32,6 +32,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/grpcwire"
@@ -51,6 +53,10 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// Lazy disables pre-warming: connections are made by the first send.
 	Lazy bool
+	// TLS, when set, makes every connection TLS: the server verified
+	// against its CA (re-read when the files change), and its certificate
+	// presented as the client certificate (mutual TLS). Nil: plaintext.
+	TLS *grpcwire.TLS
 	// CallTimeout bounds each call whose context has no deadline (zero:
 	// DefaultCallTimeout). A caller's own deadline, or a retry policy's
 	// per-attempt timeout, is used as is.
@@ -68,6 +74,7 @@ type Pool struct {
 	dialOpts []grpc.DialOption
 	lazy     bool
 	timeout  time.Duration
+	creds    credentials.TransportCredentials
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
@@ -103,12 +110,16 @@ func New(opts Options) *Pool {
 		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
+		creds:    insecure.NewCredentials(),
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		modules:  map[string]map[string]string{},
 		conns:    map[string]*conn{},
 		refs:     map[string]int{},
+	}
+	if opts.TLS != nil {
+		p.creds = opts.TLS.ClientCredentials()
 	}
 	empty := map[string]*route{}
 	p.routes.Store(&empty)
@@ -367,6 +378,13 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 			return nil, err
 		}
 		out, err := p.call(ctx, client, msg)
+		if err != nil && router.AsError(err).Code == router.CodeUnavailable {
+			if herr := c.hs.Load().Err(); herr != nil {
+				// grpc-go reports a failed security handshake as Unavailable,
+				// like a peer that is down; it is not: no retry will help.
+				return nil, router.Permanent(grpcwire.CodeTLS, herr.Error())
+			}
+		}
 		if err != nil && c.isClosed() && ctx.Err() == nil {
 			// The connection was closed during the call (the instance left).
 			return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s closed during the call (instance of %q left): %v", c.addr, nn.Module, err))
@@ -439,6 +457,7 @@ type conn struct {
 
 	cc     atomic.Pointer[grpc.ClientConn]
 	client atomic.Pointer[modulepb.ModuleServiceClient]
+	hs     atomic.Pointer[grpcwire.HandshakeWatch] // set with cc
 
 	mu     sync.Mutex
 	closed bool
@@ -489,13 +508,15 @@ func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, er
 	if c.closed {
 		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
 	}
-	cc, err := grpc.NewClient(c.addr, p.dialOpts...)
+	creds, hs := grpcwire.WatchHandshakes(p.creds)
+	cc, err := grpc.NewClient(c.addr, append(p.dialOpts, grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
 		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
 	}
 	cc.Connect()
 	cl := modulepb.NewModuleServiceClient(cc)
+	c.hs.Store(hs)
 	c.cc.Store(cc)
 	c.client.Store(&cl)
 	return cl, cc, nil
