@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -160,10 +162,15 @@ func DecodeInstance(b []byte) (switchboard.Instance, error) {
 // strictUnmarshal decodes exactly one JSON value.
 func strictUnmarshal(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, ute.Type))
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			f, _ = strconv.Unquote(f)
+			return badRequest(f, fmt.Sprintf("unknown field %q", f))
 		}
 		return badRequest("", "malformed JSON body: "+err.Error())
 	}

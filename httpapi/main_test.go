@@ -19,6 +19,8 @@ import (
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
 // srv is a server on a real listener (127.0.0.1:0) over a SQLite file.
 type srv struct {
 	url string
