@@ -22,6 +22,22 @@ const DefaultFile = "switchboard.toml"
 type Config struct {
 	Discovery Discovery `toml:"discovery"`
 	HTTP      HTTP      `toml:"http"`
+	Transport Transport `toml:"transport"`
+}
+
+// Transport is the [transport] section: TLS of the gRPC module wire
+// (servers such as `switchboard echo`, and the pool's connections). All
+// empty means plaintext.
+type Transport struct {
+	// TLSCert and TLSKey are this side's PEM certificate and key (the
+	// server's certificate; a client presents it for mutual TLS). Both or
+	// neither.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// TLSCA is the PEM bundle of the authorities that sign the peers'
+	// certificates: a server then requires client certificates (mutual
+	// TLS), a client verifies servers with it.
+	TLSCA string `toml:"tls_ca"`
 }
 
 // HTTP is the [http] section: the `switchboard serve` server.
@@ -70,6 +86,11 @@ type fileConfig struct {
 		TLSCert *string `toml:"tls_cert"`
 		TLSKey  *string `toml:"tls_key"`
 	} `toml:"http"`
+	Transport struct {
+		TLSCert *string `toml:"tls_cert"`
+		TLSKey  *string `toml:"tls_key"`
+		TLSCA   *string `toml:"tls_ca"`
+	} `toml:"transport"`
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -109,6 +130,9 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		{"SWITCHBOARD_HTTP_TOKEN", func(v string) error { c.HTTP.Token = v; return nil }},
 		{"SWITCHBOARD_HTTP_TLS_CERT", func(v string) error { c.HTTP.TLSCert = v; return nil }},
 		{"SWITCHBOARD_HTTP_TLS_KEY", func(v string) error { c.HTTP.TLSKey = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_CERT", func(v string) error { c.Transport.TLSCert = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_KEY", func(v string) error { c.Transport.TLSKey = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_CA", func(v string) error { c.Transport.TLSCA = v; return nil }},
 	}
 	for _, e := range env {
 		if v := getenv(e.key); v != "" {
@@ -153,7 +177,8 @@ func (c *Config) overlayFile(path string, b []byte) error {
 	for _, x := range []struct {
 		v   *string
 		dst *string
-	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey}} {
+	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey},
+		{f.Transport.TLSCert, &c.Transport.TLSCert}, {f.Transport.TLSKey, &c.Transport.TLSKey}, {f.Transport.TLSCA, &c.Transport.TLSCA}} {
 		if x.v != nil {
 			*x.dst = *x.v
 		}
@@ -200,6 +225,9 @@ func (c Config) Validate() error {
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		return &switchboard.FieldError{Field: "http.tls_cert", Value: c.HTTP.TLSCert, Reason: "tls_cert and tls_key go together (both for HTTPS, neither for HTTP)"}
+	}
+	if (c.Transport.TLSCert == "") != (c.Transport.TLSKey == "") {
+		return &switchboard.FieldError{Field: "transport.tls_cert", Value: c.Transport.TLSCert, Reason: "tls_cert and tls_key go together (both, or neither)"}
 	}
 	if d.HeartbeatInterval >= d.TTL {
 		return &switchboard.FieldError{Field: "heartbeat_interval", Value: d.HeartbeatInterval.String(),

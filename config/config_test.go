@@ -305,3 +305,34 @@ tls_key = "key.pem"
 		t.Fatalf("[http] = %+v, want %+v", c.HTTP, want)
 	}
 }
+
+func TestTransportSection(t *testing.T) {
+	if got := config.Default().Transport; got != (config.Transport{}) {
+		t.Fatalf("default [transport] = %+v, want plaintext", got)
+	}
+	p := writeFile(t, t.TempDir(), `[transport]
+tls_cert = "cert.pem"
+tls_key = "key.pem"
+tls_ca = "ca.pem"
+`)
+	c, err := config.Load(p, env{"SWITCHBOARD_TRANSPORT_TLS_CA": "/etc/ca.pem"}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Transport{TLSCert: "cert.pem", TLSKey: "key.pem", TLSCA: "/etc/ca.pem"}
+	if c.Transport != want {
+		t.Fatalf("[transport] = %+v, want %+v", c.Transport, want)
+	}
+	c, err = config.Load("", env{"SWITCHBOARD_TRANSPORT_TLS_CERT": "c.pem", "SWITCHBOARD_TRANSPORT_TLS_KEY": "k.pem"}.get)
+	if err != nil || c.Transport != (config.Transport{TLSCert: "c.pem", TLSKey: "k.pem"}) {
+		t.Fatalf("environment: %+v %v", c.Transport, err)
+	}
+	bad := writeFile(t, t.TempDir(), "[transport]\ntls_key = \"key.pem\"\n")
+	if _, err := config.Load(bad, env{}.get); err == nil || !strings.Contains(err.Error(), "transport.tls_cert") {
+		t.Fatalf("a key without a certificate: %v", err)
+	}
+	unknown := writeFile(t, t.TempDir(), "[transport]\ntls = true\n")
+	if _, err := config.Load(unknown, env{}.get); err == nil || !strings.Contains(err.Error(), "transport.tls") {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
