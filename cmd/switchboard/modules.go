@@ -16,6 +16,7 @@ import (
 
 func newEchoCmd(g *globals) *cobra.Command {
 	var name, listen string
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "echo --name M [--listen 127.0.0.1:0]",
 		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
@@ -29,7 +30,18 @@ func newEchoCmd(g *globals) *cobra.Command {
 				return usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:0"})
 			}
 			ctx := cmd.Context()
-			c, cat, err := g.catalog(ctx, true)
+			c, err := g.config(tf.apply)
+			if err != nil {
+				return err
+			}
+			tlsm, err := wireTLS(c)
+			if err != nil {
+				return err
+			}
+			if tlsm != nil && c.Transport.TLSCert == "" {
+				return usage(&switchboard.FieldError{Field: "tls-cert", Reason: "a TLS server needs --tls-cert and --tls-key (transport.tls_cert, tls_key)"})
+			}
+			cat, err := g.open(ctx, c, true)
 			if err != nil {
 				return err
 			}
@@ -53,17 +65,19 @@ func newEchoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "%s\n", line)
-			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log})
+			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
+	tf.add(cmd.Flags())
 	return cmd
 }
 
 func newSendCmd(g *globals) *cobra.Command {
 	var to, data string
 	var attempts int
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
@@ -81,14 +95,22 @@ func newSendCmd(g *globals) *cobra.Command {
 			}
 			policy := router.RetryPolicy{MaxAttempts: attempts}
 			ctx := cmd.Context()
-			_, cat, err := g.catalog(ctx, true)
+			c, err := g.config(tf.apply)
+			if err != nil {
+				return err
+			}
+			tlsm, err := wireTLS(c)
+			if err != nil {
+				return err
+			}
+			cat, err := g.open(ctx, c, true)
 			if err != nil {
 				return err
 			}
 			defer cat.Close()
 			// Follow only the target module: a one-shot send has no reason
 			// to pre-warm connections to every address in the catalog.
-			p := pool.New(pool.Options{Logger: g.log})
+			p := pool.New(pool.Options{Logger: g.log, TLS: tlsm})
 			defer p.Close()
 			p.Start(ctx)
 			if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module, Type: pool.ModuleType}); err != nil {
@@ -114,5 +136,6 @@ func newSendCmd(g *globals) *cobra.Command {
 	f.StringVar(&to, "to", "", "full node name with port: <flow>.<module>.<node>:<port>")
 	f.StringVar(&data, "data", "", "payload")
 	f.IntVar(&attempts, "edge-retry", 1, "maxAttempts of the edge's retry policy (1–10; retries wait 1 s, doubling)")
+	tf.add(f)
 	return cmd
 }

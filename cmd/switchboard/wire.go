@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/switchboard-io/switchboard/config"
+	"github.com/switchboard-io/switchboard/grpcwire"
+)
+
+// tlsFlags are the module wire's TLS flags of `echo` and `send`; they
+// override [transport] tls_cert, tls_key and tls_ca.
+type tlsFlags struct{ cert, key, ca string }
+
+func (f *tlsFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate of this side of the module wire (default from config: transport.tls_cert)")
+	fs.StringVar(&f.key, "tls-key", "", "PEM key of --tls-cert (default from config: transport.tls_key)")
+	fs.StringVar(&f.ca, "tls-ca", "", "PEM CA bundle that signs the peers' certificates; servers then require client certificates (default from config: transport.tls_ca)")
+}
+
+// apply is a config override: set flags win over the file and environment.
+func (f *tlsFlags) apply(c *config.Config) {
+	for _, x := range []struct{ v, dst *string }{{&f.cert, &c.Transport.TLSCert}, {&f.key, &c.Transport.TLSKey}, {&f.ca, &c.Transport.TLSCA}} {
+		if *x.v != "" {
+			*x.dst = *x.v
+		}
+	}
+}
+
+// wireTLS loads the configured TLS material of the module wire; nil means
+// plaintext. A file that cannot be used is a usage error.
+func wireTLS(c config.Config) (*grpcwire.TLS, error) {
+	f := grpcwire.TLSFiles{Cert: c.Transport.TLSCert, Key: c.Transport.TLSKey, CA: c.Transport.TLSCA}
+	if f.IsZero() {
+		return nil, nil
+	}
+	t, err := grpcwire.NewTLS(f)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return t, nil
+}
