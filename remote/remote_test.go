@@ -1,0 +1,307 @@
+package remote_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
+	"github.com/switchboard-io/switchboard/remote"
+)
+
+func inst(name string) switchboard.Instance {
+	return switchboard.Instance{Name: name, Type: "writer", Address: "127.0.0.1:4317", TTL: time.Minute}
+}
+
+// recorder collects a watch's events.
+type recorder struct {
+	t  *testing.T
+	ch <-chan switchboard.Event
+}
+
+func (r recorder) next() switchboard.Event {
+	r.t.Helper()
+	select {
+	case ev, ok := <-r.ch:
+		if !ok {
+			r.t.Fatal("watch closed")
+		}
+		return ev
+	case <-time.After(20 * time.Second):
+		r.t.Fatal("no event within 20 s")
+	}
+	return switchboard.Event{}
+}
+
+// until collects events up to and including the next synced.
+func (r recorder) untilSynced() []string {
+	r.t.Helper()
+	var out []string
+	for {
+		ev := r.next()
+		if ev.Kind == switchboard.EventSynced {
+			slices.Sort(out)
+			return out
+		}
+		if ev.Kind == switchboard.EventError {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%s %s", ev.Kind, ev.Reason, ev.Instance.Name))
+	}
+}
+
+func watchAll(t *testing.T, c switchboard.Catalog) recorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := c.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recorder{t, ch}
+}
+
+func mustRegister(t *testing.T, c switchboard.Catalog, in switchboard.Instance) switchboard.Instance {
+	t.Helper()
+	out, err := c.Register(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWatchResume cuts a watcher's connection to the server while the
+// catalog changes, twice: first within the server's history (the events
+// are replayed), then past it (a fresh snapshot, diffed): either way the
+// watcher gets exactly the differences, then synced.
+func TestWatchResume(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		history int
+	}{{"replayed", 10000}, {"fresh snapshot", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat := testkit.OpenSQLite(t)
+			url, _ := serve(t, cat, httpapi.Options{History: tc.history})
+			p := newProxy(t, strings.TrimPrefix(url, "http://"))
+			writer := client(t, url, remote.Config{})
+			watcher := client(t, "http://"+p.addr(), remote.Config{})
+
+			a := mustRegister(t, writer, inst("a"))
+			b := mustRegister(t, writer, inst("b"))
+			mortal := inst("mortal")
+			mortal.TTL = 500 * time.Millisecond
+			m := mustRegister(t, writer, mortal)
+			w := watchAll(t, watcher)
+			if got := w.untilSynced(); !slices.Equal(got, []string{"added/ a", "added/ b", "added/ mortal"}) {
+				t.Fatalf("snapshot: %v", got)
+			}
+			// mortal expires while connected: seen live.
+			if ev := w.next(); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired || ev.Instance.ID != m.ID {
+				t.Fatalf("expiry: %+v", ev)
+			}
+			p.cutAll()
+			if ev := w.next(); ev.Kind != switchboard.EventError {
+				t.Fatalf("want an error event on the lost stream, got %+v", ev)
+			}
+			if err := writer.Deregister(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			c := mustRegister(t, writer, inst("c"))
+			upd := b
+			upd.Version = "2"
+			mustRegister(t, writer, upd)
+			mustRegister(t, writer, inst("d"))
+			if err := writer.Deregister(ctx, c.ID); err != nil {
+				t.Fatal(err)
+			}
+			// The server's mirror has seen it all before the watcher returns.
+			testkit.WaitUntil(t, "server mirror", func() bool {
+				st := writer.WatchStats()
+				return st.Instances == 3 // b, d, and mortal (stale, not reaped)
+			})
+			p.restore()
+			want := []string{"added/ d", "removed/deregistered a", "updated/ b"}
+			if tc.history == 10000 {
+				// Replayed: c came and went, both seen.
+				want = []string{"added/ c", "added/ d", "removed/deregistered a", "removed/deregistered c", "updated/ b"}
+			}
+			if got := w.untilSynced(); !slices.Equal(got, want) {
+				t.Fatalf("after the outage: %v, want %v", got, want)
+			}
+			e := mustRegister(t, writer, inst("e"))
+			if ev := w.next(); ev.Kind != switchboard.EventAdded || ev.Instance.ID != e.ID {
+				t.Fatalf("live after resume: %+v", ev)
+			}
+		})
+	}
+}
+
+// TestFreshSnapshotDiffReportsExpiry: an instance that expired while the
+// watcher was disconnected, past the server's history, is removed as
+// expired.
+func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{History: 1})
+	p := newProxy(t, strings.TrimPrefix(url, "http://"))
+	writer := client(t, url, remote.Config{})
+	watcher := client(t, "http://"+p.addr(), remote.Config{})
+	mortal := inst("mortal")
+	mortal.TTL = 400 * time.Millisecond
+	mustRegister(t, writer, mortal)
+	w := watchAll(t, watcher)
+	if got := w.untilSynced(); len(got) != 1 {
+		t.Fatalf("snapshot: %v", got)
+	}
+	p.cutAll()
+	mustRegister(t, writer, inst("x"))
+	mustRegister(t, writer, inst("y"))
+	testkit.WaitUntil(t, "mortal to expire", func() bool {
+		got, _ := writer.List(context.Background(), switchboard.Query{Name: "mortal"})
+		return len(got) == 0
+	})
+	p.restore()
+	if got := w.untilSynced(); !slices.Equal(got, []string{"added/ x", "added/ y", "removed/expired mortal"}) {
+		t.Fatalf("diff: %v", got)
+	}
+}
+
+// TestSecretsAcrossClients: a second client cannot renew, re-register or
+// deregister the first one's registration.
+func TestSecretsAcrossClients(t *testing.T) {
+	ctx := context.Background()
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	owner := client(t, url, remote.Config{})
+	other := client(t, url, remote.Config{})
+	in := inst("owned")
+	in.ID = "owned-1"
+	mustRegister(t, owner, in)
+	if _, err := other.Heartbeat(ctx, "owned-1"); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("foreign heartbeat: %v", err)
+	}
+	if err := other.Deregister(ctx, "owned-1"); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("foreign deregister: %v", err)
+	}
+	in.Address = "10.0.0.1:1"
+	if _, err := other.Register(ctx, in); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("foreign re-register: %v", err)
+	}
+	if missing, err := owner.Heartbeat(ctx, "owned-1"); err != nil || len(missing) != 0 {
+		t.Fatalf("own heartbeat: %v %v", missing, err)
+	}
+	if got, _ := owner.Get(ctx, "owned-1"); got.Address != "127.0.0.1:4317" {
+		t.Fatalf("row changed by a foreign client: %+v", got)
+	}
+	if err := owner.Deregister(ctx, "owned-1"); err != nil {
+		t.Fatal(err)
+	}
+	// Bootstrap works unchanged over the remote catalog: register,
+	// heartbeat, re-register when the row is gone, deregister on Close.
+	reg, err := switchboard.Bootstrap(ctx, owner, inst("booted"), switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "heartbeats", func() bool { return reg.Stats().Heartbeats >= 2 })
+	// The row is removed directly on the backend: the next heartbeat
+	// finds it missing and registers it again, with the same secret.
+	if err := cat.Deregister(ctx, reg.ID()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "re-registration", func() bool { return reg.Stats().Reregistrations >= 1 })
+	if err := other.Deregister(ctx, reg.ID()); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("foreign deregister of the re-registered row: %v", err)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestTokenAndTLS: a client with the token and the server's certificate
+// works; without the token it gets ErrUnauthorized, with a wrong one
+// ErrForbidden; an untrusted certificate fails.
+func TestTokenAndTLS(t *testing.T) {
+	api := httpapi.New(testkit.OpenSQLite(t), httpapi.Options{Token: "t0ken", Logger: quiet})
+	t.Cleanup(func() { api.Close() })
+	ts := httptest.NewUnstartedServer(api)
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	tlsCfg := &tls.Config{RootCAs: pool}
+	ctx := context.Background()
+
+	good := client(t, ts.URL, remote.Config{Token: "t0ken", TLS: tlsCfg})
+	r := mustRegister(t, good, inst("secure"))
+	w := watchAll(t, good)
+	if got := w.untilSynced(); len(got) != 1 {
+		t.Fatalf("watch over TLS: %v", got)
+	}
+	if _, err := client(t, ts.URL, remote.Config{TLS: tlsCfg}).List(ctx, switchboard.Query{}); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("no token: %v", err)
+	}
+	if _, err := client(t, ts.URL, remote.Config{Token: "nope", TLS: tlsCfg}).Get(ctx, r.ID); !errors.Is(err, remote.ErrForbidden) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if _, err := client(t, ts.URL, remote.Config{Token: "nope", TLS: tlsCfg}).Watch(ctx, switchboard.Query{}); !errors.Is(err, remote.ErrForbidden) {
+		t.Fatalf("watch with a wrong token: %v", err)
+	}
+	if _, err := client(t, ts.URL, remote.Config{Token: "t0ken"}).List(ctx, switchboard.Query{}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: %v", err)
+	}
+}
+
+// TestTwoServersOnePostgres: a registration through server A reaches a
+// watcher on server B through PostgreSQL's push; both catalogs poll only
+// every hour, so nothing else could carry it.
+func TestTwoServersOnePostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Schema(t, testDSN)
+	open := func() switchboard.Catalog {
+		cat, err := switchboard.Open(ctx, dsn, switchboard.Options{Logger: quiet, PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		return cat
+	}
+	urlA, _ := serve(t, open(), httpapi.Options{})
+	urlB, _ := serve(t, open(), httpapi.Options{})
+	onA := client(t, urlA, remote.Config{})
+	onB := client(t, urlB, remote.Config{})
+	w := watchAll(t, onB)
+	if got := w.untilSynced(); len(got) != 0 {
+		t.Fatalf("snapshot: %v", got)
+	}
+	in := mustRegister(t, onA, inst("via-a"))
+	if ev := w.next(); ev.Kind != switchboard.EventAdded || ev.Instance.ID != in.ID {
+		t.Fatalf("on B: %+v", ev)
+	}
+	// The secret travels with the row: B accepts A's client's heartbeat.
+	hb := client(t, urlB, remote.Config{})
+	if _, err := hb.Heartbeat(ctx, in.ID); !errors.Is(err, remote.ErrUnauthorized) {
+		t.Fatalf("heartbeat without the secret via B: %v", err)
+	}
+	if err := onA.Deregister(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ev := w.next(); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonDeregistered {
+		t.Fatalf("removal on B: %+v", ev)
+	}
+}
