@@ -75,7 +75,7 @@ func ParseDSN(s string) (DSN, error) {
 		return DSN{Scheme: u.Scheme, Raw: s}, nil
 	case strings.HasPrefix(s, "kube://"):
 		ns := strings.TrimPrefix(s, "kube://")
-		if ns != "" && !IsSanitized(ns) {
+		if ns != "" && !isLabel(ns) {
 			return DSN{}, invalid(ErrInvalidDSN, field, s, "namespace must be an RFC 1123 label")
 		}
 		return DSN{Scheme: "kube", Path: ns, Raw: s}, nil
@@ -156,4 +156,20 @@ func Open(ctx context.Context, dsn string, opts Options) (Catalog, error) {
 		return nil, &FieldError{Field: "dsn", Value: dsn, Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
 	}
 	return open(ctx, d, opts)
+}
+
+// isLabel reports whether s is an RFC 1123 label, as a Kubernetes namespace
+// must be: 1–63 characters of [a-z0-9-], starting and ending with [a-z0-9].
+// (A namespace is not a module name: it may be longer than MaxNameLen.)
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c == '-') {
+			return false
+		}
+	}
+	return true
 }

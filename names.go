@@ -4,15 +4,20 @@ import (
 	"strings"
 )
 
-// MaxNameLen is the longest sanitised name: one RFC 1123 label.
-const MaxNameLen = 63
+// MaxNameLen is the longest sanitised name. The module SDK truncates
+// resource names at 48 characters (TINYSYSTEMS-WIRE.md), and the subject, CR
+// and lease names derived from a module name must equal the SDK's.
+const MaxNameLen = 48
 
-// SanitizeName turns a module or service name into an RFC 1123 label:
-// lowercase; every run of characters outside [a-z0-9] becomes one '-';
-// leading and trailing '-' trimmed; at most 63 characters, keeping the tail
-// (the distinctive part of "github.com/org/some-module") when truncating.
+// SanitizeName turns a module or service name into an RFC 1123 label, exactly
+// as the module SDK does: lowercase (Unicode case mapping, so the Kelvin sign
+// becomes 'k'); every run of characters outside [a-z0-9] becomes one '-';
+// leading and trailing '-' trimmed; at most MaxNameLen (48) characters,
+// keeping the tail (the distinctive part of "github.com/org/some-module")
+// when truncating, and trimming a '-' the cut leaves at the front.
 // A name that sanitises to nothing is an ErrInvalidName.
 func SanitizeName(name string) (string, error) {
+	name = strings.ToLower(name)
 	var b strings.Builder
 	b.Grow(len(name))
 	dash := false

@@ -28,14 +28,26 @@ func TestSanitizeName(t *testing.T) {
 		{"caf\u00e9-bar", "caf-bar"},    // é is outside [a-z0-9]
 		{"a\u00e9\u00e9\u00e9b", "a-b"}, // a run of multibyte characters is ONE '-'
 		{"MiXeD123CaSe", "mixed123case"},
-		{strings.Repeat("x", 63), strings.Repeat("x", 63)},
-		{strings.Repeat("x", 64), strings.Repeat("x", 63)},
-		// Truncation keeps the distinctive tail.
-		{long, strings.Repeat("a", 22) + "-" + strings.Repeat("b", 40)},
+		{strings.Repeat("x", 48), strings.Repeat("x", 48)},
+		{strings.Repeat("x", 49), strings.Repeat("x", 48)},
+		{strings.Repeat("x", 63), strings.Repeat("x", 48)},
+		// Truncation keeps the distinctive tail, at the SDK's 48 characters.
+		{long, strings.Repeat("a", 7) + "-" + strings.Repeat("b", 40)},
 		{"github.com/some-very-long-organisation-name/and-a-very-long-repository/common-module",
-			"long-organisation-name-and-a-very-long-repository-common-module"},
-		// The cut would start on '-': it is trimmed, leaving fewer than 63.
-		{strings.Repeat("a", 10) + "-" + strings.Repeat("b", 62), strings.Repeat("b", 62)},
+			"on-name-and-a-very-long-repository-common-module"},
+		// The cut would start on '-': it is trimmed, leaving fewer than 48.
+		{strings.Repeat("a", 10) + "-" + strings.Repeat("b", 47), strings.Repeat("b", 47)},
+		// The module SDK's own test vectors (pkg/utils/sanitize_test.go).
+		{"Playground a84afb40: When a webhook is hit, post the body to a Slack channel",
+			"webhook-is-hit-post-the-body-to-a-slack-channel"},
+		{"What is the capital of France?", "what-is-the-capital-of-france"},
+		{"  -- Hello, World! --  ", "hello-world"},
+		{"a___b...c   d", "a-b-c-d"},
+		// Pod names keep their distinctive suffix.
+		{"tinysystems-http-module-v0-controller-manager-67fc65b5bc-6mdh8",
+			"tp-module-v0-controller-manager-67fc65b5bc-6mdh8"},
+		// Unicode lowercasing, as strings.ToLower in the SDK: the Kelvin sign is 'k'.
+		{"\u212Aube-module", "kube-module"},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.SanitizeName(tt.in)
@@ -82,8 +94,8 @@ func TestIsSanitized(t *testing.T) {
 	}{
 		{"common-module", true},
 		{"a", true},
-		{strings.Repeat("z", 63), true},
-		{strings.Repeat("z", 64), false},
+		{strings.Repeat("z", 48), true},
+		{strings.Repeat("z", 49), false},
 		{"Common-module", false},
 		{"common_module", false},
 		{"-a", false},
@@ -190,7 +202,7 @@ func FuzzSanitizeName(f *testing.F) {
 	for _, s := range []string{
 		"", "-", "a", "github.com/tiny-systems/common-module", "Common_Module", "ÄÖÜ-module",
 		strings.Repeat("ab-", 30), strings.Repeat("a", 62) + "--" + "b", "\x00\xff\xfe", " a b ",
-		strings.Repeat("x", 64), strings.Repeat("a", 10) + "-" + strings.Repeat("b", 62),
+		strings.Repeat("x", 64), strings.Repeat("a", 10) + "-" + strings.Repeat("b", 62), "\u212A", "\u0130",
 	} {
 		f.Add(s)
 	}
