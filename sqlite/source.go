@@ -57,17 +57,25 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	return snap, nil
 }
 
-// ChangesSince reads the log entries after seq, each joined with its row as
-// it is now, in one read transaction. hub.ErrCursorGone when entries after
-// seq were trimmed, or when seq is ahead of the log (the database was
-// replaced, e.g. restored from a backup).
+// changesBatch bounds one ChangesSince read (as on PostgreSQL): a hub that
+// fell far behind catches up in short read transactions, which neither hold
+// back WAL checkpoints nor run into the read timeout; it is notified again
+// while more entries wait.
+const changesBatch = 5000
+
+// ChangesSince reads up to changesBatch log entries after seq, each joined
+// with its row as it is now, in one read transaction. hub.ErrCursorGone
+// when entries after seq were trimmed, or when seq is ahead of the log (the
+// database was replaced, e.g. restored from a backup).
 func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
 	c := s.c
 	if c.closed.Load() {
 		return hub.Batch{}, errClosed("changes")
 	}
 	var b hub.Batch
+	more := false
 	err := c.read(ctx, func(tx *txn) error {
+		more = false
 		now, err := clock(ctx, tx)
 		if err != nil {
 			return err
@@ -88,12 +96,16 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 			coalesce(i.capabilities, '[]'), coalesce(i.version, ''), coalesce(i.metadata, '{}'),
 			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0)
 			FROM changes ch LEFT JOIN instances i ON i.id = ch.id
-			WHERE ch.seq > ? ORDER BY ch.seq`, seq)
+			WHERE ch.seq > ? ORDER BY ch.seq LIMIT ?`, seq, changesBatch+1)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
+			if len(b.Changes) == changesBatch {
+				more = true
+				break
+			}
 			var (
 				ch         hub.Change
 				op, reason string
@@ -120,6 +132,9 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 	})
 	if err != nil {
 		return hub.Batch{}, fmt.Errorf("sqlite: changes since %d: %w", seq, err)
+	}
+	if more {
+		c.notify()
 	}
 	return b, nil
 }
