@@ -31,21 +31,23 @@ type DSN struct {
 // optionally under a path prefix).
 func ParseDSN(s string) (DSN, error) {
 	const field = "dsn"
+	// Errors show the DSN with its passwords redacted.
+	shown := RedactDSN(s)
 	switch {
 	case s == "":
-		return DSN{}, invalid(ErrInvalidDSN, field, s, "must not be empty; want sqlite://PATH, sqlite::memory: or postgres://…")
+		return DSN{}, invalid(ErrInvalidDSN, field, shown, "must not be empty; want sqlite://PATH, sqlite::memory: or postgres://…")
 	case s == "sqlite::memory:":
 		return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
 	case strings.HasPrefix(s, "sqlite://"):
 		p := strings.TrimPrefix(s, "sqlite://")
 		if i := strings.IndexByte(p, '?'); i >= 0 {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "sqlite DSN takes no query parameters")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "sqlite DSN takes no query parameters")
 		}
 		if p == "" || strings.HasSuffix(p, "/") {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "sqlite DSN needs a file path, e.g. sqlite://.data/switchboard.db")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "sqlite DSN needs a file path, e.g. sqlite://.data/switchboard.db")
 		}
 		if strings.ContainsRune(p, 0) {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "path contains a NUL byte")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "path contains a NUL byte")
 		}
 		if p == ":memory:" {
 			return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
@@ -54,37 +56,47 @@ func ParseDSN(s string) (DSN, error) {
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
 		u, err := url.Parse(s)
 		if err != nil {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "not a valid URL: "+err.Error())
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, urlReason(err, s))
 		}
 		// u.Host is ":5432" for "postgres://:5432/db": a port but no host.
 		if u.Hostname() == "" {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
 		}
 		return DSN{Scheme: "postgres", Raw: s}, nil
 	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
 		u, err := url.Parse(s)
 		if err != nil {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "not a valid URL: "+err.Error())
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, urlReason(err, s))
 		}
 		if u.Hostname() == "" {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "server DSN needs a host, e.g. http://127.0.0.1:7400")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "server DSN needs a host, e.g. http://127.0.0.1:7400")
 		}
 		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "server DSN takes no user, query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "server DSN takes no user, query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
 		}
 		return DSN{Scheme: u.Scheme, Raw: s}, nil
 	case strings.HasPrefix(s, "kube://"):
 		ns := strings.TrimPrefix(s, "kube://")
 		if ns != "" && !isLabel(ns) {
-			return DSN{}, invalid(ErrInvalidDSN, field, s, "namespace must be an RFC 1123 label")
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "namespace must be an RFC 1123 label")
 		}
 		return DSN{Scheme: "kube", Path: ns, Raw: s}, nil
 	}
 	scheme, _, ok := strings.Cut(s, "://")
 	if ok {
-		return DSN{}, invalid(ErrInvalidDSN, field, s, "unknown scheme "+scheme+"; want sqlite, postgres, kube, http or https")
+		return DSN{}, invalid(ErrInvalidDSN, field, shown, "unknown scheme "+scheme+"; want sqlite, postgres, kube, http or https")
 	}
-	return DSN{}, invalid(ErrInvalidDSN, field, s, "want sqlite://PATH, sqlite::memory: or postgres://…")
+	return DSN{}, invalid(ErrInvalidDSN, field, shown, "want sqlite://PATH, sqlite::memory: or postgres://…")
+}
+
+// urlReason says why a URL-shaped DSN did not parse, without the password:
+// the parser's message quotes the URL, and its detail may quote a piece of
+// a password that is not percent-encoded.
+func urlReason(err error, dsn string) string {
+	if len(dsnSecrets(dsn)) > 0 {
+		return "not a valid URL (a special character in the password must be percent-encoded)"
+	}
+	return "not a valid URL: " + err.Error()
 }
 
 // Options are the settings every backend takes from configuration.
@@ -153,7 +165,7 @@ func Open(ctx context.Context, dsn string, opts Options) (Catalog, error) {
 	backendsMu.RUnlock()
 	if !ok {
 		sort.Strings(names)
-		return nil, &FieldError{Field: "dsn", Value: dsn, Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
+		return nil, &FieldError{Field: "dsn", Value: RedactDSN(dsn), Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
 	}
 	return open(ctx, d, opts)
 }
@@ -172,4 +184,97 @@ func isLabel(s string) bool {
 		}
 	}
 	return true
+}
+
+// RedactDSN returns dsn with every password in it replaced by "xxxxx": the
+// password of a URL's user information and the values of password= and
+// sslpassword= query parameters. It works on the text as given, parsable
+// or not, so a DSN that failed to parse can still be shown in an error.
+func RedactDSN(dsn string) string {
+	for _, pw := range dsnSecrets(dsn) {
+		dsn = strings.ReplaceAll(dsn, pw, redacted)
+	}
+	return dsn
+}
+
+// RedactError returns err with every password of dsn (as written and
+// percent-decoded) replaced by "xxxxx" in its message; errors.Is and
+// errors.As still see the original chain. It returns err itself when the
+// message holds no password.
+func RedactError(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := msg
+	for _, pw := range dsnSecrets(dsn) {
+		clean = strings.ReplaceAll(clean, pw, redacted)
+	}
+	if clean == msg {
+		return err
+	}
+	return &redactedError{msg: clean, err: err}
+}
+
+const redacted = "xxxxx"
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// dsnSecrets returns the passwords written in dsn, each as written and, when
+// different, percent-decoded; longest first, so a replacement never leaves
+// part of a longer one behind.
+func dsnSecrets(dsn string) []string {
+	var out []string
+	add := func(s string) {
+		if s == "" || s == redacted {
+			return
+		}
+		out = append(out, s)
+		if d, err := url.PathUnescape(s); err == nil && d != s && d != "" {
+			out = append(out, d)
+		}
+		if d, err := url.QueryUnescape(s); err == nil && d != s && d != "" {
+			out = append(out, d)
+		}
+	}
+	rest := dsn
+	if _, after, ok := strings.Cut(dsn, "://"); ok {
+		rest = after
+		// The authority ends at the first '/', '?' or '#'; the user
+		// information at its last '@' (a password may contain '@' only
+		// percent-encoded, but be generous with malformed input).
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+				add(pw)
+			}
+		}
+	}
+	for _, sep := range []string{"?", "&", " "} {
+		for _, part := range strings.Split(rest, sep)[1:] {
+			k, v, ok := strings.Cut(part, "=")
+			if !ok {
+				continue
+			}
+			k = strings.ToLower(strings.TrimSpace(k))
+			if k != "password" && k != "sslpassword" {
+				continue
+			}
+			if i := strings.IndexAny(v, "&# "); i >= 0 {
+				v = v[:i]
+			}
+			add(strings.Trim(v, "'"))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
 }

@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -172,3 +173,63 @@ func FuzzParseDSN(f *testing.F) {
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func isLabel(s string) bool { return labelRE.MatchString(s) }
+
+func TestRedactDSN(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:s3cr3t@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
+		{"postgresql://u:s3cr3t@h/db?sslmode=disable", "postgresql://u:xxxxx@h/db?sslmode=disable"},
+		{"postgres://u@h/db?password=s3cr3t&sslmode=disable", "postgres://u@h/db?password=xxxxx&sslmode=disable"},
+		{"postgres://u@h/db?sslmode=disable&sslpassword=s3cr3t", "postgres://u@h/db?sslmode=disable&sslpassword=xxxxx"},
+		{"postgres://u:p%40ss@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgres://u:s3cr3t@:5432/db", "postgres://u:xxxxx@:5432/db"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"sqlite://.data/x.db", "sqlite://.data/x.db"},
+		{"host=h user=u password=s3cr3t dbname=d", "host=h user=u password=xxxxx dbname=d"},
+	} {
+		if got := switchboard.RedactDSN(tc.in); got != tc.want {
+			t.Errorf("switchboard.RedactDSN(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// No error about a DSN shows its password (issue 7 item 11).
+func TestDSNErrorsHidePasswords(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:s3cr3t@:5432/db",            // no host
+		"postgres://u:s3cr3t%zz@h/db",             // bad escape in the password
+		"postgres://u:s3cr3t@h:5432/db\x7f",       // control character
+		"http://u:s3cr3t@127.0.0.1:7400",          // user information on a server DSN
+		"postgres://u@h/db?password=s3cr3t&x=%zz", // bad query
+		"mysql://u:s3cr3t@h/db",                   // unknown scheme
+	} {
+		_, err := switchboard.ParseDSN(dsn)
+		if err == nil {
+			_, err = switchboard.Open(context.Background(), dsn, switchboard.Options{})
+		}
+		if err == nil {
+			t.Fatalf("%q: no error", dsn)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: error shows the password: %v", dsn, err)
+		}
+		if !errors.Is(err, switchboard.ErrInvalid) && !errors.Is(err, switchboard.ErrUnknownBackend) {
+			t.Errorf("%q: %v is neither switchboard.ErrInvalid nor switchboard.ErrUnknownBackend", dsn, err)
+		}
+	}
+}
+
+func TestRedactError(t *testing.T) {
+	base := fmt.Errorf("connect to postgres://u:p%%40ss@h/db: %w", switchboard.ErrNotFound)
+	err := switchboard.RedactError(base, "postgres://u:p%40ss@h/db")
+	if strings.Contains(err.Error(), "p%40ss") || !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("%v", err)
+	}
+	decoded := switchboard.RedactError(errors.New("auth failed for password p@ss"), "postgres://u:p%40ss@h/db")
+	if strings.Contains(decoded.Error(), "p@ss") {
+		t.Fatalf("decoded password shown: %v", decoded)
+	}
+	plain := errors.New("nothing secret")
+	if switchboard.RedactError(plain, "postgres://u:p@h/db") != plain {
+		t.Fatal("an error without a password must come back unchanged")
+	}
+}

@@ -41,6 +41,9 @@ const (
 // It is safe for concurrent use.
 type Catalog struct {
 	pool *pgxpool.Pool
+	// dsn is the DSN as given: its passwords are redacted from every error
+	// and log line (pgx's own redaction is best effort).
+	dsn  string
 	opts switchboard.Options
 	log  *slog.Logger
 
@@ -77,19 +80,20 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	opts = opts.WithDefaults()
 	cfg, err := pgxpool.ParseConfig(dsn.Raw)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err)
+		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err), dsn.Raw)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connect: %w", err)
+		return nil, switchboard.RedactError(fmt.Errorf("postgres: connect: %w", err), dsn.Raw)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, switchboard.RedactError(err, dsn.Raw)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	return &Catalog{
 		pool:        pool,
+		dsn:         dsn.Raw,
 		opts:        opts,
 		log:         opts.Logger.With("catalog", "postgres"),
 		keepEntries: defaultKeepEntries,
@@ -179,7 +183,7 @@ func (c *Catalog) wrap(op string, err error) error {
 		return nil
 	}
 	if c.closed.Load() && !errors.Is(err, switchboard.ErrClosed) {
-		return fmt.Errorf("postgres: %s: %w (%v)", op, switchboard.ErrClosed, err)
+		return switchboard.RedactError(fmt.Errorf("postgres: %s: %w (%v)", op, switchboard.ErrClosed, err), c.dsn)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	return switchboard.RedactError(fmt.Errorf("postgres: %s: %w", op, err), c.dsn)
 }

@@ -73,10 +73,10 @@ func (c *Catalog) listen() {
 			return
 		}
 		if up {
-			c.log.Warn("change listener: connection lost; reconnecting", "err", err)
+			c.log.Warn("change listener: connection lost; reconnecting", "err", switchboard.RedactError(err, c.dsn))
 			up = false
 		} else {
-			c.log.Debug("change listener: reconnect failed", "err", err, "backoff", backoff)
+			c.log.Debug("change listener: reconnect failed", "err", switchboard.RedactError(err, c.dsn), "backoff", backoff)
 		}
 		select {
 		case <-time.After(backoff):

@@ -30,7 +30,7 @@ func newDeregisterCmd(g *globals) *cobra.Command {
 			defer cat.Close()
 			if err := cat.Deregister(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, switchboard.ErrNotFound) {
-					return fmt.Errorf("no instance with id %q in %s", args[0], c.Discovery.DSN)
+					return fmt.Errorf("no instance with id %q in %s", args[0], switchboard.RedactDSN(c.Discovery.DSN))
 				}
 				return err
 			}

@@ -36,7 +36,7 @@ func newLeasesCmd(g *globals) *cobra.Command {
 			defer cat.Close()
 			leaser, ok := cat.(switchboard.Leaser)
 			if !ok {
-				return fmt.Errorf("the catalog at %s offers no leases", c.Discovery.DSN)
+				return fmt.Errorf("the catalog at %s offers no leases", switchboard.RedactDSN(c.Discovery.DSN))
 			}
 			list, err := leaser.Leases(ctx)
 			if err != nil {
