@@ -119,21 +119,37 @@ func TestStoppedHeartbeatExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ev := range ch {
-		if ev.Kind == switchboard.EventRemoved {
-			if ev.Instance.ID == reg.ID() {
-				t.Fatal("the heartbeating instance expired")
+	timeout := time.After(30 * time.Second)
+	for {
+		var ev switchboard.Event
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				t.Fatal("watch channel closed before the crashed instance expired")
 			}
-			if ev.Instance.ID != stored.ID || ev.Reason != switchboard.ReasonExpired {
-				t.Fatalf("unexpected removal %+v", ev)
-			}
-			// Never before its TTL is up (a lower bound cannot flake).
-			if lag := time.Since(stored.LastSeen); lag < stored.TTL {
-				t.Fatalf("expired after %v, before its TTL %v", lag, stored.TTL)
-			}
-			t.Logf("expired %v after its last heartbeat (ttl %v)", time.Since(stored.LastSeen), stored.TTL)
-			return
+			ev = e
+		case <-timeout:
+			t.Fatal("the crashed instance did not expire within 30s (ttl 300ms)")
 		}
+		if ev.Kind != switchboard.EventRemoved {
+			continue
+		}
+		if ev.Instance.ID == reg.ID() {
+			t.Fatal("the heartbeating instance expired")
+		}
+		if ev.Instance.ID != stored.ID || ev.Reason != switchboard.ReasonExpired {
+			t.Fatalf("unexpected removal %+v", ev)
+		}
+		// Never before its TTL is up (a lower bound cannot flake).
+		if lag := time.Since(stored.LastSeen); lag < stored.TTL {
+			t.Fatalf("expired after %v, before its TTL %v", lag, stored.TTL)
+		}
+		t.Logf("expired %v after its last heartbeat (ttl %v)", time.Since(stored.LastSeen), stored.TTL)
+		break
+	}
+	// The heartbeating instance outlives several TTLs of the crashed one.
+	if got, err := cat.Get(ctx, reg.ID()); err != nil || got.Stale {
+		t.Fatalf("heartbeating instance: %+v, %v", got, err)
 	}
 }
 

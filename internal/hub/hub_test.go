@@ -183,8 +183,11 @@ func TestExpiryAndRevival(t *testing.T) {
 		ev := next(t, ch)
 		seen[ev.Instance.ID] = ev.Kind
 	}
-	if seen["b"] != switchboard.EventAdded {
-		t.Fatalf("b: %v", seen)
+	if seen["a"] != switchboard.EventAdded || seen["b"] != switchboard.EventAdded {
+		t.Fatalf("want a revived and b added, got %v", seen)
+	}
+	if s := h.Stats(); s.Active != 2 {
+		t.Fatalf("stats after revival: %+v", s)
 	}
 }
 
@@ -323,7 +326,16 @@ func TestCloseClosesWatchers(t *testing.T) {
 	}
 	h.Close()
 	h.Close()
-	for range ch {
+	for {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				continue
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("watch channel still open 10s after Close")
+		}
+		break
 	}
 	if _, err := h.Watch(context.Background(), switchboard.Query{}); !errors.Is(err, switchboard.ErrClosed) {
 		t.Fatalf("watch after close: %v", err)
