@@ -121,7 +121,8 @@ func (h *Hub) Notify() {
 // it directly follows what the hub has seen (b.Changes[0].Seq == last + 1);
 // otherwise, or before the first Watch, it is only a Notify. Backends call it
 // after commit, in commit order or not: out-of-order calls fall back to
-// reading the log.
+// reading the log. The hub keeps its own copy of each instance: the caller
+// (and whoever it returned the instance to) may go on using its maps.
 func (h *Hub) Publish(b Batch) {
 	h.startMu.Lock()
 	started := h.started
@@ -129,7 +130,7 @@ func (h *Hub) Publish(b Batch) {
 	if started && len(b.Changes) > 0 {
 		h.mu.Lock()
 		if h.healthy && b.Epoch == h.epoch && b.Changes[0].Seq == h.seq+1 {
-			h.applyBatch(b)
+			h.applyBatch(cloneBatch(b))
 		}
 		h.mu.Unlock()
 	}
@@ -363,6 +364,20 @@ func (h *Hub) step(full bool) error {
 	h.expire(now)
 	h.mu.Unlock()
 	return nil
+}
+
+// cloneBatch copies the instances of b, so that the hub's mirror shares no
+// map or slice with a backend's caller.
+func cloneBatch(b Batch) Batch {
+	changes := make([]Change, len(b.Changes))
+	for i, c := range b.Changes {
+		if c.Found {
+			c.Instance = c.Instance.Clone()
+		}
+		changes[i] = c
+	}
+	b.Changes = changes
+	return b
 }
 
 func (h *Hub) fail(err error) error {
