@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -47,8 +48,10 @@ type Hub struct {
 	ctx    context.Context // cancelled by Close: aborts reads in flight
 	cancel context.CancelFunc
 
+	// startMu serialises the first Watch's snapshot read; started is
+	// read without it, so that writers (Publish) never wait on that read.
 	startMu sync.Mutex
-	started bool
+	started atomic.Bool
 	pumps   sync.WaitGroup // one per watcher; Close waits for them
 	kick    chan struct{}
 	done    chan struct{}
@@ -124,10 +127,7 @@ func (h *Hub) Notify() {
 // reading the log. The hub keeps its own copy of each instance: the caller
 // (and whoever it returned the instance to) may go on using its maps.
 func (h *Hub) Publish(b Batch) {
-	h.startMu.Lock()
-	started := h.started
-	h.startMu.Unlock()
-	if started && len(b.Changes) > 0 {
+	if h.started.Load() && len(b.Changes) > 0 {
 		h.mu.Lock()
 		if h.healthy && b.Epoch == h.epoch && b.Changes[0].Seq == h.seq+1 {
 			h.applyBatch(cloneBatch(b))
@@ -146,8 +146,8 @@ func (h *Hub) Close() {
 		close(h.done)
 		h.mu.Unlock()
 		h.cancel()
-		h.startMu.Lock()
-		started := h.started
+		h.startMu.Lock() // a first read in flight (aborted by cancel) ends
+		started := h.started.Load()
 		h.startMu.Unlock()
 		if started {
 			<-h.stopped
@@ -222,7 +222,7 @@ func (h *Hub) start(ctx context.Context) error {
 		return switchboard.ErrClosed
 	default:
 	}
-	if h.started {
+	if h.started.Load() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
@@ -237,7 +237,7 @@ func (h *Hub) start(ctx context.Context) error {
 	h.applySnapshot(snap)
 	h.renewedAt = snap.Now
 	h.mu.Unlock()
-	h.started = true
+	h.started.Store(true)
 	go h.run()
 	return nil
 }

@@ -421,3 +421,62 @@ func TestStaleBatchDoesNotUndoPublish(t *testing.T) {
 		t.Fatalf("the mirror holds %d instances, the catalog none", s.Instances)
 	}
 }
+
+// slowSnapshot holds every Snapshot read until gate is closed.
+type slowSnapshot struct {
+	*memSource
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *slowSnapshot) Snapshot(ctx context.Context) (Snapshot, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.gate
+	return s.memSource.Snapshot(ctx)
+}
+
+// Issue 7 item 8: a writer's Publish must not wait for the first watcher's
+// snapshot read (up to 10 s on a slow catalog).
+func TestPublishDoesNotWaitForFirstSnapshot(t *testing.T) {
+	src := &slowSnapshot{memSource: newMem(), entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	h := New(src, Options{})
+	t.Cleanup(h.Close)
+	var once sync.Once
+	release := func() { once.Do(func() { close(src.gate) }) }
+	t.Cleanup(release) // before Close, which waits for the read
+	watched := make(chan error, 1)
+	go func() {
+		_, err := h.Watch(context.Background(), switchboard.Query{})
+		watched <- err
+	}()
+	select {
+	case <-src.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first Watch never read a snapshot")
+	}
+	published := make(chan struct{})
+	go func() {
+		in := inst("w", time.Minute)
+		in.LastSeen = time.Now()
+		src.put(in)
+		h.Publish(Batch{Changes: []Change{{Seq: 1, ID: "w", Instance: in, Found: true}}, Seq: 1, Now: time.Now()})
+		close(published)
+	}()
+	select {
+	case <-published:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish waited for the watcher's snapshot read")
+	}
+	release()
+	select {
+	case err := <-watched:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not return after its snapshot read")
+	}
+}
