@@ -100,6 +100,24 @@ func (n *node[T]) refresh() {
 	}
 }
 
+// recount refreshes the separators and counts of children from..to, which
+// changed, and moves the counts after them by d, the change in the number
+// of elements under n (reading every child would cost a cache miss each).
+func (n *node[T]) recount(from, to int, d int32) {
+	var sum int32
+	if from > 0 {
+		sum = n.cum[from-1]
+	}
+	for k := from; k <= to && k < len(n.kids); k++ {
+		n.items[k] = n.kids[k].items[0]
+		sum += int32(n.kids[k].count())
+		n.cum[k] = sum
+	}
+	for k := to + 1; k < len(n.cum); k++ {
+		n.cum[k] += d
+	}
+}
+
 // split moves the upper part of an overfull n into a new right sibling:
 // half of it, or, when the element that overfilled it went last (ordered
 // loading, as a snapshot arrives), all but minNode+1, so that ordered
@@ -159,13 +177,19 @@ func (n *node[T]) set(x T, ep uint64, cmp func(a, b T) int) (*node[T], bool) {
 		n.kids[j] = kid
 		right, added := kid.set(x, ep, cmp)
 		i = j + 1
+		var d int32
+		if added {
+			d = 1
+		}
 		if right != nil {
 			n.kids = slices.Insert(n.kids, j+1, right)
 			n.items = slices.Insert(n.items, j+1, right.items[0])
 			n.cum = slices.Insert(n.cum, j+1, 0)
+			n.recount(j, j+1, d)
 			i++
+		} else {
+			n.recount(j, j, d)
 		}
-		n.refresh()
 		if !added {
 			return nil, false
 		}
@@ -205,14 +229,21 @@ func (n *node[T]) delete(x T, ep uint64, cmp func(a, b T) int) {
 	n.kids[j] = kid
 	kid.delete(x, ep, cmp)
 	if kid.size() < minNode && len(n.kids) > 1 {
-		n.rebalance(j, ep)
+		l, merged := n.rebalance(j, ep)
+		if merged {
+			n.recount(l, l, -1)
+		} else {
+			n.recount(l, l+1, -1)
+		}
+		return
 	}
-	n.refresh()
+	n.recount(j, j, -1)
 }
 
 // rebalance fixes the underfull child j by merging it with a sibling, or,
-// when both would not fit in one node, by sharing their slots evenly.
-func (n *node[T]) rebalance(j int, ep uint64) {
+// when both would not fit in one node, by sharing their slots evenly. It
+// returns the index of the left one of the two, and whether they merged.
+func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
 	l, r := j, j+1
 	if r == len(n.kids) {
 		l, r = j-1, j
@@ -229,7 +260,7 @@ func (n *node[T]) rebalance(j int, ep uint64) {
 		n.kids = slices.Delete(n.kids, r, r+1)
 		n.items = slices.Delete(n.items, r, r+1)
 		n.cum = slices.Delete(n.cum, r, r+1)
-		return
+		return l, true
 	}
 	want := (a.size() + b.size()) / 2
 	if k := want - a.size(); k > 0 { // move b's first k to a's end
@@ -258,6 +289,7 @@ func (n *node[T]) rebalance(j int, ep uint64) {
 		a.refresh()
 		b.refresh()
 	}
+	return l, false
 }
 
 // has reports whether an element equal to x is in the tree.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -200,7 +201,7 @@ func bigCache(b *testing.B, n int) *discovery.Cache {
 	fc := &chanCatalog{ch: make(chan switchboard.Event, 1024)}
 	go func() {
 		for i := 0; i < n; i++ {
-			fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+			fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: discovery.FleetInstance(i)}
 		}
 		fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
 	}()
@@ -210,24 +211,6 @@ func bigCache(b *testing.B, n int) *discovery.Cache {
 	}
 	b.Cleanup(func() { close(fc.ch); c.Close() })
 	return c
-}
-
-// fleetInstance is instance i of a fleet: 100 service names, 5 types, two
-// capabilities (one of 20, and "all"), two metadata keys (a zone shared by
-// a third of the fleet, a pod name of its own), as a catalog sends it.
-func fleetInstance(i int) switchboard.Instance {
-	return switchboard.Instance{
-		ID:           fmt.Sprintf("id-%06d", i),
-		Name:         fmt.Sprintf("svc-%d", i%100),
-		Type:         []string{"acceptor", "writer", "router", "querier", "compactor"}[i%5],
-		Address:      fmt.Sprintf("10.%d.%d.%d:50051", i>>16&255, i>>8&255, i&255),
-		Capabilities: []string{fmt.Sprintf("cap-%d", i%20), "all"},
-		Version:      "1.4.2",
-		Metadata:     map[string]string{"zone": fmt.Sprintf("zone-%d", i%3), "pod": fmt.Sprintf("svc-%d-%06d", i%100, i)},
-		TTL:          10 * time.Second,
-		RegisteredAt: time.Now(),
-		LastSeen:     time.Now(),
-	}
 }
 
 // BenchmarkExpiryLag measures how late the cache drops a crashed instance:
@@ -359,4 +342,53 @@ func TestSubscribe(t *testing.T) {
 		t.Fatal("notified after unsubscribing")
 	default:
 	}
+}
+
+// BenchmarkHeapPerInstance measures the heap a cache of 100,000 instances
+// holds (the live heap after a collection, less the one before it was
+// built), per instance. Each instance is FleetInstance's: two capabilities
+// and two metadata keys; "pod-unique" gives each its own pod name (so its
+// metadata map is its own), "shared-metadata" gives all of a zone the same
+// map. The catalog is a fake that hands the events over, so nothing but the
+// cache is measured.
+func BenchmarkHeapPerInstance(b *testing.B) {
+	const n = 100000
+	for _, shape := range []string{"pod-unique", "shared-metadata"} {
+		b.Run(shape, func(b *testing.B) {
+			for b.Loop() {
+				before := liveHeap()
+				fc := &chanCatalog{ch: make(chan switchboard.Event, 64)}
+				go func() {
+					for i := 0; i < n; i++ {
+						in := discovery.FleetInstance(i)
+						if shape == "shared-metadata" {
+							delete(in.Metadata, "pod")
+							in.Metadata["team"] = "storage"
+						}
+						fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
+					}
+					fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+				}()
+				c, err := discovery.New(context.Background(), fc, discovery.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				after := liveHeap()
+				if c.Count(switchboard.Query{}) != n {
+					b.Fatal("not every instance cached")
+				}
+				b.ReportMetric(float64(after-before)/n, "heap-B/instance")
+				close(fc.ch)
+				c.Close()
+			}
+		})
+	}
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

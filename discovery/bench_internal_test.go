@@ -1,0 +1,91 @@
+package discovery
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// FleetInstance is fleetInstance, for the package's external tests.
+var FleetInstance = fleetInstance
+
+// fleetInstance is instance i of a fleet: 100 service names, 5 types, two
+// capabilities (one of 20, and "all"), two metadata keys (a zone shared by
+// a third of the fleet, a pod name of its own), as a catalog sends it.
+func fleetInstance(i int) switchboard.Instance {
+	return switchboard.Instance{
+		ID:           fmt.Sprintf("id-%06d", i),
+		Name:         fmt.Sprintf("svc-%d", i%100),
+		Type:         []string{"acceptor", "writer", "router", "querier", "compactor"}[i%5],
+		Address:      fmt.Sprintf("10.%d.%d.%d:50051", i>>16&255, i>>8&255, i&255),
+		Capabilities: []string{fmt.Sprintf("cap-%d", i%20), "all"},
+		Version:      "1.4.2",
+		Metadata:     map[string]string{"zone": fmt.Sprintf("zone-%d", i%3), "pod": fmt.Sprintf("svc-%d-%06d", i%100, i)},
+		TTL:          10 * time.Second,
+		RegisteredAt: time.Now(),
+		LastSeen:     time.Now(),
+	}
+}
+
+// BenchmarkApply measures one change applied to a cache of 100,000
+// instances and published as a version of its own (the worst case: no
+// burst shares the path copies): an update that changes an instance's
+// metadata, and a removal followed by the same instance's addition.
+func BenchmarkApply(b *testing.B) {
+	const n = 100000
+	w := newWriter()
+	for i := 0; i < n; i++ {
+		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+		w.apply(&ev)
+	}
+	w.snapshot()
+	rng := rand.New(rand.NewPCG(1, 1))
+	updates := make([]switchboard.Event, 1024)
+	for k := range updates {
+		in := fleetInstance(rng.IntN(n))
+		in.Metadata = map[string]string{"zone": "zone-9", "pod": fmt.Sprintf("moved-%d", k)}
+		updates[k] = switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}
+	}
+	b.Run("update", func(b *testing.B) {
+		b.ReportAllocs()
+		k := 0
+		cpu := processCPU()
+		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+		for b.Loop() {
+			w.apply(&updates[k%len(updates)])
+			w.snapshot()
+			w.changes = w.changes[:0]
+			k++
+		}
+	})
+	b.Run("remove+add", func(b *testing.B) {
+		b.ReportAllocs()
+		k := 0
+		cpu := processCPU()
+		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+		for b.Loop() {
+			ev := &updates[k%len(updates)]
+			rm := switchboard.Event{Kind: switchboard.EventRemoved, Instance: ev.Instance}
+			w.apply(&rm)
+			w.snapshot()
+			w.apply(ev)
+			w.snapshot()
+			w.changes = w.changes[:0]
+			k++
+		}
+	})
+}
+
+// processCPU is the CPU time this process has used (user + system, every
+// thread, the garbage collector's included), from getrusage.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

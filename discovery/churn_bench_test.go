@@ -1,0 +1,275 @@
+package discovery_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
+)
+
+// The churn benchmark's children are this test binary run again with
+// churnRoleEnv set: TestMain hands them to churnChild.
+const (
+	churnRoleEnv = "SWITCHBOARD_CHURN_ROLE"
+	churnDSNEnv  = "SWITCHBOARD_CHURN_DSN"
+)
+
+var churnWindow = flag.Duration("churn-window", 30*time.Second, "how long BenchmarkChurn changes the catalog")
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(churnRoleEnv); role != "" {
+		os.Exit(churnChild(role, os.Getenv(churnDSNEnv)))
+	}
+	os.Exit(m.Run())
+}
+
+// churnResult is what a child reports when the churn ends.
+type churnResult struct {
+	CPU     float64   // seconds of CPU (user + system, getrusage) during the churn
+	Wall    float64   // seconds the churn lasted, as the child saw it
+	Latency []float64 // ms from just before Register to the event / the lookup, one per change
+}
+
+// BenchmarkChurn compares, in one run, a process holding a discovery cache
+// with a process holding a bare Catalog.Watch, both following one SQLite
+// file of n instances while this process re-registers instances at 100
+// changes per second (an update of one metadata value each, round robin
+// over the fleet). Each child measures its own CPU with getrusage over the
+// churn window, and each change's latency from just before Register (the
+// registering process stamps the wall clock into the instance's metadata)
+// to the moment the bare watch receives the event, or the cache's lookup
+// (Get) returns the new version. Children are this test binary. Run with
+// -benchtime 1x; the window is 30 s (-churn-window).
+func BenchmarkChurn(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("n=%d/100-changes-per-s", n), func(b *testing.B) {
+			for b.Loop() {
+				benchChurn(b, n, 100, *churnWindow)
+			}
+		})
+	}
+}
+
+func churnInstance(i int, sent int64) switchboard.Instance {
+	in := discovery.FleetInstance(i)
+	in.Metadata = map[string]string{"zone": in.Metadata["zone"], "sent": strconv.FormatInt(sent, 10)}
+	in.RegisteredAt, in.LastSeen = time.Time{}, time.Time{}
+	in.TTL = time.Hour // the churn is about changes, not expiry
+	return in
+}
+
+func benchChurn(b *testing.B, n, rate int, window time.Duration) {
+	dsn := "sqlite://" + filepath.Join(b.TempDir(), "churn.db")
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cat.Close()
+	// The fleet, by 8 concurrent writers.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				if _, err := cat.Register(ctx, churnInstance(i, 0)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+
+	type child struct {
+		stdin io.WriteCloser
+		lines chan string
+	}
+	start := func(role string) *child {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), churnRoleEnv+"="+role, churnDSNEnv+"="+dsn)
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		c := &child{stdin: in, lines: make(chan string, 16)}
+		go func() {
+			sc := bufio.NewScanner(out)
+			sc.Buffer(nil, 64<<20)
+			for sc.Scan() {
+				c.lines <- sc.Text()
+			}
+			close(c.lines)
+		}()
+		b.Cleanup(func() { in.Close(); cmd.Wait() })
+		return c
+	}
+	next := func(c *child, role string) string {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				b.Fatalf("%s child exited early", role)
+			}
+			return l
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("%s child silent", role)
+		}
+		return ""
+	}
+	roles := []string{"watch", "cache"}
+	children := map[string]*child{}
+	for _, r := range roles {
+		children[r] = start(r)
+	}
+	for _, r := range roles {
+		if l := next(children[r], r); l != "ready" {
+			b.Fatalf("%s child: %q", r, l)
+		}
+	}
+	for _, r := range roles {
+		fmt.Fprintln(children[r].stdin, "go")
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	changes := 0
+	for end := time.Now().Add(window); time.Now().Before(end); changes++ {
+		<-tick.C
+		if _, err := cat.Register(ctx, churnInstance(changes*7919%n, time.Now().UnixNano())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tick.Stop()
+	time.Sleep(time.Second) // the last changes arrive
+	results := map[string]churnResult{}
+	for _, r := range roles {
+		children[r].stdin.Close()
+		var res churnResult
+		if err := json.Unmarshal([]byte(next(children[r], r)), &res); err != nil {
+			b.Fatalf("%s child: %v", r, err)
+		}
+		if len(res.Latency) != changes {
+			b.Fatalf("%s child saw %d of %d changes", r, len(res.Latency), changes)
+		}
+		results[r] = res
+	}
+	b.ReportMetric(float64(changes)/window.Seconds(), "changes/s")
+	for _, r := range roles {
+		res := results[r]
+		slices.Sort(res.Latency)
+		q := func(p float64) float64 { return res.Latency[min(len(res.Latency)-1, int(p*float64(len(res.Latency))))] }
+		b.ReportMetric(res.CPU/res.Wall, r+"-cores")
+		b.ReportMetric(q(0.50), r+"-p50-ms")
+		b.ReportMetric(q(0.99), r+"-p99-ms")
+	}
+}
+
+// churnChild follows dsn as role ("watch": a bare Catalog.Watch; "cache":
+// a discovery cache), prints "ready" once synced, starts measuring at the
+// "go" line, and prints its churnResult when stdin closes.
+func churnChild(role, dsn string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, role+":", err); return 1 }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail(err)
+	}
+	defer cat.Close()
+	var mu sync.Mutex
+	var lat []float64
+	record := func(in *switchboard.Instance) {
+		sent, err := strconv.ParseInt(in.Metadata["sent"], 10, 64)
+		if err != nil || sent == 0 {
+			return
+		}
+		d := time.Since(time.Unix(0, sent))
+		mu.Lock()
+		lat = append(lat, float64(d.Microseconds())/1000)
+		mu.Unlock()
+	}
+	switch role {
+	case "watch":
+		ch, err := cat.Watch(ctx, switchboard.Query{})
+		if err != nil {
+			return fail(err)
+		}
+		for ev := range ch {
+			if ev.Kind == switchboard.EventSynced {
+				break
+			}
+		}
+		go func() {
+			for ev := range ch {
+				if ev.Kind == switchboard.EventUpdated || ev.Kind == switchboard.EventAdded {
+					record(&ev.Instance)
+				}
+			}
+		}()
+	case "cache":
+		var c *discovery.Cache
+		ready := make(chan struct{})
+		c, err = discovery.New(ctx, cat, discovery.Options{Logger: slog.New(slog.DiscardHandler), OnEvent: func(ev switchboard.Event) {
+			if ev.Kind != switchboard.EventUpdated && ev.Kind != switchboard.EventAdded || ev.Instance.Metadata["sent"] == "0" {
+				return // the snapshot's
+			}
+			<-ready
+			// Register → lookup: the time a lookup returns the new version.
+			if in, ok := c.Get(ev.Instance.ID); ok && in.Metadata["sent"] == ev.Instance.Metadata["sent"] {
+				record(&in)
+			}
+		}})
+		if err != nil {
+			return fail(err)
+		}
+		close(ready)
+		defer c.Close()
+	default:
+		return fail(fmt.Errorf("unknown role"))
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() || in.Text() != "go" {
+		return fail(fmt.Errorf("no go"))
+	}
+	cpu0, t0 := processCPU(), time.Now()
+	for in.Scan() {
+	}
+	res := churnResult{CPU: (processCPU() - cpu0).Seconds(), Wall: time.Since(t0).Seconds()}
+	mu.Lock()
+	res.Latency = lat
+	mu.Unlock()
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	return 0
+}
+
+// processCPU is this process's CPU time (user + system, every thread).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
