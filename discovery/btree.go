@@ -342,21 +342,24 @@ func find[T any, K cmp.Ordered](t *tree[T], k K, key func(T) K) (T, bool) {
 	}
 }
 
-// at returns the i-th element (0 ≤ i < t.n).
+// at returns the i-th element (0 ≤ i < t.n). The search for the child is
+// branch-free: a pick at a random index would otherwise mispredict half of
+// its comparisons.
 func (t *tree[T]) at(i int) T {
 	n := t.root
 	for !n.leaf() {
-		lo, hi := 0, len(n.cum)-1
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if int(n.cum[m]) > i {
-				hi = m
-			} else {
-				lo = m + 1
+		// The first k with cum[k] > i; it exists since i < the total.
+		cum := n.cum
+		lo, w := 0, len(cum)
+		for w > 1 {
+			half := w >> 1
+			if int(cum[lo+half-1]) <= i {
+				lo += half
 			}
+			w -= half
 		}
 		if lo > 0 {
-			i -= int(n.cum[lo-1])
+			i -= int(cum[lo-1])
 		}
 		n = n.kids[lo]
 	}

@@ -176,12 +176,16 @@ func BenchmarkLookupByCapability(b *testing.B) {
 			}
 			b.Run("Get", func(b *testing.B) {
 				b.ReportAllocs()
+				ids := make([]string, 4096)
+				for k := range ids {
+					ids[k] = fmt.Sprintf("id-%06d", k*7919%n)
+				}
 				i := 0
 				for b.Loop() {
-					if _, ok := c.Get(fmt.Sprintf("id-%06d", i%n)); !ok {
+					if _, ok := c.Get(ids[i%len(ids)]); !ok {
 						b.Fatal("no instance")
 					}
-					i += 7919
+					i++
 				}
 			})
 			b.Run("PickRoundRobinParallel/cap-7", func(b *testing.B) {

@@ -18,7 +18,7 @@ type Change struct {
 // publishes versions. Only the cache's goroutine uses it.
 type writer struct {
 	ep    uint64 // nodes and buckets of this epoch are unpublished: changed in place
-	ids   tree[*switchboard.Instance]
+	ids   tree[idEntry]
 	all   tree[*switchboard.Instance]
 	names tree[*bucket]
 	types tree[*bucket]
@@ -49,7 +49,8 @@ func (w *writer) apply(ev *switchboard.Event) {
 }
 
 func (w *writer) put(in *switchboard.Instance) {
-	old, _ := find(&w.ids, in.ID, instanceID)
+	h := hashID(in.ID)
+	old := lookupID(&w.ids, h, in.ID)
 	p := w.in.acquire(in)
 	if old != nil {
 		// Leave the buckets p is not in; in the others p replaces old in
@@ -68,7 +69,7 @@ func (w *writer) put(in *switchboard.Instance) {
 			}
 		}
 	}
-	w.ids.set(p, w.ep, cmpID)
+	w.ids.set(idEntry{h, p}, w.ep, cmpIDEntry)
 	w.all.set(p, w.ep, cmpNameID)
 	w.join(&w.names, p.Name, p, false)
 	w.join(&w.types, p.Type, p, false)
@@ -82,11 +83,12 @@ func (w *writer) put(in *switchboard.Instance) {
 }
 
 func (w *writer) remove(id string) {
-	old, ok := find(&w.ids, id, instanceID)
-	if !ok {
+	h := hashID(id)
+	old := lookupID(&w.ids, h, id)
+	if old == nil {
 		return
 	}
-	w.ids.delete(old, w.ep, cmpID)
+	w.ids.delete(idEntry{h, old}, w.ep, cmpIDEntry)
 	w.all.delete(old, w.ep, cmpNameID)
 	w.leave(&w.names, old.Name, old)
 	w.leave(&w.types, old.Type, old)

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"cmp"
+	"hash/maphash"
 	"iter"
 	"math/rand/v2"
 	"strings"
@@ -13,7 +15,7 @@ import (
 // across all its indexes, and safe to read from any goroutine. Holding one
 // keeps that version alive; Cache's methods read the newest.
 type Snapshot struct {
-	ids   tree[*switchboard.Instance] // by id
+	ids   tree[idEntry]               // by hash of the id, then id
 	all   tree[*switchboard.Instance] // by name, then id
 	names tree[*bucket]
 	types tree[*bucket]
@@ -37,9 +39,54 @@ type bucket struct {
 
 func bucketKey(b *bucket) string                { return b.key }
 func cmpBucket(a, b *bucket) int                { return strings.Compare(a.key, b.key) }
-func instanceID(p *switchboard.Instance) string { return p.ID }
+// idEntry is an element of the index by id. It carries a hash of the id,
+// so that a search compares integers held in the node instead of following
+// a pointer to each instance it passes (a cache miss each).
+type idEntry struct {
+	h uint64
+	p *switchboard.Instance
+}
 
-func cmpID(a, b *switchboard.Instance) int { return strings.Compare(a.ID, b.ID) }
+var idSeed = maphash.MakeSeed()
+
+func hashID(id string) uint64 { return maphash.String(idSeed, id) }
+
+func cmpIDEntry(a, b idEntry) int {
+	if c := cmp.Compare(a.h, b.h); c != 0 {
+		return c
+	}
+	return strings.Compare(a.p.ID, b.p.ID)
+}
+
+// lookupID returns the instance with that id (whose hash is h), or nil.
+func lookupID(t *tree[idEntry], h uint64, id string) *switchboard.Instance {
+	n := t.root
+	if n == nil {
+		return nil
+	}
+	for {
+		lo, hi := 0, len(n.items)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if e := n.items[m]; e.h < h || e.h == h && e.p.ID < id {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if lo < len(n.items) && n.items[lo].h == h && n.items[lo].p.ID == id {
+			if n.leaf() {
+				return n.items[lo].p
+			}
+			n = n.kids[lo]
+			continue
+		}
+		if n.leaf() || lo == 0 {
+			return nil
+		}
+		n = n.kids[lo-1]
+	}
+}
 
 // cmpNameID is the order of every listing: by name, then id.
 func cmpNameID(a, b *switchboard.Instance) int {
@@ -49,9 +96,35 @@ func cmpNameID(a, b *switchboard.Instance) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
+// bucket returns the bucket key of idx, or nil. It is find, written out
+// for buckets: lookups are the hot path.
 func (s *Snapshot) bucket(idx *tree[*bucket], key string) *bucket {
-	b, _ := find(idx, key, bucketKey)
-	return b
+	n := idx.root
+	if n == nil {
+		return nil
+	}
+	for {
+		lo, hi := 0, len(n.items)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if n.items[m].key < key {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if lo < len(n.items) && n.items[lo].key == key {
+			if n.leaf() {
+				return n.items[lo]
+			}
+			n = n.kids[lo]
+			continue
+		}
+		if n.leaf() || lo == 0 {
+			return nil
+		}
+		n = n.kids[lo-1]
+	}
 }
 
 // listing returns the members of set as a slice, building it on first use
@@ -163,8 +236,8 @@ func (s *Snapshot) Instances(q switchboard.Query) iter.Seq[switchboard.Instance]
 
 // Get returns the active instance with that id.
 func (s *Snapshot) Get(id string) (switchboard.Instance, bool) {
-	p, ok := find(&s.ids, id, instanceID)
-	if !ok {
+	p := lookupID(&s.ids, hashID(id), id)
+	if p == nil {
 		return switchboard.Instance{}, false
 	}
 	return *p, true
