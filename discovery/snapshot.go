@@ -37,8 +37,9 @@ type bucket struct {
 	list  atomic.Pointer[[]switchboard.Instance] // the ordered listing, built on first use
 }
 
-func bucketKey(b *bucket) string                { return b.key }
-func cmpBucket(a, b *bucket) int                { return strings.Compare(a.key, b.key) }
+func bucketKey(b *bucket) string { return b.key }
+func cmpBucket(a, b *bucket) int { return strings.Compare(a.key, b.key) }
+
 // idEntry is an element of the index by id. It carries a hash of the id,
 // so that a search compares integers held in the node instead of following
 // a pointer to each instance it passes (a cache miss each).
