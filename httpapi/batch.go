@@ -12,9 +12,10 @@ import (
 // 300 clients heartbeating every second cost the database a few statements
 // a second, not 300.
 type batcher struct {
-	cat    switchboard.Catalog
-	window time.Duration
-	in     chan *beat
+	cat     switchboard.Catalog
+	window  time.Duration
+	in      chan *beat
+	flushed func() // counts each Heartbeat call
 }
 
 type beat struct {
@@ -28,8 +29,8 @@ type beatResult struct {
 	err     error
 }
 
-func newBatcher(cat switchboard.Catalog, window time.Duration) *batcher {
-	return &batcher{cat: cat, window: window, in: make(chan *beat)}
+func newBatcher(cat switchboard.Catalog, window time.Duration, flushed func()) *batcher {
+	return &batcher{cat: cat, window: window, in: make(chan *beat), flushed: flushed}
 }
 
 // do renews ids with the next batch and returns those that have no row.
@@ -96,6 +97,7 @@ func (b *batcher) flush(ctx context.Context, pending []*beat) {
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	missing, err := b.cat.Heartbeat(hctx, ids...)
 	cancel()
+	b.flushed()
 	gone := make(map[string]bool, len(missing))
 	for _, id := range missing {
 		gone[id] = true

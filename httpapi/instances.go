@@ -365,9 +365,7 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 		}
 		older = d
 	}
-	s.reapMu.Lock()
-	n, err := s.cat.Reap(r.Context(), older)
-	s.reapMu.Unlock()
+	n, err := s.reap(r.Context(), older)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ type serverMetrics struct {
 	requests      *prometheus.CounterVec
 	registrations prometheus.Counter
 	heartbeats    prometheus.Counter
+	batches       prometheus.Counter
 	subscribers   prometheus.Gauge
 	propagation   prometheus.Histogram
 	handler       http.Handler
@@ -38,6 +39,9 @@ func newServerMetrics(s *Server) *serverMetrics {
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_http_heartbeats_total", Help: "Instances renewed through the API.",
 		}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_http_heartbeat_batches_total", Help: "Catalog heartbeat calls (one statement each on the SQL backends) that renewed the gathered heartbeats.",
+		}),
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_http_sse_subscribers", Help: "Open SSE watch streams.",
 		}),
@@ -47,7 +51,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.registrations, m.heartbeats, m.subscribers, m.propagation)
+	m.reg.MustRegister(m.requests, m.registrations, m.heartbeats, m.batches, m.subscribers, m.propagation)
 	if ws, ok := s.cat.(switchboard.WatchStatser); ok {
 		m.reg.MustRegister(metrics.NewCollector(ws, nil))
 	}

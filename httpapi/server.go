@@ -83,6 +83,27 @@ type Server struct {
 	wg      sync.WaitGroup
 	once    sync.Once
 	reapMu  sync.Mutex // one reap at a time: concurrent requests wait for it
+	reaped  time.Time  // when the last default reap (2 × TTL) finished
+}
+
+// reapCoalesce is how long after a default reap (older_than zero) another
+// one is answered with 0 at once: every client's Bootstrap runs a reaper,
+// and 300 clients would otherwise cost the database 60 reaps a second.
+const reapCoalesce = time.Second
+
+// reap runs one reap at a time; a default one within reapCoalesce of the
+// previous is skipped (it would find what that one just deleted: nothing).
+func (s *Server) reap(ctx context.Context, older time.Duration) (int, error) {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
+	if older == 0 && time.Since(s.reaped) < reapCoalesce {
+		return 0, nil
+	}
+	n, err := s.cat.Reap(ctx, older)
+	if err == nil && older == 0 {
+		s.reaped = time.Now()
+	}
+	return n, err
 }
 
 // New returns a server over cat and starts its mirror of the catalog (one
@@ -94,7 +115,7 @@ func New(cat switchboard.Catalog, opts Options) *Server {
 	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
 	s.metrics = newServerMetrics(s)
 	s.feed = newFeed(opts.Logger, opts.History, s.metrics.observe)
-	s.beats = newBatcher(cat, opts.HeartbeatWindow)
+	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.feed.run(ctx, cat) }()
 	s.wg.Add(1)
@@ -231,9 +252,7 @@ func (s *Server) reaper(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		s.reapMu.Lock()
-		n, err := s.cat.Reap(rctx, 0)
-		s.reapMu.Unlock()
+		n, err := s.reap(rctx, 0)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
