@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
@@ -57,6 +59,12 @@ type Options struct {
 	// against its CA (re-read when the files change), and its certificate
 	// presented as the client certificate (mutual TLS). Nil: plaintext.
 	TLS *grpcwire.TLS
+	// TracerProvider and Propagator instrument every connection with
+	// otelgrpc (grpcwire.ClientStatsHandler): the trace context of a send
+	// travels in the request metadata (nil: the global provider;
+	// router.DefaultPropagator).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// CallTimeout bounds each call whose context has no deadline (zero:
 	// DefaultCallTimeout). A caller's own deadline, or a retry policy's
 	// per-attempt timeout, is used as is.
@@ -107,7 +115,7 @@ func New(opts Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
 		log:      opts.Logger,
-		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
+		dialOpts: grpcwire.DialOptions(append([]grpc.DialOption{grpc.WithStatsHandler(grpcwire.ClientStatsHandler(opts.TracerProvider, opts.Propagator))}, opts.DialOptions...)...),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
 		creds:    insecure.NewCredentials(),
@@ -509,7 +517,7 @@ func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, er
 		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
 	}
 	creds, hs := grpcwire.WatchHandshakes(p.creds)
-	cc, err := grpc.NewClient(c.addr, append(p.dialOpts, grpc.WithTransportCredentials(creds))...)
+	cc, err := grpc.NewClient(c.addr, append(slices.Clip(p.dialOpts), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
 		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
