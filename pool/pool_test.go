@@ -263,6 +263,16 @@ func TestReplicasRoundRobin(t *testing.T) {
 	for i, s := range srvs {
 		p.AddInstance("mod-r", []string{"i1", "i2", "i3"}[i], s.addr)
 	}
+	// Sends prefer READY connections: wait for the pre-warm of all three.
+	testkit.WaitUntil(t, "three READY connections", func() bool {
+		n := 0
+		for _, st := range p.States() {
+			if st == connectivity.Ready {
+				n++
+			}
+		}
+		return n == 3
+	})
 	ctx := context.Background()
 	for i := 0; i < 30; i++ {
 		if _, err := send(ctx, p, "f.mod-r.n", "x"); err != nil {
