@@ -17,6 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
 )
@@ -48,6 +52,12 @@ type ServerOptions struct {
 	// files change) and, with a CA, requires client certificates signed by
 	// it (mutual TLS). Nil: plaintext.
 	TLS *TLS
+	// TracerProvider and Propagator instrument the server with otelgrpc,
+	// as the TinySystems SDK does: the caller's trace context is read from
+	// the request metadata and every call is a server span (nil: the
+	// global provider; router.DefaultPropagator, W3C trace context).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// DisableReflection leaves the server reflection service out (it is
 	// on by default, so grpcurl and similar tools can list the service).
 	DisableReflection bool
@@ -98,6 +108,7 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 		}),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOptions(opts.TracerProvider, opts.Propagator)...)),
 	), opts.GRPCOptions...)...)
 	modulepb.RegisterModuleServiceServer(gs, &service{h: h})
 	hs := health.NewServer()
@@ -170,7 +181,7 @@ func Serve(ctx context.Context, lis net.Listener, h router.Handler, opts ServerO
 // `switchboard echo --name M` runs (the caller registers lis.Addr() in the
 // catalog).
 func ServeEcho(ctx context.Context, lis net.Listener, module string, opts ServerOptions) error {
-	r, err := router.New(router.Options{Module: module, Logger: opts.Logger})
+	r, err := router.New(router.Options{Module: module, Logger: opts.Logger, TracerProvider: opts.TracerProvider, Propagator: opts.Propagator})
 	if err != nil {
 		return err
 	}

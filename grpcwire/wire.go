@@ -24,6 +24,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/stats"
+
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
 )
@@ -53,6 +58,26 @@ func DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
 			PermitWithoutStream: true,
 		}),
 	}, extra...)
+}
+
+// ClientStatsHandler returns the otelgrpc client instrumentation of module
+// connections (the pool adds it to every connection): a client span per
+// call, and the trace context of the caller's context written into the
+// request metadata, where SDK and Switchboard servers read it. Nil tp: the
+// global provider; nil prop: router.DefaultPropagator.
+func ClientStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
+	return otelgrpc.NewClientHandler(otelOptions(tp, prop)...)
+}
+
+func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []otelgrpc.Option {
+	if prop == nil {
+		prop = router.DefaultPropagator()
+	}
+	opts := []otelgrpc.Option{otelgrpc.WithPropagators(prop)}
+	if tp != nil {
+		opts = append(opts, otelgrpc.WithTracerProvider(tp))
+	}
+	return opts
 }
 
 // Call sends msg over c and returns the destination's result. The depth goes

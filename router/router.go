@@ -1,13 +1,31 @@
 // Package router routes messages between module nodes by name (SPEC §7).
 //
-// A destination is a full node name, "<flow>.<module>.<node>[:<port>]". A
-// message to a node of the router's own module is dispatched to a local
-// Handler; a message to another module goes out through a Wire: the gRPC
-// address pool (package pool) today, the NATS wire later, with the same
-// semantics either way. Every failure that crosses a wire is an *Error with a
-// code and a retryable flag, so an edge's RetryPolicy can act on it; nothing
-// retries unless the policy asks for it. The hop depth travels with every
-// message and a message deeper than MaxDepth is refused (loop protection).
+// A destination is a full node name, "<flow>.<module>.<node>:<port>" (the
+// node may contain dots). A message to a node of the router's own module is
+// dispatched to a local Handler; a message to another module goes out
+// through a Wire — the gRPC address pool (package pool), the NATS wire
+// (package natswire), or Select choosing between them per target — with the
+// same semantics either way. Every failure that crosses a wire is an *Error
+// with a code and a retryable flag, so an edge's RetryPolicy can act on it;
+// nothing retries unless the policy asks for it. The hop depth travels with
+// every message and a message deeper than MaxDepth is refused (loop
+// protection).
+//
+// # Trace context
+//
+// Every attempt of a send is a "switchboard.send" span and every delivery a
+// "switchboard.handle" span (OpenTelemetry; attributes AttrNode, AttrModule,
+// AttrAttempt, AttrErrorCode, …), children of the span in the caller's
+// context, so a message crossing several modules is one trace. The router
+// writes the W3C trace context (TraceParentKey "traceparent",
+// TraceStateKey "tracestate") into a copy of Message.Metadata of every
+// message it hands to a wire, and Dispatch continues the trace from the
+// context when the wire put a span there (grpcwire's otelgrpc handler does)
+// or else from those Metadata keys. A wire therefore must carry Metadata
+// both ways, with "traceparent" and "tracestate" as headers of that very
+// name (what the TinySystems SDK reads and writes on NATS); a wire with its
+// own instrumentation may carry them its own way too. With no tracer
+// provider set the spans are no-ops and nothing is copied or injected.
 //
 // The package is transport-neutral: it imports no gRPC or NATS code.
 package router
@@ -23,6 +41,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -78,6 +99,12 @@ type Options struct {
 	Wire Wire
 	// Logger receives the router's logs (nil: slog.Default()).
 	Logger *slog.Logger
+	// TracerProvider makes the send and handle spans (nil: the global
+	// provider, otel.GetTracerProvider(), a no-op until one is set).
+	TracerProvider trace.TracerProvider
+	// Propagator writes and reads the trace context in Message.Metadata
+	// (nil: DefaultPropagator, W3C traceparent / tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // Router dispatches messages locally or over its Wire. It is safe for
@@ -86,6 +113,7 @@ type Router struct {
 	module string
 	wire   Wire
 	log    *slog.Logger
+	tr     tracing
 
 	mu       sync.RWMutex
 	handlers map[string]Handler // "node" or "node:port"
@@ -111,6 +139,7 @@ func New(opts Options) (*Router, error) {
 		module:   opts.Module,
 		wire:     opts.Wire,
 		log:      opts.Logger,
+		tr:       newTracing(opts.TracerProvider, opts.Propagator),
 		handlers: map[string]Handler{},
 		policies: map[string]RetryPolicy{},
 		idPrefix: hex.EncodeToString(b[:]) + "-",
@@ -221,7 +250,7 @@ func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy
 		msg.ID = r.idPrefix + strconv.FormatUint(r.idSeq.Add(1), 10)
 	}
 	for attempt := 1; ; attempt++ {
-		out, err := r.attempt(ctx, nn.Module, msg, p.Timeout)
+		out, err := r.attempt(ctx, nn.Module, msg, p.Timeout, attempt)
 		if err == nil {
 			return out, nil
 		}
@@ -243,19 +272,23 @@ func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy
 	}
 }
 
-func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeout time.Duration) ([]byte, error) {
+// attempt makes one attempt of a send, in its own span.
+func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeout time.Duration, n int) (out []byte, err error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if module == r.module {
+	local := module == r.module
+	ctx, span := r.tr.startSend(ctx, module, msg, n, local)
+	defer func() { end(span, err) }()
+	if local {
 		return r.dispatch(ctx, msg)
 	}
 	if r.wire == nil {
 		return nil, Transient(CodeModuleUnknown, fmt.Sprintf("module %q is not this process's module and no wire is configured", module))
 	}
-	out, err := r.wire.Send(ctx, msg)
+	out, err = r.wire.Send(ctx, r.tr.inject(ctx, msg))
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		// The attempt's own deadline: make the error say so whatever the
 		// wire reported.
@@ -270,7 +303,9 @@ func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeo
 // of its node. Servers (grpcwire, the NATS wire) call it for every incoming
 // message. It refuses messages deeper than MaxDepth, malformed names,
 // messages for another module (CodeMisrouted) and nodes without a handler.
-func (r *Router) Dispatch(ctx context.Context, msg *Message) ([]byte, error) {
+func (r *Router) Dispatch(ctx context.Context, msg *Message) (out []byte, err error) {
+	ctx, span := r.tr.startHandle(ctx, r.module, msg, true)
+	defer func() { end(span, err) }()
 	if err := checkDepth(msg.Depth); err != nil {
 		return nil, err
 	}
@@ -281,10 +316,18 @@ func (r *Router) Dispatch(ctx context.Context, msg *Message) ([]byte, error) {
 	if nn.Module != r.module {
 		return nil, Transient(CodeMisrouted, fmt.Sprintf("this process serves module %q, not %q", r.module, nn.Module))
 	}
-	return r.dispatch(ctx, msg)
+	return r.handle(ctx, msg)
 }
 
-func (r *Router) dispatch(ctx context.Context, msg *Message) ([]byte, error) {
+// dispatch delivers a message of this module sent by this process, in a
+// handle span.
+func (r *Router) dispatch(ctx context.Context, msg *Message) (out []byte, err error) {
+	ctx, span := r.tr.startHandle(ctx, r.module, msg, false)
+	defer func() { end(span, err) }()
+	return r.handle(ctx, msg)
+}
+
+func (r *Router) handle(ctx context.Context, msg *Message) ([]byte, error) {
 	h := r.lookup(msg.To)
 	if h == nil {
 		return nil, Permanent(CodeNoHandler, fmt.Sprintf("module %q has no handler for %s", r.module, msg.To))

@@ -1,0 +1,119 @@
+package router
+
+import (
+	"context"
+	"maps"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Metadata keys of the W3C trace context (https://www.w3.org/TR/trace-context/).
+// The router writes them into Message.Metadata of every message it hands to
+// a wire, and reads them back in Dispatch; a wire carries them as headers of
+// the same name (the TinySystems SDK reads and writes "traceparent" on NATS).
+const (
+	TraceParentKey = "traceparent"
+	TraceStateKey  = "tracestate"
+)
+
+// TracerName is the instrumentation scope of the router's spans.
+const TracerName = "github.com/switchboard-io/switchboard/router"
+
+// Span attribute keys of the router's send and handle spans.
+const (
+	AttrNode      = attribute.Key("switchboard.node")       // destination full node name with port
+	AttrModule    = attribute.Key("switchboard.module")     // destination module
+	AttrAttempt   = attribute.Key("switchboard.attempt")    // 1-based attempt of a send
+	AttrEdge      = attribute.Key("switchboard.edge")       // edge id, when set
+	AttrMessageID = attribute.Key("switchboard.message_id") // message id (the same on every attempt)
+	AttrErrorCode = attribute.Key("switchboard.error_code") // *Error code of a failed send or handle
+	AttrDepth     = attribute.Key("switchboard.depth")      // hop depth
+)
+
+// DefaultPropagator is the propagator the router (and the gRPC wire) use
+// when none is configured: W3C trace context, traceparent and tracestate,
+// which is what the TinySystems SDK sends.
+func DefaultPropagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
+
+// tracing is a router's tracer and propagator.
+type tracing struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+}
+
+func newTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) tracing {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if prop == nil {
+		prop = DefaultPropagator()
+	}
+	return tracing{tracer: tp.Tracer(TracerName), prop: prop}
+}
+
+// startSend starts the span of one attempt to send msg to module.
+func (t tracing) startSend(ctx context.Context, module string, msg *Message, attempt int, local bool) (context.Context, trace.Span) {
+	kind := trace.SpanKindClient
+	if local {
+		kind = trace.SpanKindInternal
+	}
+	ctx, span := t.tracer.Start(ctx, "switchboard.send", trace.WithSpanKind(kind))
+	if span.IsRecording() {
+		span.SetAttributes(AttrNode.String(msg.To), AttrModule.String(module), AttrAttempt.Int(attempt),
+			AttrMessageID.String(msg.ID), AttrDepth.Int(msg.Depth))
+		if msg.EdgeID != "" {
+			span.SetAttributes(AttrEdge.String(msg.EdgeID))
+		}
+	}
+	return ctx, span
+}
+
+// startHandle starts the span of handling msg. A message from a wire whose
+// context carries no span (a wire without its own instrumentation, such as
+// NATS) continues the trace of its Metadata.
+func (t tracing) startHandle(ctx context.Context, module string, msg *Message, fromWire bool) (context.Context, trace.Span) {
+	kind := trace.SpanKindInternal
+	if fromWire {
+		kind = trace.SpanKindServer
+		if !trace.SpanContextFromContext(ctx).IsValid() && msg.Metadata[TraceParentKey] != "" {
+			ctx = t.prop.Extract(ctx, propagation.MapCarrier(msg.Metadata))
+		}
+	}
+	ctx, span := t.tracer.Start(ctx, "switchboard.handle", trace.WithSpanKind(kind))
+	if span.IsRecording() {
+		span.SetAttributes(AttrNode.String(msg.To), AttrModule.String(module), AttrMessageID.String(msg.ID), AttrDepth.Int(msg.Depth))
+		if msg.EdgeID != "" {
+			span.SetAttributes(AttrEdge.String(msg.EdgeID))
+		}
+	}
+	return ctx, span
+}
+
+// inject returns msg with the trace context of ctx in a copy of its
+// Metadata, or msg itself when ctx carries no trace (tracing off): no copy,
+// no allocation.
+func (t tracing) inject(ctx context.Context, msg *Message) *Message {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return msg
+	}
+	md := make(map[string]string, len(msg.Metadata)+2)
+	maps.Copy(md, msg.Metadata)
+	t.prop.Inject(ctx, propagation.MapCarrier(md))
+	out := *msg
+	out.Metadata = md
+	return &out
+}
+
+// end ends span, recording err (with its code) when there is one.
+func end(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		e := AsError(err)
+		span.SetAttributes(AttrErrorCode.String(e.Code))
+		span.SetStatus(codes.Error, e.Error())
+	}
+	span.End()
+}
