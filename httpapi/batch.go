@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -16,6 +17,7 @@ type batcher struct {
 	window  time.Duration
 	in      chan *beat
 	flushed func() // counts each Heartbeat call
+	log     *slog.Logger
 }
 
 type beat struct {
@@ -29,8 +31,8 @@ type beatResult struct {
 	err     error
 }
 
-func newBatcher(cat switchboard.Catalog, window time.Duration, flushed func()) *batcher {
-	return &batcher{cat: cat, window: window, in: make(chan *beat), flushed: flushed}
+func newBatcher(cat switchboard.Catalog, window time.Duration, flushed func(), log *slog.Logger) *batcher {
+	return &batcher{cat: cat, window: window, in: make(chan *beat), flushed: flushed, log: log}
 }
 
 // do renews ids with the next batch and returns those that have no row.
@@ -95,9 +97,13 @@ func (b *batcher) flush(ctx context.Context, pending []*beat) {
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	began := time.Now()
 	missing, err := b.cat.Heartbeat(hctx, ids...)
 	cancel()
 	b.flushed()
+	if took := time.Since(began); took > time.Second {
+		b.log.Warn("heartbeat batch slow", "ids", len(ids), "took", took.Round(time.Millisecond), "err", err)
+	}
 	gone := make(map[string]bool, len(missing))
 	for _, id := range missing {
 		gone[id] = true

@@ -161,6 +161,11 @@ func BenchmarkServe300Clients(b *testing.B) {
 			b.Fatal(err)
 		}
 		failures += clients - len(list)
+		if failures > 0 {
+			for _, s := range servers {
+				b.Logf("server %s stderr: %s", s.url, s.p.stderr)
+			}
+		}
 		sec := measure.Seconds()
 		b.ReportMetric(float64(failures), "failures")
 		b.ReportMetric((cl1-cl0).Seconds()/sec, "clients-cores")
