@@ -25,9 +25,11 @@ type Config struct {
 	Transport Transport `toml:"transport"`
 }
 
-// Transport is the [transport] section: TLS of the gRPC module wire
-// (servers such as `switchboard echo`, and the pool's connections). All
-// empty means plaintext.
+// Transport is the [transport] section: the module wire — TLS of the gRPC
+// wire (servers such as `switchboard echo`, and the pool's connections; all
+// empty means plaintext) and the NATS wire. Besides SWITCHBOARD_TRANSPORT_*,
+// the TinySystems SDK's TINY_NATS_URL and TINY_NATS_TRANSPORT set the NATS
+// keys (the SWITCHBOARD_ names win when both are set).
 type Transport struct {
 	// TLSCert and TLSKey are this side's PEM certificate and key (the
 	// server's certificate; a client presents it for mutual TLS). Both or
@@ -38,6 +40,12 @@ type Transport struct {
 	// certificates: a server then requires client certificates (mutual
 	// TLS), a client verifies servers with it.
 	TLSCA string `toml:"tls_ca"`
+	// NATSURL, when set, makes NATS the module wire (comma-separated
+	// server URLs, e.g. nats://127.0.0.1:4222).
+	NATSURL string `toml:"nats_url"`
+	// NATSTransport is "core" (or empty: request/reply) or "jetstream"
+	// (the durable wire).
+	NATSTransport string `toml:"nats_transport"`
 }
 
 // HTTP is the [http] section: the `switchboard serve` server.
@@ -87,9 +95,11 @@ type fileConfig struct {
 		TLSKey  *string `toml:"tls_key"`
 	} `toml:"http"`
 	Transport struct {
-		TLSCert *string `toml:"tls_cert"`
-		TLSKey  *string `toml:"tls_key"`
-		TLSCA   *string `toml:"tls_ca"`
+		TLSCert       *string `toml:"tls_cert"`
+		TLSKey        *string `toml:"tls_key"`
+		TLSCA         *string `toml:"tls_ca"`
+		NATSURL       *string `toml:"nats_url"`
+		NATSTransport *string `toml:"nats_transport"`
 	} `toml:"transport"`
 }
 
@@ -133,6 +143,10 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		{"SWITCHBOARD_TRANSPORT_TLS_CERT", func(v string) error { c.Transport.TLSCert = v; return nil }},
 		{"SWITCHBOARD_TRANSPORT_TLS_KEY", func(v string) error { c.Transport.TLSKey = v; return nil }},
 		{"SWITCHBOARD_TRANSPORT_TLS_CA", func(v string) error { c.Transport.TLSCA = v; return nil }},
+		{"TINY_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
+		{"TINY_NATS_TRANSPORT", func(v string) error { c.Transport.NATSTransport = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", func(v string) error { c.Transport.NATSTransport = v; return nil }},
 	}
 	for _, e := range env {
 		if v := getenv(e.key); v != "" {
@@ -178,7 +192,8 @@ func (c *Config) overlayFile(path string, b []byte) error {
 		v   *string
 		dst *string
 	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey},
-		{f.Transport.TLSCert, &c.Transport.TLSCert}, {f.Transport.TLSKey, &c.Transport.TLSKey}, {f.Transport.TLSCA, &c.Transport.TLSCA}} {
+		{f.Transport.TLSCert, &c.Transport.TLSCert}, {f.Transport.TLSKey, &c.Transport.TLSKey}, {f.Transport.TLSCA, &c.Transport.TLSCA},
+		{f.Transport.NATSURL, &c.Transport.NATSURL}, {f.Transport.NATSTransport, &c.Transport.NATSTransport}} {
 		if x.v != nil {
 			*x.dst = *x.v
 		}
@@ -229,6 +244,9 @@ func (c Config) Validate() error {
 	if (c.Transport.TLSCert == "") != (c.Transport.TLSKey == "") {
 		return &switchboard.FieldError{Field: "transport.tls_cert", Value: c.Transport.TLSCert, Reason: "tls_cert and tls_key go together (both, or neither)"}
 	}
+	if err := c.Transport.Validate(); err != nil {
+		return err
+	}
 	if d.HeartbeatInterval >= d.TTL {
 		return &switchboard.FieldError{Field: "heartbeat_interval", Value: d.HeartbeatInterval.String(),
 			Reason: fmt.Sprintf("must be shorter than ttl (%s), or instances expire between heartbeats", d.TTL)}
@@ -240,3 +258,31 @@ func (c Config) Validate() error {
 func (c Config) Options() switchboard.Options {
 	return switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval}
 }
+
+// Validate checks that nats_transport is "", "core" or "jetstream" and that
+// every URL of nats_url is nats://, tls://, ws:// or wss://, or host:port.
+func (t Transport) Validate() error {
+	switch strings.ToLower(t.NATSTransport) {
+	case "", "core", "jetstream":
+	default:
+		return &switchboard.FieldError{Field: "transport.nats_transport", Value: t.NATSTransport, Reason: `want "core" (or empty) or "jetstream"`}
+	}
+	if t.NATSURL == "" {
+		return nil
+	}
+	for u := range strings.SplitSeq(t.NATSURL, ",") {
+		u = strings.TrimSpace(u)
+		scheme, rest, ok := strings.Cut(u, "://")
+		switch {
+		case !ok && strings.Contains(u, ":") && !strings.ContainsAny(u, " /"):
+		case ok && rest != "" && (scheme == "nats" || scheme == "tls" || scheme == "ws" || scheme == "wss"):
+		default:
+			// The URL may hold a password: never echo it.
+			return &switchboard.FieldError{Field: "transport.nats_url", Value: "(hidden)", Reason: "want nats://host:port (or tls://, ws://, wss://), comma-separated for several servers"}
+		}
+	}
+	return nil
+}
+
+// NATSJetStream reports whether the durable JetStream wire is selected.
+func (t Transport) NATSJetStream() bool { return strings.EqualFold(t.NATSTransport, "jetstream") }
