@@ -1,0 +1,79 @@
+package natswire
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// FuzzHeaders: what the sender writes, the receiver reads back (values
+// with line breaks lose them, nothing else changes); an arbitrary depth
+// header is a depth or a coded error.
+func FuzzHeaders(f *testing.F) {
+	f.Add("f.a.n:in", "f.b.m:out", "edge", "id-1", "k", "v", 3, "7")
+	f.Add("x", "\r\n", "", "", "traceparent", "00-x", 0, "-1")
+	f.Add("f.a.n.sub:_control", "", "e\nf", "", "x-mode", "rpc", 256, "99999999999999999999")
+	f.Fuzz(func(t *testing.T, to, from, edge, id, key, val string, depth int, rawDepth string) {
+		w := &Wire{opts: Options{Mode: Core}}
+		msg := &router.Message{To: to, From: from, EdgeID: edge, ID: id, Depth: depth, Payload: []byte(val), Metadata: map[string]string{key: val}}
+		m, err := w.request("s", msg)
+		if err != nil {
+			if validHeaderKey(key) {
+				t.Fatalf("valid key %q refused: %v", key, err)
+			}
+			return
+		}
+		back, err := incoming(m.Header, m.Data)
+		if depth < 0 {
+			// Negative depths are never sent (the router refuses them);
+			// they are simply not written.
+			depth = 0
+		}
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		clean := func(s string) string { return headerValue(s) }
+		if back.To != clean(to) || back.From != clean(from) || back.EdgeID != clean(edge) || back.ID != clean(id) || back.Depth != depth || string(back.Payload) != val {
+			t.Fatalf("round trip changed %+v into %+v", msg, back)
+		}
+		if got := back.Metadata[key]; got != clean(val) {
+			t.Fatalf("metadata %q = %q, want %q", key, got, clean(val))
+		}
+		h := nats.Header{HeaderDepth: {rawDepth}}
+		if got, err := incoming(h, nil); err != nil {
+			if e := router.AsError(err); e.Code == "" || e.Retryable {
+				t.Fatalf("depth %q: %v", rawDepth, err)
+			}
+		} else if got.Depth < 0 {
+			t.Fatalf("depth %q read as %d", rawDepth, got.Depth)
+		}
+	})
+}
+
+// FuzzReply: any reply decodes to a result or a coded error, and
+// acknowledgement detection never panics.
+func FuzzReply(f *testing.F) {
+	f.Add([]byte(`{"stream":"module-edges","seq":1}`), "", "", "", "")
+	f.Add([]byte("data"), "boom", "CODE", "true", "")
+	f.Add([]byte{}, "", "", "", "1")
+	f.Fuzz(func(t *testing.T, data []byte, xerr, code, retry, empty string) {
+		h := nats.Header{}
+		for k, v := range map[string]string{HeaderError: xerr, HeaderErrorCode: code, HeaderErrorRetryable: retry, HeaderEmpty: empty} {
+			if v != "" {
+				h.Set(k, v)
+			}
+		}
+		out, err := decodeReply(h, data)
+		if err != nil {
+			e := router.AsError(err)
+			if e.Code == "" || (code == "" && e.Retryable) {
+				t.Fatalf("error %#v from code %q retry %q", e, code, retry)
+			}
+		} else if len(out) > 0 && (empty == "1" || xerr != "") {
+			t.Fatalf("result %q despite x-empty=%q x-error=%q", out, empty, xerr)
+		}
+		asPubAck(&nats.Msg{Data: data})
+	})
+}
