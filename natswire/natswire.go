@@ -182,7 +182,9 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 		nats.ReconnectWait(opts.ReconnectWait),
 		nats.Timeout(opts.Timeout),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats: disconnected", "err", err)
+			if err != nil { // nil: our own Close, which is not news
+				log.Warn("nats: disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats: reconnected", "url", c.ConnectedUrlRedacted())
