@@ -93,6 +93,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
 		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g),
+		newNatsCmd(g),
 	)
 	return root
 }

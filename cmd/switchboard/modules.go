@@ -46,6 +46,9 @@ func newEchoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer cat.Close()
+			if handled, err := echoOverNATS(ctx, g, c, cat, module); handled {
+				return err
+			}
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("echo: listen on %s: %w", listen, err)
@@ -108,6 +111,9 @@ func newSendCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer cat.Close()
+			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy); handled || err != nil {
+				return err
+			}
 			// Follow only the target module: a one-shot send has no reason
 			// to pre-warm connections to every address in the catalog.
 			p := pool.New(pool.Options{Logger: g.log, TLS: tlsm})

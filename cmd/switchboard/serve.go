@@ -19,7 +19,7 @@ import (
 )
 
 func newServeCmd(g *globals) *cobra.Command {
-	var listen, token, cert, key string
+	var listen, token, cert, key, natsListen string
 	var demo bool
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--token T] [--tls-cert F --tls-key F] [--demo]",
@@ -74,6 +74,14 @@ func newServeCmd(g *globals) *cobra.Command {
 			if tlsCfg != nil {
 				ln = tls.NewListener(ln, tlsCfg)
 			}
+			if natsListen != "" {
+				stopNATS, err := serveNATS(ctx, g, c, cat, natsListen, demo)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				defer stopNATS()
+			}
 			return runServe(ctx, g, cat, ln, c, tlsCfg != nil, demo)
 		},
 	}
@@ -82,6 +90,8 @@ func newServeCmd(g *globals) *cobra.Command {
 	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN)")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate PEM file ([http] tls_cert)")
 	f.StringVar(&key, "tls-key", "", "TLS key PEM file ([http] tls_key)")
+	f.StringVar(&natsListen, "nats", "", "also run an embedded NATS broker (JetStream, store in the data directory) on ADDR: --nats or --nats=127.0.0.1:4222")
+	f.Lookup("nats").NoOptDefVal = "127.0.0.1:4222"
 	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go")
 	return cmd
 }

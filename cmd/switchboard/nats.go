@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
+	"github.com/switchboard-io/switchboard/natswire"
+	"github.com/switchboard-io/switchboard/natswire/embedded"
+	"github.com/switchboard-io/switchboard/pool"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// The NATS wire of the CLI: `switchboard nats` (an embedded broker), and
+// echo / send over NATS when [transport] nats_url (TINY_NATS_URL) is set or
+// the target module is advertised at nats://….
+
+func newNatsCmd(g *globals) *cobra.Command {
+	var listen, dir string
+	cmd := &cobra.Command{
+		Use:   "nats [--listen 127.0.0.1:4222] [--data DIR]",
+		Short: "Run an embedded NATS broker (JetStream on, loopback) for the NATS module wire",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.config()
+			if err != nil {
+				return err
+			}
+			if dir == "" {
+				dir = natsDataDir(c)
+			}
+			s, err := startBroker(g, listen, dir)
+			if err != nil {
+				return err
+			}
+			defer s.Shutdown()
+			fmt.Fprintf(g.stdout, "switchboard nats: serving %s (JetStream store %s); modules use TINY_NATS_URL=%s\n", s.ClientURL(), dir, s.ClientURL())
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "host:port of the broker (loopback unless the network is trusted: it has no authentication)")
+	cmd.Flags().StringVar(&dir, "data", "", "JetStream store directory (default: nats/ beside the SQLite catalog, or .data/nats)")
+	return cmd
+}
+
+// natsDataDir is the broker's store in the data directory: beside the
+// SQLite catalog file, else .data/nats.
+func natsDataDir(c config.Config) string {
+	if d, err := switchboard.ParseDSN(c.Discovery.DSN); err == nil && d.Scheme == "sqlite" && !d.Memory && d.Path != "" {
+		return filepath.Join(filepath.Dir(d.Path), "nats")
+	}
+	return filepath.Join(".data", "nats")
+}
+
+func startBroker(g *globals, listen, dir string) (*embedded.Server, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:4222"})
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return nil, usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "port must be 0 to 65535"})
+	}
+	if p == 0 {
+		p = -1 // any free port
+	}
+	return embedded.Start(embedded.Options{Dir: dir, Host: host, Port: p, Logger: g.log})
+}
+
+// natsWire connects to url and returns the wire of the configured mode,
+// logging which wire the process uses. A failed connection is returned
+// (callers fall back to gRPC where they can).
+func natsWire(g *globals, c config.Config, url string) (*natswire.Wire, error) {
+	nc, err := natswire.Connect(url, natswire.ConnectOptions{Name: "switchboard-cli", Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
+	mode := natswire.Core
+	if c.Transport.NATSJetStream() {
+		mode = natswire.JetStream
+	}
+	w, err := natswire.New(nc, natswire.Options{Mode: mode, Logger: g.log})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	g.log.Info("transport: "+mode.String(), "url", nc.ConnectedUrlRedacted())
+	return w, nil
+}
+
+// closeWire closes w and its connection.
+func closeWire(w *natswire.Wire) {
+	w.Close()
+	w.Conn().Close()
+}
+
+// echoOverNATS runs `echo` on NATS when a NATS URL is configured: it
+// serves tinymodule.<module>.msg and registers nats://tinymodule.<module>.msg.
+// handled is false (run the gRPC echo) when NATS is not configured or the
+// connection fails at start (the gRPC fallback, logged).
+func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, module string) (handled bool, err error) {
+	url := c.Transport.NATSURL
+	if url == "" {
+		return false, nil
+	}
+	w, err := natsWire(g, c, url)
+	if err != nil {
+		g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
+		return false, nil
+	}
+	defer closeWire(w)
+	r, err := router.New(router.Options{Module: module, Logger: g.log})
+	if err != nil {
+		return true, err
+	}
+	r.HandleDefault(router.Echo)
+	recv, err := w.Listen(module, r.Dispatch)
+	if err != nil {
+		return true, err
+	}
+	defer recv.Close()
+	reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
+		Address: natswire.Address(module), Version: version, TTL: c.Discovery.TTL},
+		switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
+	if err != nil {
+		return true, err
+	}
+	defer reg.Close()
+	line, err := json.Marshal(reg.Instance())
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(g.stdout, "%s\n", line)
+	<-ctx.Done()
+	return true, nil
+}
+
+// pickWire marks the wires for router.Select's decision before any
+// connection exists.
+type pickWire string
+
+func (pickWire) Send(context.Context, *router.Message) ([]byte, error) { return nil, nil }
+
+// sendOverNATS sends over NATS when the target module is advertised at
+// nats://… (whatever the local default; without a configured URL it tries
+// nats://127.0.0.1:4222), or when it is unknown and a NATS URL is
+// configured. handled is false when the gRPC pool should carry the message:
+// then nothing was sent and no NATS connection was made.
+func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, to, data string, p router.RetryPolicy) (handled bool, err error) {
+	target, err := switchboard.ParseNodeName(to)
+	if err != nil {
+		return false, err
+	}
+	insts, err := cat.List(ctx, switchboard.Query{Name: target.Module, Type: pool.ModuleType})
+	if err != nil {
+		return false, err
+	}
+	var addrs []string
+	for _, in := range insts {
+		addrs = append(addrs, in.Address)
+	}
+	url := c.Transport.NATSURL
+	sel := router.Select{NATS: pickWire("nats"), GRPC: pickWire("grpc"), PreferNATS: url != "",
+		Addresses: func(string) []string { return addrs }}
+	if w, _ := sel.WireFor(target.Module); w != pickWire("nats") {
+		return false, nil
+	}
+	if url == "" {
+		url = nats.DefaultURL
+		g.log.Info("send: the target is on NATS and no NATS URL is configured; trying the local broker", "url", url)
+	}
+	w, err := natsWire(g, c, url)
+	if err != nil {
+		if len(addrs) == 0 {
+			g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
+			return false, nil
+		}
+		return true, fmt.Errorf("send to %s: module %q is on NATS (%v) and %w", to, target.Module, addrs, err)
+	}
+	defer closeWire(w)
+	return true, sendVia(ctx, g, w, to, data, p)
+}
+
+// sendVia sends one message through a router over wire and prints the
+// reply as `send` does.
+func sendVia(ctx context.Context, g *globals, wire router.Wire, to, data string, p router.RetryPolicy) error {
+	r, err := router.New(router.Options{Wire: wire, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	out, err := r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, p)
+	if err != nil {
+		var re *router.Error
+		if errors.As(err, &re) {
+			return fmt.Errorf("send to %s failed: %s (code %s, retryable %t)", to, re.Message, re.Code, re.Retryable)
+		}
+		return fmt.Errorf("send to %s failed: %w", to, err)
+	}
+	fmt.Fprintf(g.stdout, "%s\n", out)
+	return nil
+}
+
+// serveNATS starts the embedded broker of `serve --nats` (store in the data
+// directory) and, with --demo, two demo modules that talk over it:
+// demo-echo answers with the payload, demo-relay forwards to demo-echo. Both
+// are registered at their nats:// addresses, so `switchboard send` reaches
+// them with nothing installed. stop ends the modules, then the broker.
+func serveNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, listen string, demo bool) (stop func(), err error) {
+	dir := natsDataDir(c)
+	b, err := startBroker(g, listen, dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(g.stdout, "switchboard serve: NATS broker on %s (JetStream store %s)\n", b.ClientURL(), dir)
+	if !demo {
+		return b.Shutdown, nil
+	}
+	c.Transport.NATSURL = b.ClientURL()
+	w, err := natsWire(g, c, b.ClientURL())
+	if err != nil {
+		b.Shutdown()
+		return nil, err
+	}
+	var closers []func()
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		closeWire(w)
+		b.Shutdown()
+	}
+	for _, m := range []struct {
+		name string
+		h    func(r *router.Router) router.Handler
+	}{
+		{"demo-echo", func(*router.Router) router.Handler { return router.Echo }},
+		{"demo-relay", func(r *router.Router) router.Handler {
+			return func(ctx context.Context, msg *router.Message) ([]byte, error) {
+				out, err := r.Send(ctx, &router.Message{From: msg.To, To: "demo.demo-echo.echo:in", EdgeID: "demo-relay-echo", Payload: msg.Payload})
+				if err != nil {
+					return nil, err
+				}
+				return append([]byte("relayed: "), out...), nil
+			}
+		}},
+	} {
+		r, err := router.New(router.Options{Module: m.name, Wire: w, Logger: g.log})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		r.HandleDefault(m.h(r))
+		recv, err := w.Listen(m.name, r.Dispatch)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		closers = append(closers, recv.Close)
+		reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: m.name, Type: pool.ModuleType,
+			Address: natswire.Address(m.name), Version: version, TTL: c.Discovery.TTL, Metadata: map[string]string{"demo": "true"}},
+			switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		closers = append(closers, func() { reg.Close() })
+	}
+	fmt.Fprintf(g.stdout, "switchboard serve: demo modules demo-echo and demo-relay on NATS (try: TINY_NATS_URL=%s switchboard send --to demo.demo-relay.n:in --data hi)\n", b.ClientURL())
+	return stop, nil
+}
