@@ -28,8 +28,8 @@
 // 400 (invalid, invalid_name, invalid_address) for a malformed or invalid
 // request, 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
 // token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
-// (lease_held, lease_lost), 503 (unavailable) when the catalog cannot be
-// reached. Nothing stored changes on any error.
+// (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 503
+// (unavailable) when the catalog cannot be reached. Nothing stored changes on any error.
 //
 // # Secrets
 //

@@ -70,6 +70,11 @@ func TestListGetAndFilters(t *testing.T) {
 	expectError(t, code, b, 400, "invalid", "all")
 	code, b = call(t, "GET", s.url+"/v1/nothing-here", nil)
 	expectError(t, code, b, 404, "not_found", "")
+	code, b = call(t, "POST", s.url+"/v1/instances", "{}")
+	expectError(t, code, b, 405, "method_not_allowed", "")
+	if !strings.Contains(string(b), "GET, PUT") {
+		t.Fatalf("405 does not say what is allowed: %s", b)
+	}
 }
 
 func expectError(t *testing.T, code int, b []byte, status int, errCode, field string) {

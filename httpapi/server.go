@@ -143,8 +143,15 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
+	allowed := map[string][]string{} // path -> methods, for 405 answers
+	var paths []string
 	api := func(pattern, route string, h handler) {
 		s.mux.Handle(pattern, s.instrument(route, s.authorize(h)))
+		method, path, _ := strings.Cut(pattern, " ")
+		if allowed[path] == nil {
+			paths = append(paths, path)
+		}
+		allowed[path] = append(allowed[path], method)
 	}
 	api("GET /v1/instances", "list", s.handleList)
 	api("PUT /v1/instances", "register", s.handleRegister)
@@ -160,6 +167,13 @@ func (s *Server) routes() {
 	api("POST /v1/leases/acquire", "lease_acquire", s.handleAcquire)
 	api("POST /v1/leases/renew", "lease_renew", s.handleRenew)
 	api("POST /v1/leases/release", "lease_release", s.handleRelease)
+	for _, path := range paths {
+		methods := strings.Join(allowed[path], ", ")
+		s.mux.Handle(path, s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Allow", methods)
+			return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: "method_not_allowed"}}
+		})))
+	}
 	s.mux.Handle("/v1/", s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{http.StatusNotFound, ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
 	})))
