@@ -9,28 +9,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Error codes of the JSON error body ({"error": …, "field": …, "code": …}).
-// Clients branch on code; the message is for people.
-const (
-	CodeInvalid        = "invalid"
-	CodeInvalidName    = "invalid_name"
-	CodeInvalidAddress = "invalid_address"
-	CodeTooLarge       = "too_large"
-	CodeUnauthorized   = "unauthorized"
-	CodeForbidden      = "forbidden"
-	CodeNotFound       = "not_found"
-	CodeLeaseHeld      = "lease_held"
-	CodeLeaseLost      = "lease_lost"
-	CodeUnavailable    = "unavailable"
-)
-
-// ErrorBody is the JSON body of every error response.
-type ErrorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-	Code  string `json:"code"`
-}
-
 // apiError is an error with its HTTP status and body, made by handlers for
 // what is not a catalog error (a bad query parameter, a missing secret).
 type apiError struct {

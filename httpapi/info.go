@@ -10,30 +10,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Info is the body of GET /v1/info: what the server serves and how it is.
-type Info struct {
-	Backend string `json:"backend"` // the catalog's DSN scheme: sqlite, postgres, …
-	DSN     string `json:"dsn"`     // with any password redacted
-	Healthy bool   `json:"healthy"` // the server's mirror of the catalog is current
-	Error   string `json:"error,omitempty"`
-	// Instances counts the mirrored instances.
-	Instances struct {
-		Active int `json:"active"`
-		Stale  int `json:"stale"`
-	} `json:"instances"`
-	Subscribers int `json:"subscribers"` // open SSE watch streams
-	// SelfPreservation is present when the catalog reports its watch
-	// machinery (the SQL backends).
-	SelfPreservation *SelfPreservation `json:"self_preservation,omitempty"`
-}
-
-// SelfPreservation is the hub's Eureka-style expiry guard.
-type SelfPreservation struct {
-	Active          bool `json:"active"`
-	HeldExpirations int  `json:"held_expirations"`
-	Events          int  `json:"events"`
-}
-
 // RedactDSN returns dsn with the password of a URL-shaped DSN replaced.
 func RedactDSN(dsn string) string {
 	if !strings.Contains(dsn, "://") {

@@ -26,35 +26,6 @@ import (
 // every response and event of the API.
 const secretKey = "switchboard.secret-sha256"
 
-// SecretHeader carries an instance's secret.
-const SecretHeader = "X-Instance-Secret"
-
-// RegisterResponse is the body of a successful PUT /v1/instances.
-type RegisterResponse struct {
-	Instance switchboard.Instance `json:"instance"`
-	// Secret authorises heartbeats, deregistration and re-registration of
-	// this id. It is returned only here, never listed.
-	Secret string `json:"secret"`
-}
-
-// HeartbeatRequest is the body of POST /v1/heartbeats: many instances
-// renewed in one request (and, with other clients' requests, one
-// statement).
-type HeartbeatRequest struct {
-	Instances []HeartbeatItem `json:"instances"`
-}
-
-// HeartbeatItem is one instance of a HeartbeatRequest.
-type HeartbeatItem struct {
-	ID     string `json:"id"`
-	Secret string `json:"secret"`
-}
-
-// HeartbeatResponse lists the ids that have no row (register them again).
-type HeartbeatResponse struct {
-	Missing []string `json:"missing"`
-}
-
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
@@ -371,11 +342,6 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"reaped": n})
 	return nil
-}
-
-// NowResponse is the body of GET /v1/now: the catalog's clock.
-type NowResponse struct {
-	Now time.Time `json:"now"`
 }
 
 func (s *Server) handleNow(w http.ResponseWriter, r *http.Request) error {

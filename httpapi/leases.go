@@ -7,27 +7,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// LeaseJSON is a lease on the wire: ttl as a Go duration ("15s"), times in
-// RFC 3339 with nanoseconds (fencing compares them exactly), held computed
-// on the catalog's clock.
-type LeaseJSON struct {
-	Name      string    `json:"name"`
-	Holder    string    `json:"holder"`
-	Token     int64     `json:"token"`
-	TTL       string    `json:"ttl"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Held      bool      `json:"held"`
-}
-
-// LeaseRequest is the body of acquire (name, holder, ttl), renew (the
-// lease as held; ttl "" or "0s" renews by the stored TTL) and release.
-type LeaseRequest struct {
-	Name   string `json:"name"`
-	Holder string `json:"holder"`
-	Token  int64  `json:"token"`
-	TTL    string `json:"ttl"`
-}
-
 func leaseJSON(l switchboard.Lease, now time.Time) LeaseJSON {
 	return LeaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String(),
 		ExpiresAt: l.ExpiresAt, Held: l.Holder != "" && l.ExpiresAt.After(now)}

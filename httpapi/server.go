@@ -171,7 +171,7 @@ func (s *Server) routes() {
 		methods := strings.Join(allowed[path], ", ")
 		s.mux.Handle(path, s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", methods)
-			return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: "method_not_allowed"}}
+			return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: CodeMethod}}
 		})))
 	}
 	s.mux.Handle("/v1/", s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {

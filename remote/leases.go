@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
-	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
-func fromJSON(l httpapi.LeaseJSON) (switchboard.Lease, error) {
+func fromJSON(l schema.LeaseJSON) (switchboard.Lease, error) {
 	ttl, err := time.ParseDuration(l.TTL)
 	if err != nil {
 		return switchboard.Lease{}, err
@@ -17,8 +17,8 @@ func fromJSON(l httpapi.LeaseJSON) (switchboard.Lease, error) {
 	return switchboard.Lease{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: ttl, ExpiresAt: l.ExpiresAt}, nil
 }
 
-func (c *Client) lease(ctx context.Context, op string, req httpapi.LeaseRequest) (switchboard.Lease, error) {
-	var out httpapi.LeaseJSON
+func (c *Client) lease(ctx context.Context, op string, req schema.LeaseRequest) (switchboard.Lease, error) {
+	var out schema.LeaseJSON
 	if err := c.do(ctx, http.MethodPost, "/v1/leases/"+op, req, &out); err != nil {
 		return switchboard.Lease{}, err
 	}
@@ -27,22 +27,22 @@ func (c *Client) lease(ctx context.Context, op string, req httpapi.LeaseRequest)
 
 // Acquire implements switchboard.Leaser.
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
-	return c.lease(ctx, "acquire", httpapi.LeaseRequest{Name: name, Holder: holder, TTL: ttl.String()})
+	return c.lease(ctx, "acquire", schema.LeaseRequest{Name: name, Holder: holder, TTL: ttl.String()})
 }
 
 // Renew implements switchboard.Leaser.
 func (c *Client) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
-	return c.lease(ctx, "renew", httpapi.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()})
+	return c.lease(ctx, "renew", schema.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()})
 }
 
 // Release implements switchboard.Leaser.
 func (c *Client) Release(ctx context.Context, l switchboard.Lease) error {
-	return c.do(ctx, http.MethodPost, "/v1/leases/release", httpapi.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()}, nil)
+	return c.do(ctx, http.MethodPost, "/v1/leases/release", schema.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()}, nil)
 }
 
 // Leases implements switchboard.Leaser.
 func (c *Client) Leases(ctx context.Context) ([]switchboard.Lease, error) {
-	var list []httpapi.LeaseJSON
+	var list []schema.LeaseJSON
 	if err := c.do(ctx, http.MethodGet, "/v1/leases", nil, &list); err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
-	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
 // Environment variables read by the registered backend.
@@ -135,7 +135,7 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 // APIError is an error response of the server.
 type APIError struct {
 	Status int
-	httpapi.ErrorBody
+	schema.ErrorBody
 }
 
 func (e *APIError) Error() string { return e.ErrorBody.Error }
@@ -144,23 +144,23 @@ func (e *APIError) Error() string { return e.ErrorBody.Error }
 // branch on errors.Is(err, switchboard.ErrNotFound) as with any backend.
 func (e *APIError) Is(target error) bool {
 	switch e.Code {
-	case httpapi.CodeInvalidName:
+	case schema.CodeInvalidName:
 		return target == switchboard.ErrInvalidName || target == switchboard.ErrInvalid
-	case httpapi.CodeInvalidAddress:
+	case schema.CodeInvalidAddress:
 		return target == switchboard.ErrInvalidAddress || target == switchboard.ErrInvalid
-	case httpapi.CodeInvalid, httpapi.CodeTooLarge:
+	case schema.CodeInvalid, schema.CodeTooLarge:
 		return target == switchboard.ErrInvalid
-	case httpapi.CodeNotFound:
+	case schema.CodeNotFound:
 		return target == switchboard.ErrNotFound
-	case httpapi.CodeLeaseHeld:
+	case schema.CodeLeaseHeld:
 		return target == switchboard.ErrLeaseHeld
-	case httpapi.CodeLeaseLost:
+	case schema.CodeLeaseLost:
 		return target == switchboard.ErrLeaseLost
-	case httpapi.CodeUnauthorized:
+	case schema.CodeUnauthorized:
 		return target == ErrUnauthorized
-	case httpapi.CodeForbidden:
+	case schema.CodeForbidden:
 		return target == ErrForbidden
-	case httpapi.CodeUnavailable:
+	case schema.CodeUnavailable:
 		return target == ErrUnavailable
 	}
 	return false
@@ -223,7 +223,7 @@ func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &APIError{Status: resp.StatusCode}
 	if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
-		e.ErrorBody = httpapi.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: httpapi.CodeUnavailable}
+		e.ErrorBody = schema.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: schema.CodeUnavailable}
 	}
 	return e
 }
@@ -244,8 +244,8 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	if in.Components != nil && !json.Valid(in.Components) {
 		return switchboard.Instance{}, &switchboard.FieldError{Field: "components", Reason: "not valid JSON"}
 	}
-	var out httpapi.RegisterResponse
-	if err := c.do(ctx, http.MethodPut, "/v1/instances", in, &out, httpapi.SecretHeader, c.secret(in.ID)); err != nil {
+	var out schema.RegisterResponse
+	if err := c.do(ctx, http.MethodPut, "/v1/instances", in, &out, schema.SecretHeader, c.secret(in.ID)); err != nil {
 		return switchboard.Instance{}, err
 	}
 	c.mu.Lock()
@@ -266,13 +266,13 @@ func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error)
 	var missing []string
 	for len(ids) > 0 {
 		n := min(len(ids), heartbeatChunk)
-		req := httpapi.HeartbeatRequest{Instances: make([]httpapi.HeartbeatItem, 0, n)}
+		req := schema.HeartbeatRequest{Instances: make([]schema.HeartbeatItem, 0, n)}
 		c.mu.Lock()
 		for _, id := range ids[:n] {
-			req.Instances = append(req.Instances, httpapi.HeartbeatItem{ID: id, Secret: c.secrets[id]})
+			req.Instances = append(req.Instances, schema.HeartbeatItem{ID: id, Secret: c.secrets[id]})
 		}
 		c.mu.Unlock()
-		var out httpapi.HeartbeatResponse
+		var out schema.HeartbeatResponse
 		if err := c.do(ctx, http.MethodPost, "/v1/heartbeats", req, &out); err != nil {
 			return nil, err
 		}
@@ -284,7 +284,7 @@ func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error)
 
 // Deregister implements switchboard.Catalog.
 func (c *Client) Deregister(ctx context.Context, id string) error {
-	err := c.do(ctx, http.MethodDelete, "/v1/instances/"+url.PathEscape(id), nil, nil, httpapi.SecretHeader, c.secret(id))
+	err := c.do(ctx, http.MethodDelete, "/v1/instances/"+url.PathEscape(id), nil, nil, schema.SecretHeader, c.secret(id))
 	if err == nil || errors.Is(err, switchboard.ErrNotFound) {
 		c.mu.Lock()
 		delete(c.secrets, id)
@@ -343,7 +343,7 @@ func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error)
 // Now implements switchboard.Catalog: the catalog's clock, read through
 // the server.
 func (c *Client) Now(ctx context.Context) (time.Time, error) {
-	var out httpapi.NowResponse
+	var out schema.NowResponse
 	err := c.do(ctx, http.MethodGet, "/v1/now", nil, &out)
 	return out.Now, err
 }
@@ -369,7 +369,7 @@ func (c *Client) WatchStats() switchboard.WatchStats {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	defer cancel()
 	st := switchboard.WatchStats{Watchers: int(c.watchers.Load())}
-	var info httpapi.Info
+	var info schema.Info
 	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil {
 		st.LastError = err
 		return st

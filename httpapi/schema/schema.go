@@ -1,0 +1,113 @@
+// Package schema holds the JSON shapes, error codes and headers of the
+// HTTP API of `switchboard serve`, shared by the server (httpapi) and the
+// remote catalog (remote), so a client links neither the server nor its
+// metrics.
+package schema
+
+import (
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Error codes of the JSON error body ({"error": …, "field": …, "code": …}).
+// Clients branch on code; the message is for people.
+const (
+	CodeInvalid        = "invalid"
+	CodeInvalidName    = "invalid_name"
+	CodeInvalidAddress = "invalid_address"
+	CodeTooLarge       = "too_large"
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeNotFound       = "not_found"
+	CodeLeaseHeld      = "lease_held"
+	CodeLeaseLost      = "lease_lost"
+	CodeUnavailable    = "unavailable"
+	CodeMethod         = "method_not_allowed"
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+	Code  string `json:"code"`
+}
+
+// SecretHeader carries an instance's secret.
+const SecretHeader = "X-Instance-Secret"
+
+// RegisterResponse is the body of a successful PUT /v1/instances.
+type RegisterResponse struct {
+	Instance switchboard.Instance `json:"instance"`
+	// Secret authorises heartbeats, deregistration and re-registration of
+	// this id. It is returned only here, never listed.
+	Secret string `json:"secret"`
+}
+
+// HeartbeatRequest is the body of POST /v1/heartbeats: many instances
+// renewed in one request (and, with other clients' requests, one
+// statement).
+type HeartbeatRequest struct {
+	Instances []HeartbeatItem `json:"instances"`
+}
+
+// HeartbeatItem is one instance of a HeartbeatRequest.
+type HeartbeatItem struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+// HeartbeatResponse lists the ids that have no row (register them again).
+type HeartbeatResponse struct {
+	Missing []string `json:"missing"`
+}
+
+// NowResponse is the body of GET /v1/now: the catalog's clock.
+type NowResponse struct {
+	Now time.Time `json:"now"`
+}
+
+// LeaseJSON is a lease on the wire: ttl as a Go duration ("15s"), times in
+// RFC 3339 with nanoseconds (fencing compares them exactly), held computed
+// on the catalog's clock.
+type LeaseJSON struct {
+	Name      string    `json:"name"`
+	Holder    string    `json:"holder"`
+	Token     int64     `json:"token"`
+	TTL       string    `json:"ttl"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Held      bool      `json:"held"`
+}
+
+// LeaseRequest is the body of acquire (name, holder, ttl), renew (the
+// lease as held; ttl "" or "0s" renews by the stored TTL) and release.
+type LeaseRequest struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Token  int64  `json:"token"`
+	TTL    string `json:"ttl"`
+}
+
+// Info is the body of GET /v1/info: what the server serves and how it is.
+type Info struct {
+	Backend string `json:"backend"` // the catalog's DSN scheme: sqlite, postgres, …
+	DSN     string `json:"dsn"`     // with any password redacted
+	Healthy bool   `json:"healthy"` // the server's mirror of the catalog is current
+	Error   string `json:"error,omitempty"`
+	// Instances counts the mirrored instances.
+	Instances struct {
+		Active int `json:"active"`
+		Stale  int `json:"stale"`
+	} `json:"instances"`
+	Subscribers int `json:"subscribers"` // open SSE watch streams
+	// SelfPreservation is present when the catalog reports its watch
+	// machinery (the SQL backends).
+	SelfPreservation *SelfPreservation `json:"self_preservation,omitempty"`
+}
+
+// SelfPreservation is the hub's Eureka-style expiry guard.
+type SelfPreservation struct {
+	Active          bool `json:"active"`
+	HeldExpirations int  `json:"held_expirations"`
+	Events          int  `json:"events"`
+}
