@@ -175,7 +175,7 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 	if err := h.start(ctx); err != nil {
 		return nil, err
 	}
-	s := &sub{q: q, wake: make(chan struct{}, 1), out: make(chan switchboard.Event, 64)}
+	s := newSub(q)
 	h.mu.Lock()
 	select {
 	case <-h.done:
@@ -200,12 +200,12 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 	for _, id := range ids {
 		e := h.entries[id]
 		if s.visible(&e.inst, e.expired) {
-			s.push(switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()})
+			s.change(id, false, false, false, e.added)
 		}
 	}
-	s.push(switchboard.Event{Kind: switchboard.EventSynced})
+	s.mark(switchboard.Event{Kind: switchboard.EventSynced})
 	if !h.healthy {
-		s.push(switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
+		s.mark(switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 	}
 	h.subs[s] = struct{}{}
 	h.pumps.Add(1)
@@ -391,7 +391,7 @@ func (h *Hub) fail(err error) error {
 		h.lastErr = err
 		h.log.Warn("catalog unreachable: serving the last known set", "err", err, "instances", len(h.entries))
 		for s := range h.subs {
-			s.push(switchboard.Event{Kind: switchboard.EventError, Err: err})
+			s.mark(switchboard.Event{Kind: switchboard.EventError, Err: err})
 		}
 	}
 	return err
@@ -409,7 +409,7 @@ func (h *Hub) recovered() {
 	h.graceUntil = time.Now().Add(maxTTL)
 	h.log.Info("catalog reachable again: expiry resumes after one TTL", "grace", maxTTL)
 	for s := range h.subs {
-		s.push(switchboard.Event{Kind: switchboard.EventSynced})
+		s.mark(switchboard.Event{Kind: switchboard.EventSynced})
 	}
 }
 
@@ -505,12 +505,35 @@ func (h *Hub) refresh(e *entry, now time.Time, isNew bool) {
 		if isNew {
 			e.expired = true
 		} else if !e.expired {
-			heap.Push(&h.dl, item{d, e.inst.ID}) // its TTL shrank: due now
+			h.schedule(item{d, e.inst.ID}) // its TTL shrank: due now
 		}
 		return
 	}
 	e.expired = false
-	heap.Push(&h.dl, item{d, e.inst.ID})
+	h.schedule(item{d, e.inst.ID})
+}
+
+// schedule adds a deadline. Every renewal or update adds one and outdated
+// ones are only dropped when they come to the top, so the heap is rebuilt
+// from the entries when outdated items outnumber them: it stays bounded by
+// the catalog, not by its history.
+func (h *Hub) schedule(it item) {
+	heap.Push(&h.dl, it)
+	if len(h.dl) <= 2*len(h.entries)+1024 {
+		return
+	}
+	live := h.dl[:0]
+	for _, x := range h.dl {
+		if e := h.entries[x.id]; e != nil && !e.expired && e.deadline.Equal(x.deadline) {
+			live = append(live, x)
+		}
+	}
+	clear(h.dl[len(live):])
+	h.dl = slices.Clip(live)
+	if cap(h.dl) > 4*len(h.dl)+1024 {
+		h.dl = append(deadlines(nil), h.dl...)
+	}
+	heap.Init(&h.dl)
 }
 
 // top returns the earliest valid deadline, dropping outdated heap items.
@@ -606,12 +629,21 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		return
 	}
 	same := old != nil && cur != nil && oldExpired == curExpired && sameContent(old, cur)
+	id := ""
+	if cur != nil {
+		id = cur.ID
+	} else if old != nil {
+		id = old.ID
+	}
 	for s := range h.subs {
 		was := old != nil && s.visible(old, oldExpired)
 		is := cur != nil && s.visible(cur, curExpired)
+		var event func() switchboard.Event
 		switch {
 		case !was && is:
-			s.push(switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired)})
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired)}
+			}
 		case was && !is:
 			r := reason
 			if r == "" {
@@ -624,9 +656,19 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 			if cur != nil {
 				in = cur
 			}
-			s.push(switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired)})
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired)}
+			}
 		case was && is && !same:
-			s.push(switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired)})
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired)}
+			}
+		default:
+			continue
+		}
+		if s.change(id, was, was && !is, cur == nil, event) {
+			h.log.Warn("watcher fell behind: its queue is full; coalescing its changes per instance until it reads again",
+				"queued_events", queueCap, "query", s.q)
 		}
 	}
 }
@@ -646,60 +688,8 @@ func view(in *switchboard.Instance, expired bool) switchboard.Instance {
 
 func (e *entry) view() switchboard.Instance { return view(&e.inst, e.expired) }
 
-// sub is one watcher: an unbounded queue drained by its own goroutine, so a
-// slow reader never stalls the hub or other watchers.
-type sub struct {
-	q     switchboard.Query
-	mu    sync.Mutex
-	queue []switchboard.Event
-	wake  chan struct{}
-	out   chan switchboard.Event
-}
-
-func (s *sub) visible(in *switchboard.Instance, expired bool) bool {
-	return (s.q.All || !expired) && s.q.Matches(in)
-}
-
-func (s *sub) push(ev switchboard.Event) {
-	s.mu.Lock()
-	s.queue = append(s.queue, ev)
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (h *Hub) pump(ctx context.Context, s *sub) {
-	defer h.pumps.Done()
-	defer close(s.out)
-	defer func() {
-		h.mu.Lock()
-		delete(h.subs, s)
-		h.mu.Unlock()
-	}()
-	for {
-		s.mu.Lock()
-		batch := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, ev := range batch {
-			select {
-			case s.out <- ev:
-			case <-ctx.Done():
-				return
-			case <-h.done:
-				return
-			}
-		}
-		select {
-		case <-s.wake:
-		case <-ctx.Done():
-			return
-		case <-h.done:
-			return
-		}
-	}
+func (e *entry) added() switchboard.Event {
+	return switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()}
 }
 
 type item struct {

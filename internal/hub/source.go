@@ -3,7 +3,11 @@
 // safety-net poll, with per-instance TTL expiry judged on the catalog's
 // clock, outage handling (serve the last known set, hold expiry until the
 // catalog has been reachable for a TTL), self-preservation, and fan-out to
-// every watcher of the process through its own unbounded queue.
+// every watcher of the process through its own bounded queue: a watcher
+// that stops reading is coalesced to one pending change per instance and
+// caught up from the mirror (net added/updated/removed, then Synced) when it
+// reads again, so it costs memory bounded by the catalog, never by the
+// number of changes it missed (see watcher.go).
 //
 // A backend implements Source and calls Hub.Notify after each write it makes
 // and whenever its push channel (LISTEN/NOTIFY, file change) fires.
