@@ -147,10 +147,6 @@ func TestStoppedHeartbeatExpires(t *testing.T) {
 		t.Logf("expired %v after its last heartbeat (ttl %v)", time.Since(stored.LastSeen), stored.TTL)
 		break
 	}
-	// The heartbeating instance outlives several TTLs of the crashed one.
-	if got, err := cat.Get(ctx, reg.ID()); err != nil || got.Stale {
-		t.Fatalf("heartbeating instance: %+v, %v", got, err)
-	}
 }
 
 // countingCatalog counts heartbeat round trips and can fail them on demand.

@@ -70,7 +70,10 @@ type Hub struct {
 	renewedAt            time.Time // catalog time of the last renewal read
 	healthy              bool
 	lastErr              error
-	graceUntil           time.Time // local: no expiry before this after an outage
+	// recheckAt (local) is when the renewals are read again after an
+	// expiry, so that an instance expired because its renewal committed
+	// after the read is revived without waiting for another deadline.
+	recheckAt time.Time
 	preserving           bool
 	preserveUntil        time.Time // local: next self-preservation re-check
 	held                 int
@@ -80,7 +83,18 @@ type Hub struct {
 type entry struct {
 	inst     switchboard.Instance
 	deadline time.Time // catalog time: LastSeen + TTL
-	expired  bool
+	// notBefore (catalog time) is the end of the entry's own grace after
+	// an outage: recovery + its TTL.
+	notBefore time.Time
+	expired   bool
+}
+
+// due is when the entry may expire: its deadline, or the end of its grace.
+func (e *entry) due() time.Time {
+	if e.notBefore.After(e.deadline) {
+		return e.notBefore
+	}
+	return e.deadline
 }
 
 // New returns a hub reading src. It starts reading at the first Watch.
@@ -337,7 +351,8 @@ func (h *Hub) step(full bool) error {
 	if recovering {
 		h.recovered()
 	}
-	due := h.dueNow()
+	recheck := !h.recheckAt.IsZero() && !time.Now().Before(h.recheckAt)
+	due := h.dueNow() || recheck
 	since := h.renewedAt.Add(-renewOverlap)
 	h.mu.Unlock()
 	if !due {
@@ -350,6 +365,9 @@ func (h *Hub) step(full bool) error {
 	h.mu.Lock()
 	h.setClock(now)
 	h.renewedAt = now
+	if recheck {
+		h.recheckAt = time.Time{}
+	}
 	for _, r := range renewals {
 		if e := h.entries[r.ID]; e != nil && r.LastSeen.After(e.inst.LastSeen) {
 			wasExpired := e.expired
@@ -397,17 +415,24 @@ func (h *Hub) fail(err error) error {
 	return err
 }
 
-// recovered marks the catalog reachable again: expiry waits one TTL from
-// now, so instances get one TTL to heartbeat before anyone calls them dead.
+// recovered marks the catalog reachable again. Each instance gets its own
+// TTL from now to heartbeat before anyone calls it dead (not the largest TTL
+// in the catalog: one instance with a TTL of a day would keep every dead
+// instance for a day).
 func (h *Hub) recovered() {
 	h.healthy = true
 	h.lastErr = nil
-	var maxTTL time.Duration
+	now := h.catalogNow()
 	for _, e := range h.entries {
-		maxTTL = max(maxTTL, e.inst.TTL)
+		if e.expired {
+			continue
+		}
+		if nb := now.Add(e.inst.TTL); nb.After(e.deadline) {
+			e.notBefore = nb
+			h.schedule(item{nb, e.inst.ID})
+		}
 	}
-	h.graceUntil = time.Now().Add(maxTTL)
-	h.log.Info("catalog reachable again: expiry resumes after one TTL", "grace", maxTTL)
+	h.log.Info("catalog reachable again: each instance may expire only after one more TTL of its own")
 	for s := range h.subs {
 		s.mark(switchboard.Event{Kind: switchboard.EventSynced})
 	}
@@ -505,12 +530,12 @@ func (h *Hub) refresh(e *entry, now time.Time, isNew bool) {
 		if isNew {
 			e.expired = true
 		} else if !e.expired {
-			h.schedule(item{d, e.inst.ID}) // its TTL shrank: due now
+			h.schedule(item{e.due(), e.inst.ID}) // its TTL shrank: due now (or after its grace)
 		}
 		return
 	}
 	e.expired = false
-	h.schedule(item{d, e.inst.ID})
+	h.schedule(item{e.due(), e.inst.ID})
 }
 
 // schedule adds a deadline. Every renewal or update adds one and outdated
@@ -524,7 +549,7 @@ func (h *Hub) schedule(it item) {
 	}
 	live := h.dl[:0]
 	for _, x := range h.dl {
-		if e := h.entries[x.id]; e != nil && !e.expired && e.deadline.Equal(x.deadline) {
+		if h.valid(x) {
 			live = append(live, x)
 		}
 	}
@@ -536,11 +561,17 @@ func (h *Hub) schedule(it item) {
 	heap.Init(&h.dl)
 }
 
+// valid says whether a heap item is the entry's current due time.
+func (h *Hub) valid(it item) bool {
+	e := h.entries[it.id]
+	return e != nil && !e.expired && e.due().Equal(it.deadline)
+}
+
 // top returns the earliest valid deadline, dropping outdated heap items.
 func (h *Hub) top() (item, bool) {
 	for h.dl.Len() > 0 {
 		it := h.dl[0]
-		if e := h.entries[it.id]; e != nil && !e.expired && e.deadline.Equal(it.deadline) {
+		if h.valid(it) {
 			return it, true
 		}
 		heap.Pop(&h.dl)
@@ -554,27 +585,24 @@ func (h *Hub) dueNow() bool {
 }
 
 func (h *Hub) nextWake() (time.Time, bool) {
+	var w time.Time
 	it, ok := h.top()
-	if !ok {
-		return time.Time{}, false
+	if ok {
+		// A millisecond past the deadline, on the local monotonic clock.
+		w = h.clockLocal.Add(it.deadline.Sub(h.clockNow) + time.Millisecond)
+		if h.preserving && w.Before(h.preserveUntil) {
+			w = h.preserveUntil
+		}
 	}
-	// A millisecond past the deadline, on the local monotonic clock.
-	w := h.clockLocal.Add(it.deadline.Sub(h.clockNow) + time.Millisecond)
-	if w.Before(h.graceUntil) {
-		w = h.graceUntil
+	if !h.recheckAt.IsZero() && (!ok || h.recheckAt.Before(w)) {
+		w, ok = h.recheckAt, true
 	}
-	if h.preserving && w.Before(h.preserveUntil) {
-		w = h.preserveUntil
-	}
-	return w, true
+	return w, ok
 }
 
 // expire marks every entry past its deadline as expired, unless the
 // catalog only just came back (grace) or self-preservation holds them.
 func (h *Hub) expire(now time.Time) {
-	if time.Now().Before(h.graceUntil) {
-		return
-	}
 	var due []*entry
 	var keep []item
 	for {
@@ -620,6 +648,9 @@ func (h *Hub) expire(now time.Time) {
 		e.expired = true
 		h.transition(&e.inst, false, &e.inst, true, switchboard.ReasonExpired)
 	}
+	// A renewal stamped before this read may commit after it: read the
+	// renewals once more when such a commit must have landed.
+	h.recheckAt = time.Now().Add(renewOverlap)
 }
 
 // transition emits, to every watcher, what changed between the old and the

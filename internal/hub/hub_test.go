@@ -480,3 +480,113 @@ func TestPublishDoesNotWaitForFirstSnapshot(t *testing.T) {
 		t.Fatal("Watch did not return after its snapshot read")
 	}
 }
+
+// beatAt renews a row with a given timestamp and logs nothing: a heartbeat
+// whose commit lands after its timestamp.
+func (m *memSource) beatAt(id string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := m.rows[id]
+	in.LastSeen = at
+	m.rows[id] = in
+}
+
+// nextWithin is next with its own deadline.
+func nextWithin(t *testing.T, ch <-chan switchboard.Event, d time.Duration) (switchboard.Event, bool) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatal("watch channel closed")
+			}
+			if ev.Kind == switchboard.EventSynced {
+				continue
+			}
+			return ev, true
+		case <-timeout:
+			return switchboard.Event{}, false
+		}
+	}
+}
+
+// Issue 7 item 7: an instance expired because its renewal committed after
+// the hub read the renewals is re-checked on its own, not only when another
+// instance comes due or at the next full resync.
+func TestFalselyExpiredInstanceIsRechecked(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{PollInterval: time.Hour})
+	defer h.Close()
+	m.put(inst("a", 500*time.Millisecond))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired {
+		t.Fatalf("want removed/expired, got %+v", ev)
+	}
+	// The renewal that was in flight lands now, stamped before the expiry,
+	// and the instance goes on heartbeating (unlogged: not stale then).
+	m.beatAt("a", time.Now().Add(-200*time.Millisecond))
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				m.beatAt("a", time.Now())
+			}
+		}
+	}()
+	ev, ok := nextWithin(t, ch, 10*time.Second)
+	if !ok {
+		t.Fatal("the falsely expired instance was not re-checked within 10 s (poll interval 1 h)")
+	}
+	if ev.Kind != switchboard.EventAdded || ev.Instance.ID != "a" {
+		t.Fatalf("want a added back, got %+v", ev)
+	}
+}
+
+// Issue 7 item 5: after an outage each instance gets its own TTL of grace,
+// not the largest TTL in the catalog.
+func TestPostOutageGraceIsPerInstance(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{PollInterval: time.Hour})
+	defer h.Close()
+	m.put(inst("long", 24*time.Hour))
+	m.put(inst("short", 300*time.Millisecond))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	next(t, ch)
+	m.setDown(true)
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventError {
+		t.Fatalf("want error, got %+v", ev)
+	}
+	quiet(t, ch, 600*time.Millisecond) // past short's TTL: nothing expires while unreachable
+	m.setDown(false)
+	recovered := time.Now()
+	ev, ok := nextWithin(t, ch, 10*time.Second)
+	if !ok {
+		t.Fatal("short (ttl 300ms, never renewed) did not expire within 10 s of recovery")
+	}
+	if ev.Kind != switchboard.EventRemoved || ev.Instance.ID != "short" || ev.Reason != switchboard.ReasonExpired {
+		t.Fatalf("want short removed/expired, got %+v", ev)
+	}
+	// Never before its own grace (a lower bound cannot flake).
+	if since := time.Since(recovered); since < 300*time.Millisecond {
+		t.Fatalf("expired %v after recovery, inside its grace of one TTL", since)
+	}
+	if s := h.Stats(); s.Active != 1 {
+		t.Fatalf("stats: %+v", s)
+	}
+}
