@@ -73,11 +73,11 @@ type Hub struct {
 	// recheckAt (local) is when the renewals are read again after an
 	// expiry, so that an instance expired because its renewal committed
 	// after the read is revived without waiting for another deadline.
-	recheckAt time.Time
-	preserving           bool
-	preserveUntil        time.Time // local: next self-preservation re-check
-	held                 int
-	preserveEvents       int
+	recheckAt      time.Time
+	preserving     bool
+	preserveUntil  time.Time // local: next self-preservation re-check
+	held           int
+	preserveEvents int
 }
 
 type entry struct {
