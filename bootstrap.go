@@ -61,8 +61,19 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// The interval is checked against the TTL before anything is stored,
+	// or, for the catalog's default TTL, against the TTL it stored.
+	if in.TTL != 0 {
+		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, in.TTL); err != nil {
+			return nil, err
+		}
+	}
 	stored, err := cat.Register(ctx, in)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
+		_ = cat.Deregister(ctx, stored.ID)
 		return nil, err
 	}
 	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}

@@ -107,6 +107,9 @@ type Options struct {
 	// PollInterval is the safety-net resync period of watches
 	// (zero: DefaultPollInterval).
 	PollInterval time.Duration
+	// MaxTTL is the largest TTL an instance may be registered with
+	// (zero: DefaultMaxTTL).
+	MaxTTL time.Duration
 	// Logger receives the backend's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -117,6 +120,9 @@ const (
 	DefaultHeartbeatInterval = 3 * time.Second
 	DefaultTTL               = 10 * time.Second
 	DefaultPollInterval      = 30 * time.Second
+	// DefaultMaxTTL bounds instance TTLs: a crashed instance with a
+	// day-long TTL would be served as alive for a day.
+	DefaultMaxTTL = time.Hour
 )
 
 // WithDefaults fills zero fields with the defaults.
@@ -126,6 +132,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = DefaultMaxTTL
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -17,6 +18,11 @@ const (
 	MaxMetadataValue  = 1024
 	MaxComponentsSize = 256 << 10
 	MaxTokenLen       = 253 // type, version, id
+	// MaxCapabilities bounds the capabilities of one instance.
+	MaxCapabilities = 64
+	// MaxHeartbeatIDs bounds the ids of one Heartbeat call (a process
+	// renews all its registrations in one call).
+	MaxHeartbeatIDs = 10000
 )
 
 // Normalize validates in and returns it in canonical form: the name
@@ -45,6 +51,9 @@ func Normalize(in Instance) (Instance, error) {
 	}
 	if len(in.Version) > MaxTokenLen || !utf8.ValidString(in.Version) || strings.ContainsAny(in.Version, "\x00\n\r") {
 		return Instance{}, invalid(ErrInvalid, "version", in.Version, "must be at most 253 bytes of printable UTF-8")
+	}
+	if len(in.Capabilities) > MaxCapabilities {
+		return Instance{}, invalid(ErrInvalid, "capabilities", "", fmt.Sprintf("%d given; at most %d", len(in.Capabilities), MaxCapabilities))
 	}
 	seen := make(map[string]bool, len(in.Capabilities))
 	caps := make([]string, 0, len(in.Capabilities))
@@ -78,6 +87,48 @@ func Normalize(in Instance) (Instance, error) {
 		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must be at least 1ms")
 	}
 	return out, nil
+}
+
+// ValidateTTL checks an instance's TTL against the catalog's maximum (zero
+// ttl: the catalog's default, always valid).
+func ValidateTTL(ttl, maxTTL time.Duration) error {
+	if ttl > maxTTL {
+		return invalid(ErrInvalid, "ttl", ttl.String(), fmt.Sprintf("must be at most %s (the catalog's max_ttl)", maxTTL))
+	}
+	return nil
+}
+
+// ValidateHeartbeatIDs checks the ids of one Heartbeat call: at most
+// MaxHeartbeatIDs, each a valid id. Backends check them all before renewing
+// any.
+func ValidateHeartbeatIDs(ids []string) error {
+	if len(ids) > MaxHeartbeatIDs {
+		return invalid(ErrInvalid, "ids", "", fmt.Sprintf("%d given in one heartbeat; at most %d", len(ids), MaxHeartbeatIDs))
+	}
+	for i, id := range ids {
+		if err := ValidateID(id); err != nil {
+			fe := err.(*FieldError)
+			fe.Field = fmt.Sprintf("ids[%d]", i)
+			return fe
+		}
+	}
+	return nil
+}
+
+// ValidateHeartbeat checks that a heartbeat interval is at most half the
+// TTL: a missed heartbeat must not expire an instance, and a renewal later
+// than 0.8 × TTL is logged as a revival (a change-log entry and a
+// notification in every process). field names the interval as the caller
+// knows it (a config key, an option, a flag).
+func ValidateHeartbeat(field string, interval, ttl time.Duration) error {
+	if interval <= 0 {
+		return invalid(ErrInvalid, field, interval.String(), "must be positive")
+	}
+	if interval > ttl/2 {
+		return invalid(ErrInvalid, field, interval.String(),
+			fmt.Sprintf("must be at most half the ttl (%s), so that one missed heartbeat does not expire the instance", ttl))
+	}
+	return nil
 }
 
 // ValidateID checks a caller-given instance id: 1–253 bytes of

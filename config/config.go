@@ -68,6 +68,8 @@ type Discovery struct {
 	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
 	PollInterval      time.Duration `toml:"poll_interval"`
 	TTL               time.Duration `toml:"ttl"`
+	// MaxTTL is the largest TTL an instance may be registered with.
+	MaxTTL time.Duration `toml:"max_ttl"`
 }
 
 // Default returns the defaults of SPEC §8.
@@ -77,6 +79,7 @@ func Default() Config {
 		HeartbeatInterval: switchboard.DefaultHeartbeatInterval,
 		PollInterval:      switchboard.DefaultPollInterval,
 		TTL:               switchboard.DefaultTTL,
+		MaxTTL:            switchboard.DefaultMaxTTL,
 	}, HTTP: HTTP{Listen: DefaultListen}}
 }
 
@@ -87,6 +90,7 @@ type fileConfig struct {
 		HeartbeatInterval *string `toml:"heartbeat_interval"`
 		PollInterval      *string `toml:"poll_interval"`
 		TTL               *string `toml:"ttl"`
+		MaxTTL            *string `toml:"max_ttl"`
 	} `toml:"discovery"`
 	HTTP struct {
 		Listen  *string `toml:"listen"`
@@ -136,6 +140,7 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
 		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
 		{"SWITCHBOARD_DISCOVERY_TTL", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
+		{"SWITCHBOARD_DISCOVERY_MAX_TTL", durSetter(&c.Discovery.MaxTTL, "SWITCHBOARD_DISCOVERY_MAX_TTL")},
 		{"SWITCHBOARD_HTTP_LISTEN", func(v string) error { c.HTTP.Listen = v; return nil }},
 		{"SWITCHBOARD_HTTP_TOKEN", func(v string) error { c.HTTP.Token = v; return nil }},
 		{"SWITCHBOARD_HTTP_TLS_CERT", func(v string) error { c.HTTP.TLSCert = v; return nil }},
@@ -210,6 +215,7 @@ func (c *Config) overlayFile(path string, b []byte) error {
 		{d.HeartbeatInterval, &c.Discovery.HeartbeatInterval, "discovery.heartbeat_interval"},
 		{d.PollInterval, &c.Discovery.PollInterval, "discovery.poll_interval"},
 		{d.TTL, &c.Discovery.TTL, "discovery.ttl"},
+		{d.MaxTTL, &c.Discovery.MaxTTL, "discovery.max_ttl"},
 	} {
 		if x.v == nil {
 			continue
@@ -223,8 +229,10 @@ func (c *Config) overlayFile(path string, b []byte) error {
 	return nil
 }
 
-// Validate checks the DSN and that the heartbeat is shorter than the TTL
-// (otherwise every instance would flap between active and stale).
+// Validate checks the DSN, the TLS pairs, that the TTL is within max_ttl,
+// and that the heartbeat is at most half the TTL (a missed heartbeat must
+// not expire an instance, and a renewal after 0.8 × TTL is logged as a
+// revival in every process).
 func (c Config) Validate() error {
 	if _, err := switchboard.ParseDSN(c.Discovery.DSN); err != nil {
 		return err
@@ -233,7 +241,7 @@ func (c Config) Validate() error {
 	for _, x := range []struct {
 		name string
 		v    time.Duration
-	}{{"heartbeat_interval", d.HeartbeatInterval}, {"poll_interval", d.PollInterval}, {"ttl", d.TTL}} {
+	}{{"heartbeat_interval", d.HeartbeatInterval}, {"poll_interval", d.PollInterval}, {"ttl", d.TTL}, {"max_ttl", d.MaxTTL}} {
 		if x.v <= 0 {
 			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
 		}
@@ -247,16 +255,15 @@ func (c Config) Validate() error {
 	if err := c.Transport.Validate(); err != nil {
 		return err
 	}
-	if d.HeartbeatInterval >= d.TTL {
-		return &switchboard.FieldError{Field: "heartbeat_interval", Value: d.HeartbeatInterval.String(),
-			Reason: fmt.Sprintf("must be shorter than ttl (%s), or instances expire between heartbeats", d.TTL)}
+	if d.TTL > d.MaxTTL {
+		return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
 	}
-	return nil
+	return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL)
 }
 
 // Options returns the catalog options of this configuration.
 func (c Config) Options() switchboard.Options {
-	return switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval}
+	return switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval, MaxTTL: c.Discovery.MaxTTL}
 }
 
 // Validate checks that nats_transport is "", "core" or "jetstream" and that

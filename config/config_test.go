@@ -31,6 +31,7 @@ var specDefaults = config.Discovery{
 	HeartbeatInterval: 3 * time.Second,
 	PollInterval:      30 * time.Second,
 	TTL:               10 * time.Second,
+	MaxTTL:            time.Hour,
 }
 
 func TestDefault(t *testing.T) {
@@ -84,6 +85,7 @@ ttl = "15s"
 		HeartbeatInterval: 2 * time.Second,
 		PollInterval:      time.Minute,
 		TTL:               15 * time.Second,
+		MaxTTL:            time.Hour,
 	}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
@@ -133,7 +135,7 @@ ttl = "15s"
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second}
+	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second, MaxTTL: time.Hour}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}
@@ -143,7 +145,7 @@ ttl = "15s"
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second}
+	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second, MaxTTL: time.Hour}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}
@@ -201,9 +203,15 @@ func TestLoadRejects(t *testing.T) {
 		{"unknown http key", "[http]\nport = 7400\n", nil,
 			[]string{"unknown", "http.port"}, nil},
 		{"heartbeat above ttl", "[discovery]\nheartbeat_interval = \"3s\"\nttl = \"2s\"\n", nil,
-			[]string{"heartbeat_interval", "shorter than ttl"}, switchboard.ErrInvalid},
+			[]string{"heartbeat_interval", "half the ttl"}, switchboard.ErrInvalid},
 		{"heartbeat above ttl from env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "1s"},
-			[]string{"heartbeat_interval", "shorter than ttl"}, switchboard.ErrInvalid},
+			[]string{"heartbeat_interval", "half the ttl"}, switchboard.ErrInvalid},
+		{"ttl over max_ttl", "[discovery]\nttl = \"2h\"\nheartbeat_interval = \"1m\"\n", nil,
+			[]string{"ttl", "max_ttl (1h0m0s)"}, switchboard.ErrInvalid},
+		{"ttl over max_ttl from env", "[discovery]\nheartbeat_interval = \"1s\"\n", env{"SWITCHBOARD_DISCOVERY_MAX_TTL": "5s"},
+			[]string{"ttl", "max_ttl (5s)"}, switchboard.ErrInvalid},
+		{"bad max_ttl in file", "[discovery]\nmax_ttl = \"forever\"\n", nil,
+			[]string{"discovery.max_ttl"}, switchboard.ErrInvalid},
 		{"bad dsn in file", "[discovery]\ndsn = \"mysql://x\"\n", nil,
 			[]string{"dsn", "mysql"}, switchboard.ErrInvalidDSN},
 		{"bad dsn in env", "", env{"SWITCHBOARD_DISCOVERY_DSN": "sqlite://"},
@@ -246,7 +254,12 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(*config.Discovery) {}, ""},
 		{"memory dsn", func(d *config.Discovery) { d.DSN = "sqlite::memory:" }, ""},
-		{"heartbeat just under ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL - 1 }, ""},
+		{"heartbeat at half the ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL / 2 }, ""},
+		{"heartbeat just over half the ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL/2 + 1 }, "heartbeat_interval"},
+		{"heartbeat just under ttl", func(d *config.Discovery) { d.HeartbeatInterval = d.TTL - 1 }, "heartbeat_interval"},
+		{"ttl at max_ttl", func(d *config.Discovery) { d.TTL = d.MaxTTL }, ""},
+		{"ttl over max_ttl", func(d *config.Discovery) { d.TTL = d.MaxTTL + time.Second }, "ttl"},
+		{"zero max_ttl", func(d *config.Discovery) { d.MaxTTL = 0 }, "max_ttl"},
 		{"zero heartbeat", func(d *config.Discovery) { d.HeartbeatInterval = 0 }, "heartbeat_interval"},
 		{"zero poll", func(d *config.Discovery) { d.PollInterval = 0 }, "poll_interval"},
 		{"negative ttl", func(d *config.Discovery) { d.TTL = -time.Second }, "ttl"},

@@ -23,3 +23,10 @@ func TestLeaseConformance(t *testing.T) {
 		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
 	})
 }
+
+// TestLimits runs the shared input-limit suite.
+func TestLimits(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog {
+		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
+	})
+}

@@ -108,6 +108,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
+	if err := switchboard.ValidateTTL(in.TTL, c.opts.MaxTTL); err != nil {
+		return switchboard.Instance{}, err
+	}
 	if in.ID == "" {
 		in.ID = uuid.NewString()
 	}
@@ -260,6 +263,9 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	}
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+		return nil, err
 	}
 	// Sorted and unique, so concurrent batches lock rows in one order.
 	sorted := slices.Clone(ids)

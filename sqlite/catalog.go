@@ -128,6 +128,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
+	if err := switchboard.ValidateTTL(n.TTL, c.opts.MaxTTL); err != nil {
+		return switchboard.Instance{}, err
+	}
 	if n.ID == "" {
 		n.ID = uuid.NewString()
 	}
@@ -225,6 +228,9 @@ func insertCaps(ctx context.Context, tx *txn, id string, caps []string) error {
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+		return nil, err
 	}
 	if c.closed.Load() {
 		return nil, errClosed("heartbeat")

@@ -53,3 +53,11 @@ func TestLeaseConformanceFile(t *testing.T) {
 func TestLeaseConformanceMemory(t *testing.T) {
 	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return openMemory(t) })
 }
+
+func TestLimitsFile(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog { return openFile(t) })
+}
+
+func TestLimitsMemory(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog { return openMemory(t) })
+}

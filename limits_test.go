@@ -1,0 +1,103 @@
+package switchboard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+)
+
+func wantFieldErr(t *testing.T, err error, field, reason string) {
+	t.Helper()
+	var fe *switchboard.FieldError
+	if !errors.As(err, &fe) || fe.Field != field || !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(fe.Reason, reason) {
+		t.Fatalf("want an invalid %s (%q), got %v", field, reason, err)
+	}
+}
+
+func TestNormalizeCapabilityLimit(t *testing.T) {
+	in := switchboard.Instance{Name: "svc", Type: "writer", Address: "127.0.0.1:1"}
+	for i := range switchboard.MaxCapabilities {
+		in.Capabilities = append(in.Capabilities, fmt.Sprintf("c%d", i))
+	}
+	if _, err := switchboard.Normalize(in); err != nil {
+		t.Fatalf("%d capabilities: %v", len(in.Capabilities), err)
+	}
+	in.Capabilities = append(in.Capabilities, "one-more")
+	_, err := switchboard.Normalize(in)
+	wantFieldErr(t, err, "capabilities", "65 given; at most 64")
+	// Duplicates count too: the request itself is bounded.
+	in.Capabilities = make([]string, 200000)
+	for i := range in.Capabilities {
+		in.Capabilities[i] = "same"
+	}
+	_, err = switchboard.Normalize(in)
+	wantFieldErr(t, err, "capabilities", "at most 64")
+}
+
+func TestValidateTTL(t *testing.T) {
+	if err := switchboard.ValidateTTL(0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := switchboard.ValidateTTL(time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	wantFieldErr(t, switchboard.ValidateTTL(time.Hour+1, time.Hour), "ttl", "at most 1h0m0s")
+}
+
+func TestValidateHeartbeatIDs(t *testing.T) {
+	if err := switchboard.ValidateHeartbeatIDs([]string{"a", "b.c:d-e_f"}); err != nil {
+		t.Fatal(err)
+	}
+	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{"ok", "no way"}), "ids[1]", "only letters")
+	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{""}), "ids[0]", "1 to 253")
+	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{strings.Repeat("x", 254)}), "ids[0]", "1 to 253")
+	wantFieldErr(t, switchboard.ValidateHeartbeatIDs(make([]string, switchboard.MaxHeartbeatIDs+1)), "ids", "at most 10000")
+}
+
+func TestValidateHeartbeat(t *testing.T) {
+	for _, tc := range []struct {
+		every, ttl time.Duration
+		ok         bool
+	}{
+		{3 * time.Second, 10 * time.Second, true},
+		{5 * time.Second, 10 * time.Second, true},
+		{5*time.Second + 1, 10 * time.Second, false},
+		{9 * time.Second, 10 * time.Second, false},
+		{0, 10 * time.Second, false},
+	} {
+		err := switchboard.ValidateHeartbeat("heartbeat", tc.every, tc.ttl)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateHeartbeat(%s, %s) = %v", tc.every, tc.ttl, err)
+		}
+	}
+}
+
+// Bootstrap refuses a heartbeat interval above half the TTL, given or the
+// catalog's default, and leaves nothing registered (issue 7 item 3).
+func TestBootstrapHeartbeatAtMostHalfTTL(t *testing.T) {
+	cat := testkit.OpenSQLite(t) // default TTL 10 s
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := switchboard.Instance{Name: "svc", Type: "writer", Address: "127.0.0.1:1", TTL: time.Second}
+	_, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 800 * time.Millisecond})
+	wantFieldErr(t, err, "HeartbeatInterval", "at most half the ttl (1s)")
+	in.TTL = 0
+	_, err = switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 6 * time.Second})
+	wantFieldErr(t, err, "HeartbeatInterval", "at most half the ttl (10s)")
+	all, err := cat.List(ctx, switchboard.Query{All: true})
+	if err != nil || len(all) != 0 {
+		t.Fatalf("rejected bootstraps left rows: %v %v", all, err)
+	}
+	in.TTL = time.Second
+	r, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+}
