@@ -61,8 +61,12 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	// The interval is checked against the TTL before anything is stored,
-	// or, for the catalog's default TTL, against the TTL it stored.
+	// The interval is checked against the TTL before anything is stored
+	// (after the instance, whose errors come first), or, for the catalog's
+	// default TTL, against the TTL it stored.
+	if _, err := Normalize(in); err != nil {
+		return nil, err
+	}
 	if in.TTL != 0 {
 		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, in.TTL); err != nil {
 			return nil, err

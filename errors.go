@@ -16,6 +16,9 @@ var (
 	ErrLeaseHeld      = errors.New("lease held by another holder")
 	ErrLeaseLost      = errors.New("lease lost")
 	ErrUnknownBackend = errors.New("unknown catalog backend")
+	// ErrBusy says a write waited its whole time for a lock another
+	// process holds (stopped or hung); the write did not happen.
+	ErrBusy = errors.New("catalog busy")
 )
 
 // FieldError says which field of an input is wrong and why. It wraps one of

@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/switchboard-io/switchboard"
 )
 
 // writeLock queues writers and announces their commits. SQLite's own busy handler makes a blocked writer
@@ -19,14 +22,26 @@ import (
 type writeLock struct {
 	sem  chan struct{}
 	file *os.File // nil for an in-memory catalog
+	path string
+	// wait bounds how long a writer waits for its turn: a process stopped
+	// (SIGSTOP) or hung while holding the lock must not stall every writer
+	// of every other process forever.
+	wait time.Duration
+	// closeWait bounds how long close waits for a writer to finish before
+	// it leaves closing the file to that writer's release.
+	closeWait time.Duration
 }
 
+// lockWait is how long a writer waits for the write lock: SQLite's own busy
+// timeout, which it waits on top for the database lock.
+const lockWait = busyTimeout * time.Millisecond
+
 func newWriteLock(dbPath string) (*writeLock, error) {
-	l := &writeLock{sem: make(chan struct{}, 1)}
+	l := &writeLock{sem: make(chan struct{}, 1), path: dbPath + "-wlock", wait: lockWait, closeWait: 5 * time.Second}
 	if dbPath == "" {
 		return l, nil
 	}
-	f, err := os.OpenFile(dbPath+"-wlock", os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open write lock: %w", err)
 	}
@@ -35,27 +50,47 @@ func newWriteLock(dbPath string) (*writeLock, error) {
 }
 
 // lock waits for this process's turn, then for the file's; it gives up when
-// ctx ends. The returned function releases both.
+// ctx ends, or with switchboard.ErrBusy once it has waited l.wait. The
+// returned function releases both.
 func (l *writeLock) lock(ctx context.Context) (func(), error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, l.wait, errLockWait)
+	defer cancel()
+	fail := func() error {
+		if ctx.Err() == nil && errors.Is(context.Cause(wctx), errLockWait) {
+			return l.busy()
+		}
+		return ctx.Err()
+	}
 	select {
 	case l.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case <-wctx.Done():
+		return nil, fail()
 	}
 	release := func() { <-l.sem }
 	if l.file == nil {
 		return release, nil
 	}
-	// lockFile owns release when it fails: a flock still pending when ctx
-	// ends keeps this process's turn until it has been taken and dropped,
-	// so it can never drop a later writer's lock on the shared descriptor.
-	if err := lockFile(ctx, l.file, release); err != nil {
+	// lockFile owns release when it fails: a flock still pending when it
+	// gives up keeps this process's turn until it has been taken and
+	// dropped, so it can never drop a later writer's lock on the shared
+	// descriptor.
+	if err := lockFile(wctx, l.file, release); err != nil {
+		if wctx.Err() != nil {
+			return nil, fail()
+		}
 		return nil, err
 	}
 	return func() {
 		unlockFile(l.file)
 		release()
 	}, nil
+}
+
+var errLockWait = errors.New("write lock wait over")
+
+func (l *writeLock) busy() error {
+	return fmt.Errorf("sqlite: gave up after waiting %s for the write lock %s: another process holds it (stopped or hung?): %w",
+		l.wait, l.path, switchboard.ErrBusy)
 }
 
 // announce tells watching processes that a commit just became visible.
@@ -65,15 +100,22 @@ func (l *writeLock) announce() {
 	}
 }
 
-// close waits (a bounded time) for a flock abandoned by a cancelled writer,
-// then closes the file.
+// close closes the file once no writer of this process holds or waits for
+// the lock. It waits for that at most closeWait; after that the last
+// holder's release closes it, so a lock held by a writer (or by a flock
+// still pending for an abandoned one) is never dropped under it.
 func (l *writeLock) close() error {
 	if l.file == nil {
 		return nil
 	}
 	select {
 	case l.sem <- struct{}{}:
-	case <-time.After(5 * time.Second):
+		return l.file.Close()
+	case <-time.After(l.closeWait):
 	}
-	return l.file.Close()
+	go func() {
+		l.sem <- struct{}{}
+		l.file.Close()
+	}()
+	return nil
 }
