@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 func TestListGetAndFilters(t *testing.T) {
@@ -255,4 +256,19 @@ func TestHealthzUnreachable(t *testing.T) {
 	expectError(t, code, b, 503, "unavailable", "")
 	code, b = call(t, "GET", s.url+"/v1/instances", nil)
 	expectError(t, code, b, 503, "unavailable", "")
+}
+
+// TestWatchWithoutMirror: a server whose catalog cannot be watched answers
+// watches with 503 instead of hanging.
+func TestWatchWithoutMirror(t *testing.T) {
+	cat := testkit.OpenSQLite(t)
+	cat.Close()
+	s := serveOn(t, cat, httpapi.Options{})
+	code, b := call(t, "GET", s.url+"/v1/watch", nil)
+	expectError(t, code, b, 503, "unavailable", "")
+	code, b = call(t, "GET", s.url+"/v1/info", nil)
+	var info httpapi.Info
+	if code != 200 || json.Unmarshal(b, &info) != nil || info.Healthy || info.Error == "" {
+		t.Fatalf("info of a server without its catalog: %d %s", code, b)
+	}
 }

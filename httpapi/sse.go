@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -20,8 +21,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.feed.waitReady(r.Context()); err != nil {
-		return err
+	rctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	err = s.feed.waitReady(rctx)
+	cancel()
+	if err != nil {
+		return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: "the server has not read the catalog yet: " + err.Error(), Code: CodeUnavailable}}
 	}
 	v := view{q}
 	rc := http.NewResponseController(w)
