@@ -28,7 +28,7 @@ type feed struct {
 	limit   int    // entries of history kept
 	observe func(in *switchboard.Instance)
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // readers: every SSE subscriber at once on each change
 	state   map[string]*state
 	hashes  map[string]string // id -> secret hash, from the reserved metadata key
 	ring    []entry           // ring[i] has seq first+i
@@ -180,8 +180,8 @@ func (f *feed) parseEventID(id string) (int64, bool) {
 // hash returns the secret hash the mirror holds for id (known false when
 // the mirror has no row for id).
 func (f *feed) hash(id string) (hash string, known bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	if _, ok := f.state[id]; !ok {
 		return "", false
 	}
@@ -190,8 +190,8 @@ func (f *feed) hash(id string) (hash string, known bool) {
 
 // counts returns the mirrored instances, active and stale.
 func (f *feed) counts() (active, stale int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	for _, st := range f.state {
 		if st.inst.Stale {
 			stale++
@@ -203,8 +203,8 @@ func (f *feed) counts() (active, stale int) {
 }
 
 func (f *feed) health() (ready, healthy bool, lastErr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return f.ready, f.healthy, f.lastErr
 }
 
@@ -249,8 +249,8 @@ func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboar
 // snapshot returns the instances visible to v, by name then id, and the seq
 // they are consistent with.
 func (f *feed) snapshot(v view) ([]*state, int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return f.snapshotLocked(v), f.head
 }
 
@@ -270,8 +270,8 @@ func (f *feed) snapshotLocked(v view) []*state {
 // since returns the entries after seq (at most max), the channel closed on
 // the next append, and lost=true when seq is older than the history kept.
 func (f *feed) since(seq int64, max int) (es []entry, wake <-chan struct{}, lost bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	if seq >= f.head {
 		return nil, f.wake, false
 	}
@@ -285,8 +285,8 @@ func (f *feed) since(seq int64, max int) (es []entry, wake <-chan struct{}, lost
 
 // resumable reports whether the history still holds everything after seq.
 func (f *feed) resumable(seq int64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return seq <= f.head && seq+1 >= f.first
 }
 
