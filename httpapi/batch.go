@@ -18,6 +18,7 @@ type batcher struct {
 	in      chan *beat
 	flushed func() // counts each Heartbeat call
 	log     *slog.Logger
+	stop    <-chan struct{} // closed when the server closes
 }
 
 type beat struct {
@@ -31,8 +32,8 @@ type beatResult struct {
 	err     error
 }
 
-func newBatcher(cat switchboard.Catalog, window time.Duration, flushed func(), log *slog.Logger) *batcher {
-	return &batcher{cat: cat, window: window, in: make(chan *beat), flushed: flushed, log: log}
+func newBatcher(cat switchboard.Catalog, window time.Duration, flushed func(), log *slog.Logger, stop <-chan struct{}) *batcher {
+	return &batcher{cat: cat, window: window, in: make(chan *beat), flushed: flushed, log: log, stop: stop}
 }
 
 // do renews ids with the next batch and returns those that have no row.
@@ -42,6 +43,8 @@ func (b *batcher) do(ctx context.Context, ids []string) ([]string, error) {
 	case b.in <- bt:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-b.stop:
+		return nil, switchboard.ErrClosed
 	}
 	select {
 	case r := <-bt.done:

@@ -115,7 +115,7 @@ func New(cat switchboard.Catalog, opts Options) *Server {
 	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
 	s.metrics = newServerMetrics(s)
 	s.feed = newFeed(opts.Logger, opts.History, s.metrics.observe)
-	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc, opts.Logger)
+	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc, opts.Logger, s.stop)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.feed.run(ctx, cat) }()
 	s.wg.Add(1)

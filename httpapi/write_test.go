@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,4 +271,54 @@ func TestTLS(t *testing.T) {
 	if _, err := http.Get(ts.URL + "/v1/instances"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("untrusted certificate accepted: %v", err)
 	}
+}
+
+// TestHeartbeatsBatched: heartbeats from 20 clients arriving within the
+// window are renewed in one catalog call (one statement), not 20.
+func TestHeartbeatsBatched(t *testing.T) {
+	s := start(t, httpapi.Options{HeartbeatWindow: 3 * time.Second})
+	const clients = 20
+	regs := make([]registered, clients)
+	for i := range regs {
+		regs[i] = register(t, s, instanceBody(fmt.Sprintf("c%d", i)))
+	}
+	before := metricValue(t, s, "switchboard_http_heartbeat_batches_total")
+	var wg sync.WaitGroup
+	codes := make([]int, clients)
+	for i, r := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = call(t, "PUT", s.url+"/v1/instances/"+r.Instance.ID+"/heartbeat", nil, httpapi.SecretHeader, r.Secret)
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 204 {
+			t.Fatalf("heartbeat %d: %d", i, c)
+		}
+	}
+	// All 20 arrive well within 3 s on any machine; allow one split.
+	if n := metricValue(t, s, "switchboard_http_heartbeat_batches_total") - before; n < 1 || n > 2 {
+		t.Fatalf("%d heartbeats took %v catalog calls, want 1 (2 at most)", clients, n)
+	}
+	if n := metricValue(t, s, "switchboard_http_heartbeats_total"); n != clients {
+		t.Fatalf("heartbeats counted: %v", n)
+	}
+}
+
+func metricValue(t *testing.T, s *srv, name string) float64 {
+	t.Helper()
+	_, b := call(t, "GET", s.url+"/metrics", nil)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s missing", name)
+	return 0
 }
