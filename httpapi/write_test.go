@@ -322,3 +322,17 @@ func metricValue(t *testing.T, s *srv, name string) float64 {
 	t.Fatalf("metric %s missing", name)
 	return 0
 }
+
+// TestServerReaper: the server deletes rows stale for twice their TTL by
+// itself.
+func TestServerReaper(t *testing.T) {
+	s := start(t, httpapi.Options{ReapInterval: 50 * time.Millisecond})
+	short := instanceBody("short")
+	short["ttl"] = "100ms"
+	register(t, s, short)
+	long := register(t, s, instanceBody("long"))
+	testkit.WaitUntil(t, "the server's reaper", func() bool {
+		all := listAll(t, s)
+		return len(all) == 1 && all[0].ID == long.Instance.ID
+	})
+}
