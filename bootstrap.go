@@ -51,9 +51,10 @@ type Registration struct {
 // one heartbeat loop that renews them all in one round trip. A heartbeat
 // that finds its row gone registers it again at once. Heartbeat failures
 // log at WARN, and at ERROR once they have lasted longer than the TTL. The
-// reaper deletes rows stale for twice their TTL, but only after the catalog
-// has been reachable for a whole TTL, so that after an outage instances get
-// the chance to heartbeat before anyone removes them.
+// reaper deletes rows stale for twice their TTL, but each row only once the
+// catalog has been reachable (since this process started or since its last
+// failed heartbeat) for that row's own TTL, so that after an outage
+// instances get the chance to heartbeat before anyone removes them.
 func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOptions) (*Registration, error) {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = DefaultHeartbeatInterval
@@ -129,6 +130,9 @@ func (r *Registration) Close() error {
 	return r.err
 }
 
+// reapEvery bounds the period of a process's reaper.
+const reapEvery = 5 * time.Second
+
 // beater renews every registration of one (catalog, interval) in a single
 // Heartbeat call, and runs the process's reaper for that catalog while any
 // of them wants it. Round-wide logs go to the first registration's logger,
@@ -198,6 +202,7 @@ func (b *beater) run() {
 	var failingSince, lastReap time.Time
 	escalated := false
 	healthySince := time.Now()
+	grace := true // rows may still be inside their post-outage grace
 	for {
 		select {
 		case <-b.stop:
@@ -209,6 +214,7 @@ func (b *beater) run() {
 		regs := make(map[string]*Registration, len(b.regs))
 		ids := make([]string, 0, len(b.regs))
 		var maxTTL time.Duration
+		minTTL := time.Duration(1<<63 - 1)
 		reap := false
 		for r := range b.regs {
 			// ID and TTL only: a deep copy of every instance each round
@@ -219,6 +225,7 @@ func (b *beater) run() {
 			regs[id] = r
 			ids = append(ids, id)
 			maxTTL = max(maxTTL, ttl)
+			minTTL = min(minTTL, ttl)
 			reap = reap || r.reap
 		}
 		b.mu.Unlock()
@@ -246,7 +253,7 @@ func (b *beater) run() {
 		default:
 			if !failingSince.IsZero() {
 				b.log.Info("heartbeat recovered", "after", time.Since(failingSince).Round(time.Millisecond))
-				failingSince, escalated, healthySince = time.Time{}, false, time.Now()
+				failingSince, escalated, healthySince, grace = time.Time{}, false, time.Now(), true
 			}
 			gone := make(map[string]bool, len(missing))
 			for _, id := range missing {
@@ -259,17 +266,52 @@ func (b *beater) run() {
 				}
 				b.reregister(ctx, r)
 			}
-			if reap && time.Since(lastReap) >= maxTTL && time.Since(healthySince) >= maxTTL {
+			// Reap about once per TTL (of the shortest registration here,
+			// at most every 5 s): rows expire by their own TTL in every
+			// watcher; the reaper only deletes them at 2 × TTL.
+			if reap && time.Since(lastReap) >= max(min(minTTL, reapEvery), b.key.every) {
 				lastReap = time.Now()
-				if n, err := b.key.cat.Reap(ctx, 0); err != nil {
-					b.log.Warn("reap failed", "err", err)
-				} else if n > 0 {
-					b.log.Info("reaped stale registrations", "rows", n)
-				}
+				b.reap(ctx, time.Since(healthySince), &grace)
 			}
 		}
 		cancel()
 		b.iter.Unlock()
+	}
+}
+
+// reap deletes the rows stale for twice their TTL. While rows may still be
+// inside their grace (*grace), that is, the catalog has been reachable for
+// healthyFor, less than some row's TTL, it first lists the rows and skips
+// the round when any stale row's own TTL is longer than healthyFor: each row
+// gets its own TTL to heartbeat after an outage, and one row with a long
+// TTL does not hold back the reaping of short ones.
+func (b *beater) reap(ctx context.Context, healthyFor time.Duration, grace *bool) {
+	if *grace {
+		rows, err := b.key.cat.List(ctx, Query{All: true})
+		if err != nil {
+			b.log.Warn("reap: list failed", "err", err)
+			return
+		}
+		var longest time.Duration
+		waiting := 0
+		for _, in := range rows {
+			longest = max(longest, in.TTL)
+			if in.Stale && in.TTL > healthyFor {
+				waiting++
+			}
+		}
+		if healthyFor >= longest {
+			*grace = false
+		}
+		if waiting > 0 {
+			b.log.Debug("reap deferred: stale rows still inside their grace", "rows", waiting, "reachable_for", healthyFor.Round(time.Millisecond))
+			return
+		}
+	}
+	if n, err := b.key.cat.Reap(ctx, 0); err != nil {
+		b.log.Warn("reap failed", "err", err)
+	} else if n > 0 {
+		b.log.Info("reaped stale registrations", "rows", n)
 	}
 }
 

@@ -277,3 +277,39 @@ func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
 		return cat.reaps > 0
 	})
 }
+
+// Issue 7 item 5: the reaper's post-outage grace is per row. A process
+// whose own registration has a TTL of an hour, after a failed heartbeat,
+// still reaps a dead row with a short TTL once that row's own grace is over.
+func TestReaperGraceIsPerRow(t *testing.T) {
+	cat := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
+	ctx := context.Background()
+	long := service("long")
+	long.TTL = time.Hour
+	reg, err := switchboard.Bootstrap(ctx, cat, long, switchboard.BootstrapOptions{HeartbeatInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	dead := service("dead")
+	dead.TTL = 100 * time.Millisecond
+	stored, err := cat.Register(ctx, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.setFail(errors.New("connection refused"))
+	testkit.WaitUntil(t, "a failed heartbeat", func() bool { return reg.Stats().Failures > 0 })
+	cat.setFail(nil)
+	recovered := time.Now()
+	testkit.WaitUntil(t, "the dead row (ttl 100ms) to be reaped", func() bool {
+		_, err := cat.Get(ctx, stored.ID)
+		return errors.Is(err, switchboard.ErrNotFound)
+	})
+	// Never inside its own grace (a lower bound cannot flake).
+	if since := time.Since(recovered); since < dead.TTL {
+		t.Fatalf("reaped %v after recovery, inside its grace of %v", since, dead.TTL)
+	}
+	if _, err := cat.Get(ctx, reg.ID()); err != nil {
+		t.Fatalf("the live registration: %v", err)
+	}
+}
