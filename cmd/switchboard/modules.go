@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
+	"github.com/switchboard-io/switchboard/tracing"
 )
 
 func newEchoCmd(g *globals) *cobra.Command {
@@ -41,6 +43,12 @@ func newEchoCmd(g *globals) *cobra.Command {
 			if tlsm != nil && c.Transport.TLSCert == "" {
 				return usage(&switchboard.FieldError{Field: "tls-cert", Reason: "a TLS server needs --tls-cert and --tls-key (transport.tls_cert, tls_key)"})
 			}
+			// Spans are exported when the OTEL_* environment says so.
+			tr, err := tracing.Setup(ctx, module, tracing.Options{})
+			if err != nil {
+				return usage(err)
+			}
+			defer tr.Shutdown(context.WithoutCancel(ctx))
 			cat, err := g.open(ctx, c, true)
 			if err != nil {
 				return err
@@ -80,9 +88,10 @@ func newEchoCmd(g *globals) *cobra.Command {
 func newSendCmd(g *globals) *cobra.Command {
 	var to, data string
 	var attempts int
+	var verbose bool
 	var tf tlsFlags
 	cmd := &cobra.Command{
-		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N]",
+		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N] [--verbose]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -126,7 +135,11 @@ func newSendCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, policy)
+			var out []byte
+			err = g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context) error {
+				out, err = r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, policy)
+				return err
+			})
 			if err != nil {
 				var re *router.Error
 				if errors.As(err, &re) {
@@ -142,6 +155,7 @@ func newSendCmd(g *globals) *cobra.Command {
 	f.StringVar(&to, "to", "", "full node name with port: <flow>.<module>.<node>:<port>")
 	f.StringVar(&data, "data", "", "payload")
 	f.IntVar(&attempts, "edge-retry", 1, "maxAttempts of the edge's retry policy (1–10; retries wait 1 s, doubling)")
+	f.BoolVar(&verbose, "verbose", false, "print the message's trace id (trace_id <hex>) to stderr")
 	tf.add(f)
 	return cmd
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/spf13/pflag"
 
 	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/tracing"
 )
 
 // tlsFlags are the module wire's TLS flags of `echo` and `send`; they
@@ -38,4 +43,32 @@ func wireTLS(c config.Config) (*grpcwire.TLS, error) {
 		return nil, usage(err)
 	}
 	return t, nil
+}
+
+// traced runs fn under a root span when tracing is on (OTEL_* environment,
+// or verbose: real trace ids, exported only if the environment says so),
+// flushes the spans afterwards, and with verbose prints the trace id to
+// stderr whatever fn returned.
+func (g *globals) traced(ctx context.Context, service, span string, verbose bool, fn func(context.Context) error) error {
+	tr, err := tracing.Setup(ctx, service, tracing.Options{IDsWithoutExporter: verbose})
+	if err != nil {
+		return usage(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			g.log.Warn("tracing: flushing spans failed", "err", err)
+		}
+	}()
+	if tr.Provider() == nil {
+		return fn(ctx)
+	}
+	ctx, s := tr.Provider().Tracer("github.com/switchboard-io/switchboard/cmd/switchboard").Start(ctx, span)
+	err = fn(ctx)
+	s.End()
+	if verbose {
+		fmt.Fprintf(g.stderr, "trace_id %s\n", s.SpanContext().TraceID())
+	}
+	return err
 }

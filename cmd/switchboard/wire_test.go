@@ -2,10 +2,20 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
@@ -40,6 +50,76 @@ func TestEchoAndSendOverMutualTLS(t *testing.T) {
 	code, _, stderr = cli(t, "send", "--dsn", dsn, "--to", "f.secure-echo.n:in", "--data", "x", "--tls-cert", filepath.Join(dir, "cli.pem"))
 	if code != 2 || !strings.Contains(stderr, "tls_key") {
 		t.Fatalf("--tls-cert without --tls-key: exit %d stderr %q", code, stderr)
+	}
+	echo.cmd.Process.Signal(syscall.SIGTERM)
+	if err := echo.wait(t); err != nil {
+		t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
+	}
+}
+
+// otlpCollector is an OTLP/HTTP trace receiver recording "service span
+// trace-id" of every span it gets.
+func otlpCollector(t *testing.T) (url string, spans func() []string) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			svc := ""
+			for _, a := range rs.Resource.GetAttributes() {
+				if a.Key == "service.name" {
+					svc = a.Value.GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					got = append(got, fmt.Sprintf("%s %s %x", svc, s.Name, s.TraceId))
+				}
+			}
+		}
+		mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+// TestSendVerboseTraceID: `send --verbose` prints the trace id, and with
+// OTEL_EXPORTER_OTLP_ENDPOINT set both the sender and the echo module export
+// their spans of that one trace.
+func TestSendVerboseTraceID(t *testing.T) {
+	url, spans := otlpCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	echo := start(t, "echo", "--dsn", dsn, "--name", "traced-echo")
+	echo.line(t)
+	code, stdout, stderr := cli(t, "send", "--dsn", dsn, "--to", "f.traced-echo.n:in", "--data", "hi", "--verbose")
+	if code != 0 || stdout != "hi\n" {
+		t.Fatalf("send: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`trace_id ([0-9a-f]{32})\n`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no trace id in stderr %q", stderr)
+	}
+	for _, want := range []string{
+		"switchboard-cli switchboard send " + m[1],
+		"switchboard-cli switchboard.send " + m[1],
+		"traced-echo switchboard.handle " + m[1],
+	} {
+		testkit.WaitUntil(t, "span "+want, func() bool { return slices.Contains(spans(), want) })
 	}
 	echo.cmd.Process.Signal(syscall.SIGTERM)
 	if err := echo.wait(t); err != nil {
