@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/grpcwire"
@@ -76,7 +77,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "%s\n", line)
-			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm})
+			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised)")
@@ -123,20 +124,21 @@ func newSendCmd(g *globals) *cobra.Command {
 			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy); handled || err != nil {
 				return err
 			}
-			// Follow only the target module: a one-shot send has no reason
-			// to pre-warm connections to every address in the catalog.
-			p := pool.New(pool.Options{Logger: g.log, TLS: tlsm})
-			defer p.Close()
-			p.Start(ctx)
-			if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module, Type: pool.ModuleType}); err != nil {
-				return err
-			}
-			r, err := router.New(router.Options{Wire: p, Logger: g.log})
-			if err != nil {
-				return err
-			}
 			var out []byte
-			err = g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context) error {
+			err = g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
+				// Follow only the target module: a one-shot send has no
+				// reason to pre-warm connections to every address in the
+				// catalog.
+				p := pool.New(pool.Options{Logger: g.log, TLS: tlsm, TracerProvider: tp})
+				defer p.Close()
+				p.Start(ctx)
+				if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module, Type: pool.ModuleType}); err != nil {
+					return err
+				}
+				r, err := router.New(router.Options{Wire: p, Logger: g.log, TracerProvider: tp})
+				if err != nil {
+					return err
+				}
 				out, err = r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, policy)
 				return err
 			})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/grpcwire"
@@ -47,9 +48,10 @@ func wireTLS(c config.Config) (*grpcwire.TLS, error) {
 
 // traced runs fn under a root span when tracing is on (OTEL_* environment,
 // or verbose: real trace ids, exported only if the environment says so),
-// flushes the spans afterwards, and with verbose prints the trace id to
-// stderr whatever fn returned.
-func (g *globals) traced(ctx context.Context, service, span string, verbose bool, fn func(context.Context) error) error {
+// handing it the tracer provider to instrument with (nil: off), flushes the
+// spans afterwards, and with verbose prints the trace id to stderr whatever
+// fn returned.
+func (g *globals) traced(ctx context.Context, service, span string, verbose bool, fn func(context.Context, trace.TracerProvider) error) error {
 	tr, err := tracing.Setup(ctx, service, tracing.Options{IDsWithoutExporter: verbose})
 	if err != nil {
 		return usage(err)
@@ -61,11 +63,12 @@ func (g *globals) traced(ctx context.Context, service, span string, verbose bool
 			g.log.Warn("tracing: flushing spans failed", "err", err)
 		}
 	}()
-	if tr.Provider() == nil {
-		return fn(ctx)
+	tp := tr.Provider()
+	if tp == nil {
+		return fn(ctx, nil)
 	}
-	ctx, s := tr.Provider().Tracer("github.com/switchboard-io/switchboard/cmd/switchboard").Start(ctx, span)
-	err = fn(ctx)
+	ctx, s := tp.Tracer("github.com/switchboard-io/switchboard/cmd/switchboard").Start(ctx, span)
+	err = fn(ctx, tp)
 	s.End()
 	if verbose {
 		fmt.Fprintf(g.stderr, "trace_id %s\n", s.SpanContext().TraceID())

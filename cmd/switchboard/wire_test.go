@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -119,7 +120,13 @@ func TestSendVerboseTraceID(t *testing.T) {
 		"switchboard-cli switchboard.send " + m[1],
 		"traced-echo switchboard.handle " + m[1],
 	} {
-		testkit.WaitUntil(t, "span "+want, func() bool { return slices.Contains(spans(), want) })
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(spans(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the collector never got span %q; it got %q; send's stderr %q", want, spans(), stderr)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	echo.cmd.Process.Signal(syscall.SIGTERM)
 	if err := echo.wait(t); err != nil {
