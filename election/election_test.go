@@ -198,7 +198,7 @@ func TestStallStepsDownBeforeExpiry(t *testing.T) {
 	go func() { done <- Run(ctx, f, "lock", "a", cfg) }()
 	defer func() {
 		cancel()
-		<-done
+		waitDone(t, done)
 	}()
 	recv(t, "election", ev.elected)
 	f.partition("a", true)
@@ -286,7 +286,7 @@ func TestClockSkew(t *testing.T) {
 			go func() { done <- Run(ctx, f, "lock", "a", cfg) }()
 			defer func() {
 				cancel()
-				<-done
+				waitDone(t, done)
 			}()
 			recv(t, "election", ev.elected)
 			testkit.WaitUntil(t, "ten renewals", func() bool { _, _, _, n := f.state(); return n >= 10 })
@@ -302,5 +302,16 @@ func TestClockSkew(t *testing.T) {
 				t.Fatalf("stepped down at %v (catalog clock), after the lease expired at %v", lostAt.Add(skew), expires)
 			}
 		})
+	}
+}
+
+// waitDone waits for Run to return after its context ended, failing after
+// a generous bound instead of hanging the test binary.
+func waitDone(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Error("Run did not return within 20 s of its context's end")
 	}
 }

@@ -204,7 +204,11 @@ func TestChurnOnPostgres(t *testing.T) {
 		c.cancel()
 	}
 	for _, c := range all {
-		<-c.done
+		select {
+		case <-c.done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("contender %s still running 20 s after its cancel", c.id)
+		}
 	}
 	if n := leaders.Load(); n != 0 {
 		t.Errorf("%d leaders after everyone stopped", n)

@@ -140,7 +140,11 @@ func TestCloseWaitsForWatch(t *testing.T) {
 	})
 	close(h.release)
 	released = true
-	<-closed
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return within 20 s of the watch goroutine's release")
+	}
 	if n := h.late.Load(); n != 0 {
 		t.Fatalf("%d records logged after Close returned", n)
 	}

@@ -50,7 +50,12 @@ func TestWriteLockCancelledWaiter(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	unlockOther()
-	unlockMine := <-got
+	var unlockMine func()
+	select {
+	case unlockMine = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting writer did not get the lock within 20 s of its release")
+	}
 	// The other process must now wait for us: our lock was not dropped by
 	// the abandoned waiter.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
