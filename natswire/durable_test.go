@@ -246,3 +246,26 @@ func TestDurablePublishDedup(t *testing.T) {
 		t.Fatalf("deliveries %v, want each step once", got)
 	}
 }
+
+// TestDuplicateIsNotAwaited: a request the stream de-duplicates would never
+// be answered; the sender fails at once instead of waiting for a reply.
+func TestDuplicateIsNotAwaited(t *testing.T) {
+	b := startBroker(t, t.TempDir(), -1)
+	w := newWire(t, connect(t, b.ClientURL()), Options{Mode: JetStream})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// Nobody serves "idle"; the first message stays in the stream.
+	if err := w.Publish(ctx, &router.Message{To: "f.idle.n:in", Metadata: map[string]string{HeaderStepKey: "step-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	nn, _ := router.ParseTo("f.idle.n:in")
+	m, err := w.request(w.subject(nn), &router.Message{To: "f.idle.n:in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set(HeaderMsgID, "step-1")
+	_, err = w.sendJS(ctx, nn, m)
+	if e := router.AsError(err); e == nil || e.Code != CodeDuplicate || e.Retryable || ctx.Err() != nil {
+		t.Fatalf("err = %v, want an immediate %s", err, CodeDuplicate)
+	}
+}

@@ -2,88 +2,56 @@ package natswire
 
 import (
 	"context"
+	"strings"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
 )
 
-// TestTraceAcrossThreeModules: client → A → B → C over core NATS, each
-// module on its own connection, is one trace: the router puts traceparent
-// in the message metadata, the wire carries it as the "traceparent" header,
-// and each handle span is the child of the send span that reached it.
-func TestTraceAcrossThreeModules(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	opts := Options{Prefix: uniquePrefix()}
+// TestTraceContextCrossesNATS: the router's W3C trace context goes out as
+// the traceparent header an SDK module reads, and a traceparent an SDK
+// module sends is continued by the Switchboard handler.
+func TestTraceContextCrossesNATS(t *testing.T) {
+	prefix := uniquePrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 
-	for _, hop := range []struct{ module, next string }{{"mod-a", "mod-b"}, {"mod-b", "mod-c"}, {"mod-c", ""}} {
-		w := newWire(t, connect(t, sharedURL), opts)
-		r, err := router.New(router.Options{Module: hop.module, Wire: w, Logger: quiet, TracerProvider: tp})
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := hop.next
-		r.HandleDefault(func(ctx context.Context, m *router.Message) ([]byte, error) {
-			if next == "" {
-				return append(m.Payload, " C"...), nil
-			}
-			return r.Send(ctx, &router.Message{From: m.To, To: "f." + next + ".n:in", Payload: append(m.Payload, (" " + hop.module)...)})
-		})
-		listen(t, w, hop.module, r.Dispatch)
-	}
-	client, err := router.New(router.Options{Wire: newWire(t, connect(t, sharedURL), opts), Logger: quiet, TracerProvider: tp})
+	// Outgoing: SDK-style receiver.
+	sdk := connect(t, sharedURL)
+	got := make(chan *nats.Msg, 1)
+	sdkReceiver(t, sdk, prefix+".sdk-trace.msg", "sdk-trace", got)
+	r, err := router.New(router.Options{Module: "sb", Wire: newWire(t, connect(t, sharedURL), Options{Prefix: prefix}), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	out, err := client.Send(ctx, &router.Message{To: "f.mod-a.n:in", Payload: []byte("via")})
-	if err != nil || string(out) != "via mod-a mod-b C" {
-		t.Fatalf("chain: %q %v", out, err)
+	if _, err := r.Send(trace.ContextWithRemoteSpanContext(ctx, parent), &router.Message{To: "f.sdk-trace.n:in", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
 	}
-	testkit.WaitUntil(t, "6 spans", func() bool { return len(exp.GetSpans()) >= 6 })
-	spans := exp.GetSpans()
-	if len(spans) != 6 {
-		t.Fatalf("%d spans, want 6 (a send and a handle per hop)", len(spans))
+	if tp := recv(t, got).Header.Get("traceparent"); !strings.Contains(tp, "4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Fatalf("traceparent header %q does not carry the caller's trace", tp)
 	}
-	byID := map[trace.SpanID]tracetest.SpanStub{}
-	var last tracetest.SpanStub
-	for _, s := range spans {
-		if s.SpanContext.TraceID() != spans[0].SpanContext.TraceID() {
-			t.Fatalf("span %s is in another trace", s.Name)
-		}
-		byID[s.SpanContext.SpanID()] = s
-		if s.Name == "switchboard.handle" && spanAttr(s, "switchboard.module") == "mod-c" {
-			last = s
-		}
-	}
-	var got []string
-	for s, ok := last, last.Name != ""; ok; s, ok = byID[s.Parent.SpanID()] {
-		got = append(got, s.Name+" "+spanAttr(s, "switchboard.module"))
-	}
-	want := []string{"switchboard.handle mod-c", "switchboard.send mod-c", "switchboard.handle mod-b",
-		"switchboard.send mod-b", "switchboard.handle mod-a", "switchboard.send mod-a"}
-	if len(got) != len(want) {
-		t.Fatalf("parent chain from C's handle span: %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("parent chain from C's handle span: %v, want %v", got, want)
-		}
-	}
-}
 
-func spanAttr(s tracetest.SpanStub, k string) string {
-	for _, a := range s.Attributes {
-		if string(a.Key) == k {
-			return a.Value.Emit()
-		}
+	// Incoming: the handler runs in the SDK sender's trace.
+	seen := make(chan trace.SpanContext, 1)
+	rr, err := router.New(router.Options{Module: "sb-trace", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ""
+	rr.HandleDefault(func(ctx context.Context, m *router.Message) ([]byte, error) {
+		seen <- trace.SpanContextFromContext(ctx)
+		return nil, nil
+	})
+	listen(t, newWire(t, connect(t, sharedURL), Options{Prefix: prefix}), "sb-trace", rr.Dispatch)
+	if _, err := sdkRequest(ctx, sdk, prefix+".sb-trace.msg", "f.sb-trace.n:in", "e", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sc := <-seen; sc.TraceID() != tid {
+		t.Fatalf("handler ran in trace %s, want %s", sc.TraceID(), tid)
+	}
 }
