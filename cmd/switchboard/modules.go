@@ -55,7 +55,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer cat.Close()
-			if handled, err := echoOverNATS(ctx, g, c, cat, module); handled {
+			if handled, err := echoOverNATS(ctx, g, c, cat, module, tr.Provider()); handled {
 				return err
 			}
 			lis, err := net.Listen("tcp", listen)
@@ -121,7 +121,7 @@ func newSendCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer cat.Close()
-			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy); handled || err != nil {
+			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy, verbose); handled || err != nil {
 				return err
 			}
 			var out []byte

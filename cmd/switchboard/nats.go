@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
@@ -108,7 +109,7 @@ func closeWire(w *natswire.Wire) {
 // serves tinymodule.<module>.msg and registers nats://tinymodule.<module>.msg.
 // handled is false (run the gRPC echo) when NATS is not configured or the
 // connection fails at start (the gRPC fallback, logged).
-func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, module string) (handled bool, err error) {
+func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, module string, tp trace.TracerProvider) (handled bool, err error) {
 	url := c.Transport.NATSURL
 	if url == "" {
 		return false, nil
@@ -119,7 +120,7 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return false, nil
 	}
 	defer closeWire(w)
-	r, err := router.New(router.Options{Module: module, Logger: g.log})
+	r, err := router.New(router.Options{Module: module, Logger: g.log, TracerProvider: tp})
 	if err != nil {
 		return true, err
 	}
@@ -156,7 +157,7 @@ func (pickWire) Send(context.Context, *router.Message) ([]byte, error) { return 
 // nats://127.0.0.1:4222), or when it is unknown and a NATS URL is
 // configured. handled is false when the gRPC pool should carry the message:
 // then nothing was sent and no NATS connection was made.
-func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, to, data string, p router.RetryPolicy) (handled bool, err error) {
+func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, to, data string, p router.RetryPolicy, verbose bool) (handled bool, err error) {
 	target, err := switchboard.ParseNodeName(to)
 	if err != nil {
 		return false, err
@@ -188,17 +189,21 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, fmt.Errorf("send to %s: module %q is on NATS (%v) and %w", to, target.Module, addrs, err)
 	}
 	defer closeWire(w)
-	return true, sendVia(ctx, g, w, to, data, p)
+	return true, sendVia(ctx, g, w, to, data, p, verbose)
 }
 
-// sendVia sends one message through a router over wire and prints the
-// reply as `send` does.
-func sendVia(ctx context.Context, g *globals, wire router.Wire, to, data string, p router.RetryPolicy) error {
-	r, err := router.New(router.Options{Wire: wire, Logger: g.log})
-	if err != nil {
+// sendVia sends one message through a router over wire, traced as `send`
+// is, and prints the reply as `send` does.
+func sendVia(ctx context.Context, g *globals, wire router.Wire, to, data string, p router.RetryPolicy, verbose bool) error {
+	var out []byte
+	err := g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
+		r, err := router.New(router.Options{Wire: wire, Logger: g.log, TracerProvider: tp})
+		if err != nil {
+			return err
+		}
+		out, err = r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, p)
 		return err
-	}
-	out, err := r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, p)
+	})
 	if err != nil {
 		var re *router.Error
 		if errors.As(err, &re) {
