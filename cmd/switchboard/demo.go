@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,15 +35,35 @@ var demoRoles = []role{
 func newDemoCmd(g *globals) *cobra.Command {
 	var ttl, hb time.Duration
 	cmd := &cobra.Command{
-		Use:   "demo",
+		Use:   "demo [--ttl D] [--heartbeat D]",
 		Short: "Monolithic mode: five roles register in one process, find each other, one crashes, one leaves",
-		Args:  cobra.NoArgs,
+		Long: `Run the catalog seed's five roles (acceptor, writer, router, querier, compactor) in this process
+on one catalog handle, and narrate: they register, find each other by capability from the
+discovery cache, the writer "crashes" (its heartbeats stop: it expires after its TTL), the
+compactor shuts down gracefully (deregistered at once), and the writer's row is reaped at 2 × TTL.
+
+It uses the configured catalog (sqlite::memory: is allowed here), so 'switchboard watch' in another
+terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3).`,
+		Example: `  switchboard demo
+  switchboard demo --ttl 1s
+  switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' demo`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if ttl <= 0 || hb <= 0 || hb >= ttl {
-				return usage(fmt.Errorf("--heartbeat (%s) must be positive and shorter than --ttl (%s)", hb, ttl))
+			if !cmd.Flags().Changed("heartbeat") {
+				hb = min(hb, ttl/3)
+			}
+			if ttl <= 0 {
+				return usagef("--ttl %s: must be positive", ttl)
+			}
+			if hb <= 0 || hb > ttl/2 {
+				return usagef("--heartbeat %s: must be positive and at most half of --ttl (%s)", hb, ttl)
 			}
 			ctx := cmd.Context()
-			c, cat, err := g.catalog(ctx, false)
+			c, err := g.readConfig()
+			if err != nil {
+				return err
+			}
+			cat, err := g.open(ctx, c, false)
 			if err != nil {
 				return err
 			}
@@ -49,8 +72,27 @@ func newDemoCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances")
-	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances")
+	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at most ttl/2; with only --ttl: min(500ms, ttl/3))")
 	return cmd
+}
+
+// invokedAs is the command as the user ran it, for hints they can paste:
+// "go run ./cmd/switchboard" under go run, else argv[0] ("./sb",
+// "switchboard").
+func invokedAs() string {
+	arg0 := os.Args[0]
+	if strings.Contains(arg0, "go-build") && filepath.Base(filepath.Dir(arg0)) == "exe" {
+		return "go run ./cmd/switchboard"
+	}
+	return shellQuote(arg0)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // lockedWriter serialises the demo's narration and the cache's event lines,
@@ -69,8 +111,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn string, ttl, hb time.Duration) error {
 	out := &lockedWriter{w: g.stdout}
 	say := func(format string, a ...any) { fmt.Fprintf(out, "      "+format+"\n", a...) }
-	fmt.Fprintf(out, "switchboard demo: catalog %s, ttl %s, heartbeat %s\n", dsn, ttl, hb)
-	fmt.Fprintf(out, "(run `switchboard watch --dsn %s` in another terminal to see the same stream)\n\n", dsn)
+	shown := switchboard.RedactDSN(dsn)
+	fmt.Fprintf(out, "switchboard demo: catalog %s, ttl %s, heartbeat %s\n", shown, ttl, hb)
+	if d, err := switchboard.ParseDSN(dsn); err == nil && d.Memory {
+		fmt.Fprintf(out, "(the in-memory catalog lives in this process only; with --dsn sqlite://PATH, `%s watch` in another terminal sees the same stream)\n\n", invokedAs())
+	} else {
+		fmt.Fprintf(out, "(run `%s watch --dsn %s` in another terminal to see the same stream)\n\n", invokedAs(), shellQuote(shown))
+	}
+	start := time.Now()
 
 	removed := make(chan switchboard.Event, 16)
 	cache, err := discovery.New(ctx, cat, discovery.Options{OnEvent: func(ev switchboard.Event) {
@@ -78,10 +126,10 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 			return
 		}
 		if ev.Kind == switchboard.EventError {
-			fmt.Fprintf(out, "%s  catalog unreachable: %v\n", time.Now().Format("15:04:05.000"), ev.Err)
+			fmt.Fprintf(out, "%s  catalog unreachable: %v\n", clock(time.Now(), start, "15:04:05.000"), ev.Err)
 			return
 		}
-		fmt.Fprintln(out, eventLine(ev))
+		fmt.Fprintln(out, eventLine(ev, time.Now(), start, false))
 		if ev.Kind == switchboard.EventRemoved {
 			select {
 			case removed <- ev:
@@ -107,7 +155,7 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 	})
 	for _, r := range demoRoles {
 		in := switchboard.Instance{Name: "demo-" + r.typ, Type: r.typ, Address: r.addr, Capabilities: r.caps,
-			Version: version, TTL: ttl, Metadata: map[string]string{"demo": "true"}}
+			Version: moduleVersion(), TTL: ttl, Metadata: map[string]string{"demo": "true"}}
 		if r.typ == switchboard.TypeWriter {
 			// The writer heartbeats by hand so the demo can "kill -9" it:
 			// its heartbeats stop and nobody deregisters it.

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,14 +24,26 @@ type leaseJSON struct {
 }
 
 func newLeasesCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "leases [--json]",
+		Use:   "leases [-o table|wide|json]",
 		Short: "List leases: holder, fencing token and expiry",
-		Args:  cobra.NoArgs,
+		Long: `List the catalog's leases (used for leader election), sorted by name: the holder, the fencing
+token (it grows with every new holder and is never reset), the TTL and when the lease expires by
+the catalog's clock. A released lease keeps its row with holder "-".
+
+Formats: table (default), wide (adds HELD and the expiry as a time with its zone), json (an
+array of {name, holder, token, ttl, expires_at, held}; --json is the same).`,
+		Example: `  switchboard leases
+  switchboard leases -o json | jq '.[] | select(.held)'`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := out.resolve(cmd)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			c, cat, err := g.catalog(ctx, true)
+			c, cat, err := g.readCatalog(ctx)
 			if err != nil {
 				return err
 			}
@@ -46,21 +60,31 @@ func newLeasesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				out := make([]leaseJSON, 0, len(list))
+			slices.SortFunc(list, func(a, b switchboard.Lease) int { return strings.Compare(a.Name, b.Name) })
+			if format == formatJSON {
+				rows := make([]leaseJSON, 0, len(list))
 				for _, l := range list {
-					out = append(out, leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String(),
+					rows = append(rows, leaseJSON{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String(),
 						ExpiresAt: l.ExpiresAt.UTC().Format(switchboard.TimeFormat), Held: l.Holder != "" && l.ExpiresAt.After(now)})
 				}
-				b, err := json.Marshal(out)
+				b, err := json.Marshal(rows)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "%s\n", b)
 				return nil
 			}
+			if len(list) == 0 {
+				fmt.Fprintln(g.stderr, "no leases found")
+				return nil
+			}
+			wide := format == formatWide
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tTTL\tEXPIRES")
+			header := "NAME\tHOLDER\tTOKEN\tTTL\tEXPIRES"
+			if wide {
+				header += "\tHELD\tEXPIRES AT"
+			}
+			fmt.Fprintln(tw, header)
 			for _, l := range list {
 				holder, expires := l.Holder, ""
 				switch d := l.ExpiresAt.Sub(now).Round(time.Millisecond); {
@@ -71,11 +95,15 @@ func newLeasesCmd(g *globals) *cobra.Command {
 				default:
 					expires = "expired " + (-d).String() + " ago"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", l.Name, holder, l.Token, l.TTL, expires)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s", l.Name, holder, l.Token, l.TTL, expires)
+				if wide {
+					fmt.Fprintf(tw, "\t%t\t%s", l.Holder != "" && l.ExpiresAt.After(now), clock(l.ExpiresAt, now, "15:04:05.000"))
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON output")
+	out.add(cmd)
 	return cmd
 }

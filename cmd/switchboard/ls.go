@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,15 +18,31 @@ import (
 func newLsCmd(g *globals) *cobra.Command {
 	var qf queryFlags
 	cmd := &cobra.Command{
-		Use:   "ls [--name N] [--type T] [--capability C] [--all] [--json]",
+		Use:   "ls [--name N] [--type T] [--capability C] [--all] [-o table|wide|json]",
 		Short: "List active instances (with --all, stale ones too)",
-		Args:  cobra.NoArgs,
+		Long: `List the instances of the catalog, sorted by name, then id.
+
+Only active instances are listed (last seen within their TTL); --all adds stale rows (past
+their TTL, not yet reaped) with STATE stale. The filters combine; --name is sanitised as on
+registration, so --name My_Service finds my-service.
+
+Formats: table (default; long capability lists are cut to "a,b,+3 more"), wide (adds TTL,
+REGISTERED and METADATA, nothing cut), json (an array of instances, [] when empty; --json
+is the same). An empty cell is "-".`,
+		Example: `  switchboard ls
+  switchboard ls --capability storage -o wide
+  switchboard ls --name querier --all --json | jq '.[].address'`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := qf.out.resolve(cmd)
+			if err != nil {
+				return err
+			}
 			q, err := qf.query()
 			if err != nil {
 				return err
 			}
-			_, cat, err := g.catalog(cmd.Context(), true)
+			_, cat, err := g.readCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -33,7 +51,8 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if qf.json {
+			sortInstances(list)
+			if format == formatJSON {
 				if list == nil {
 					list = []switchboard.Instance{}
 				}
@@ -48,31 +67,43 @@ func newLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printTable(g.stdout, list, now)
+			if len(list) == 0 {
+				fmt.Fprintln(g.stderr, "no instances found") // as kubectl: stdout stays empty
+				return nil
+			}
+			return printTable(g.stdout, list, now, format == formatWide)
 		},
 	}
 	qf.add(cmd)
+	cmd.Annotations = map[string]string{annEnv: envDSNHelp}
 	return cmd
 }
 
-func printTable(w io.Writer, list []switchboard.Instance, now time.Time) error {
+// sortInstances orders by name, then id, whatever order the backend used.
+func sortInstances(list []switchboard.Instance) {
+	slices.SortFunc(list, func(a, b switchboard.Instance) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+}
+
+func printTable(w io.Writer, list []switchboard.Instance, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tADDRESS\tCAPABILITIES\tVERSION\tLAST SEEN\tSTATE")
+	header := "NAME\tID\tTYPE\tADDRESS\tCAPABILITIES\tVERSION\tLAST SEEN\tSTATE"
+	if wide {
+		header += "\tTTL\tREGISTERED\tMETADATA"
+	}
+	fmt.Fprintln(tw, header)
 	for _, in := range list {
 		state := "active"
 		if in.Stale {
 			state = "stale"
 		}
-		caps := strings.Join(in.Capabilities, ",")
-		if caps == "" {
-			caps = "-"
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s", dash(in.Name), dash(in.ID), dash(in.Type), dash(in.Address),
+			capsCell(in.Capabilities, wide), dash(in.Version), age(now, in.LastSeen), state)
+		if wide {
+			fmt.Fprintf(tw, "\t%s\t%s\t%s", in.TTL, clock(in.RegisteredAt, now, "15:04:05"), metaCell(in.Metadata))
 		}
-		version := in.Version
-		if version == "" {
-			version = "-"
-		}
-		age := now.Sub(in.LastSeen).Round(time.Millisecond)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", in.ID, in.Name, in.Type, in.Address, caps, version, age, state)
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

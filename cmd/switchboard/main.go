@@ -3,7 +3,8 @@
 // deregister, reap, and a self-contained demo on the embedded default.
 //
 // Exit codes: 0 success, 1 failure, 2 invalid input (one line on stderr that
-// names the field).
+// names the flag and ends with the command's --help), 130/143 when a second
+// interrupt forced the exit before clean-up.
 package main
 
 import (
@@ -14,7 +15,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,10 +29,40 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go interrupts(sigs, cancel, os.Stderr, isTerminal(os.Stderr), os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
+}
+
+// interrupts cancels the command at the first signal, so it shuts down
+// gracefully (a registration deregisters), and exits at once at the second:
+// a clean-up stuck behind a locked or unreachable catalog must never hold the
+// user hostage. On a terminal a slow shutdown says how to force it.
+func interrupts(sigs <-chan os.Signal, cancel func(), stderr io.Writer, terminal bool, exit func(int)) {
+	<-sigs
+	cancel()
+	select {
+	case sig := <-sigs:
+		forceExit(sig, stderr, exit)
+		return
+	case <-time.After(time.Second):
+	}
+	if terminal {
+		fmt.Fprintln(stderr, "switchboard: shutting down (deregistering, closing the catalog); press Ctrl-C again to exit at once")
+	}
+	forceExit(<-sigs, stderr, exit)
+}
+
+func forceExit(sig os.Signal, stderr io.Writer, exit func(int)) {
+	fmt.Fprintf(stderr, "switchboard: second %s: exiting without clean-up\n", sig)
+	code := 130 // 128 + SIGINT
+	if sig == syscall.SIGTERM {
+		code = 143
+	}
+	exit(code)
 }
 
 // usageError marks input the user must fix: exit code 2.
@@ -40,20 +73,36 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usage(err error) error { return usageError{err} }
 
+// usagef is usage(fmt.Errorf(…)).
+func usagef(format string, a ...any) error { return usage(fmt.Errorf(format, a...)) }
+
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	root, g := newRootGlobals(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "switchboard: %v\n", err)
+	if cmd == nil {
+		cmd = root
+	}
+	msg := oneLine(err.Error())
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, switchboard.ErrInvalid) {
+	// Anything that fails before a command's own code runs (flags,
+	// arguments, unknown commands, cobra's required flags) is a usage error.
+	if !g.running || errors.As(err, &ue) || errors.Is(err, switchboard.ErrInvalid) {
+		fmt.Fprintf(stderr, "switchboard: %s; run '%s --help'\n", msg, cmd.CommandPath())
 		return 2
 	}
+	fmt.Fprintf(stderr, "switchboard: %s\n", msg)
 	return 1
+}
+
+// oneLine folds a multi-line message (cobra's suggestions, wrapped driver
+// errors) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // globals are the flags every command takes.
@@ -64,28 +113,59 @@ type globals struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	log      *slog.Logger
+	// running is set once a command's own code starts: errors before that
+	// are usage errors.
+	running bool
+	// terminal reports whether w is a terminal (replaced in tests).
+	terminal func(w io.Writer) bool
+	// cmd is the command being run (for naming the flags the user typed).
+	cmd *cobra.Command
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
+	root, _ := newRootGlobals(stdout, stderr)
+	return root
+}
+
+func newRootGlobals(stdout, stderr io.Writer) (*cobra.Command, *globals) {
+	g := &globals{stdout: stdout, stderr: stderr, terminal: isTerminal}
 	root := &cobra.Command{
-		Use:           "switchboard",
-		Short:         "Service discovery and module routing",
+		Use:   "switchboard",
+		Short: "Service discovery and module routing",
+		Long: `switchboard registers services in a catalog, keeps them alive with heartbeats, lists and
+watches them, and routes messages between modules by node name.
+
+The catalog is chosen by --dsn (or SWITCHBOARD_DISCOVERY_DSN, or switchboard.toml):
+an embedded SQLite file by default (` + switchboard.DefaultDSN + `), or PostgreSQL
+when several hosts share one catalog.`,
+		Example: `  switchboard register --name querier --type querier --address 127.0.0.1:50054
+  switchboard ls -o wide
+  switchboard watch --capability storage
+  switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' ls
+  source <(switchboard completion bash)`,
+		Version:       appVersion(),
+		Args:          rootArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-				return usage(fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel))
+				return usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
 			}
 			g.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 			slog.SetDefault(g.log)
+			g.cmd = cmd
 			return nil
 		},
 	}
+	root.SuggestionsMinimumDistance = 2
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dsn, "dsn", "", "catalog DSN: sqlite://PATH, sqlite::memory:, postgres://… (default from config: "+switchboard.DefaultDSN+")")
 	pf.StringVar(&g.file, "config", "", "config file (default ./"+config.DefaultFile+" when present)")
@@ -95,19 +175,70 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g),
 		newNatsCmd(g),
 	)
-	return root
+	finish(root, g)
+	return root, g
+}
+
+// finish applies the conventions every command follows, including
+// commands added by other files: errors before a command's own code runs are
+// usage errors, help lists the environment and exit codes, and `help` with an
+// unknown topic is an error.
+func finish(root *cobra.Command, g *globals) {
+	root.SetHelpCommand(newHelpCmd())
+	root.SetUsageTemplate(usageTemplate)
+	registerCompletions(root, g)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.RunE != nil {
+			runE := c.RunE
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				g.running = true
+				return runE(cmd, args)
+			}
+		} else if c.Run != nil {
+			run := c.Run
+			c.Run = func(cmd *cobra.Command, args []string) {
+				g.running = true
+				run(cmd, args)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // config loads the configuration with --dsn and the command's own flags
-// applied on top, before validation.
+// applied on top, before validation. When no heartbeat interval is given
+// anywhere, it is derived from the TTL (see deriveHeartbeat), so --ttl 2s
+// alone works.
 func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
-	c, err := config.Load(g.file, nil, append([]func(*config.Config){func(c *config.Config) {
+	return g.load(os.Getenv, append(flags, g.deriveHeartbeat)...)
+}
+
+// readConfig loads the configuration for a command that does not
+// heartbeat: heartbeat settings, however wrong, cannot make it fail.
+func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, error) {
+	hide := func(k string) string {
+		if k == envHeartbeat {
+			return ""
+		}
+		return os.Getenv(k)
+	}
+	return g.load(hide, append(flags, func(c *config.Config) {
+		c.Discovery.HeartbeatInterval = derivedHeartbeat(c.Discovery.TTL)
+	})...)
+}
+
+func (g *globals) load(getenv func(string) string, flags ...func(*config.Config)) (config.Config, error) {
+	c, err := config.Load(g.file, getenv, append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
 	}}, flags...)...)
 	if err != nil {
-		return config.Config{}, usage(err)
+		return config.Config{}, usage(g.nameSource(err))
 	}
 	return c, nil
 }
@@ -122,23 +253,33 @@ func (g *globals) catalog(ctx context.Context, standalone bool) (config.Config, 
 	return c, cat, err
 }
 
+// readCatalog is catalog for commands that do not heartbeat (see readConfig).
+func (g *globals) readCatalog(ctx context.Context) (config.Config, switchboard.Catalog, error) {
+	c, err := g.readConfig()
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	cat, err := g.open(ctx, c, true)
+	return c, cat, err
+}
+
 // open opens the configured catalog. Standalone commands run in their own
 // process, so they refuse sqlite::memory:, which no other process can see.
 func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (switchboard.Catalog, error) {
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil {
-		return nil, usage(err)
+		return nil, usage(g.nameSource(err))
 	}
 	if standalone && d.Memory {
-		return nil, usage(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
-			Reason: "an in-memory catalog lives in one process; use sqlite://PATH or postgres://… (only `demo` runs in one process)"})
+		return nil, usage(g.nameSource(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
+			Reason: "an in-memory catalog lives in one process; use sqlite://PATH or postgres://… (only `demo` runs in one process)"}))
 	}
 	opts := c.Options()
 	opts.Logger = g.log
 	cat, err := switchboard.Open(ctx, c.Discovery.DSN, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
-			return nil, usage(err)
+			return nil, usage(g.nameSource(err))
 		}
 		return nil, err
 	}

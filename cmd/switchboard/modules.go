@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/trace"
@@ -23,15 +24,27 @@ func newEchoCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "echo --name M [--listen 127.0.0.1:0]",
 		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
-		Args:  cobra.NoArgs,
+		Long: `Run a module that answers every message with its payload: serve the gRPC ModuleService on
+--listen, register the real address in the catalog (printed as one JSON line), heartbeat until
+Ctrl-C, then deregister. 'switchboard send' reaches it by node name.
+
+The name is sanitised as in register (stderr says so when that changes it). TTL and heartbeat
+come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3).`,
+		Example: `  switchboard echo --name echo
+  switchboard echo --name echo --listen 127.0.0.1:7000`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("name") {
+				return usagef("--name is required")
+			}
 			module, err := switchboard.SanitizeName(name)
 			if err != nil {
-				return usage(err)
+				return usage(flagField(err, "--name"))
 			}
 			if _, _, err := net.SplitHostPort(listen); err != nil {
-				return usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:0"})
+				return usage(&switchboard.FieldError{Field: "--listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:0"})
 			}
+			noteSanitised(g, name, module)
 			ctx := cmd.Context()
 			c, err := g.config(tf.apply)
 			if err != nil {
@@ -65,7 +78,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 			// Register only once the listener exists, so the catalog never
 			// points at a port nobody serves.
 			reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
-				Address: lis.Addr().String(), Version: version, TTL: c.Discovery.TTL},
+				Address: lis.Addr().String(), Version: moduleVersion(), TTL: c.Discovery.TTL},
 				switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
 			if err != nil {
 				lis.Close()
@@ -80,9 +93,13 @@ func newEchoCmd(g *globals) *cobra.Command {
 			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised)")
+	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised; required)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
 	tf.add(cmd.Flags())
+	cmd.Annotations = map[string]string{
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp}, "\n"),
+		annExit: exitLong,
+	}
 	return cmd
 }
 
@@ -94,21 +111,29 @@ func newSendCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N] [--verbose]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
-		Args:  cobra.NoArgs,
+		Long: `Send one message to a node of a module, found in the catalog by its name, over the gRPC pool,
+and print the reply on stdout. A failure prints its code and whether it is retryable, and exits 1;
+--edge-retry N retries a retryable failure up to N attempts in all (waiting 1 s, doubling).`,
+		Example: `  switchboard send --to flow1.echo.node-a:in --data 'hello'
+  switchboard send --to flow1.echo.node-a:in --data 'hello' --edge-retry 3`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("to") {
+				return usagef("--to is required")
+			}
 			target, err := switchboard.ParseNodeName(to)
 			if err == nil {
 				err = target.RequirePort()
 			}
 			if err != nil {
-				return usage(err)
+				return usage(flagField(err, "--to"))
 			}
 			if attempts < 1 || attempts > router.MaxMaxAttempts {
-				return usage(&switchboard.FieldError{Field: "edge-retry", Value: fmt.Sprint(attempts), Reason: "must be from 1 to 10"})
+				return usage(&switchboard.FieldError{Field: "--edge-retry", Value: fmt.Sprint(attempts), Reason: "must be from 1 to 10"})
 			}
 			policy := router.RetryPolicy{MaxAttempts: attempts}
 			ctx := cmd.Context()
-			c, err := g.config(tf.apply)
+			c, err := g.readConfig(tf.apply)
 			if err != nil {
 				return err
 			}

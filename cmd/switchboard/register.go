@@ -19,24 +19,46 @@ func newRegisterCmd(g *globals) *cobra.Command {
 		hb, ttl    string
 	)
 	cmd := &cobra.Command{
-		Use:   "register --name N --type T --address A [--capability C]... [--meta k=v]...",
+		Use:   "register --name N --type T --address A [--capability C]... [--meta k=v]... [--ttl D] [--heartbeat D]",
 		Short: "Register an instance, print it as one JSON line, heartbeat until interrupted, then deregister",
-		Args:  cobra.NoArgs,
+		Long: `Register an instance in the catalog and keep it alive: the stored instance is printed as one
+JSON line on stdout, then the process heartbeats until Ctrl-C or SIGTERM, when it deregisters
+(deletes its row) and exits 0. A second Ctrl-C exits at once, without deregistering (the row then
+expires after its TTL). If the row disappears meanwhile (reaped, deregistered by hand, catalog
+restored from a backup), the next heartbeat registers it again.
+
+The name is sanitised to an RFC 1123 label (lowercase, other characters become "-", at most 63);
+when that changes it, stderr says what is stored. With only --ttl, the heartbeat is derived:
+min(3s, ttl/3). Invalid input exits 2 and writes nothing (not even a new database file).`,
+		Example: `  switchboard register --name querier --type querier --address 127.0.0.1:50054 --capability query_execution
+  switchboard register --name writer --type writer --address '[::1]:50051' \
+      --capability storage --capability trace_ingestion --meta zone=eu-1 --ttl 2s
+  switchboard register --name edge --type router --address nats://edge.in --id edge-1 --version 1.4.0`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var missing []string
+			for _, f := range []string{"name", "type", "address"} {
+				if !cmd.Flags().Changed(f) {
+					missing = append(missing, "--"+f)
+				}
+			}
+			if len(missing) > 0 {
+				return usage(requiredError(missing))
+			}
 			var hbFlag, ttlFlag time.Duration
 			var err error
 			if hb != "" {
-				if hbFlag, err = switchboard.ParseDuration("heartbeat", hb); err != nil {
+				if hbFlag, err = switchboard.ParseDuration("--heartbeat", hb); err != nil {
 					return usage(err)
 				}
 			}
 			if ttl != "" {
-				if ttlFlag, err = switchboard.ParseDuration("ttl", ttl); err != nil {
+				if ttlFlag, err = switchboard.ParseDuration("--ttl", ttl); err != nil {
 					return usage(err)
 				}
 			}
-			// The flags take part in validation (heartbeat shorter than ttl)
-			// as the final values, over the file and the environment.
+			// The flags take part in validation (heartbeat against ttl) as
+			// the final values, over the file and the environment.
 			c, err := g.config(func(c *config.Config) {
 				if hbFlag > 0 {
 					c.Discovery.HeartbeatInterval = hbFlag
@@ -56,9 +78,11 @@ func newRegisterCmd(g *globals) *cobra.Command {
 			}
 			// Validate everything before the catalog is opened: bad input
 			// writes nothing, not even a new database file.
-			if _, err := switchboard.Normalize(in); err != nil {
-				return usage(err)
+			norm, err := switchboard.Normalize(in)
+			if err != nil {
+				return usage(g.nameSource(err))
 			}
+			noteSanitised(g, in.Name, norm.Name)
 			ctx := cmd.Context()
 			cat, err := g.open(ctx, c, true)
 			if err != nil {
@@ -79,16 +103,37 @@ func newRegisterCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.Name, "name", "", "service or module name (sanitised to an RFC 1123 label)")
-	f.StringVar(&in.Type, "type", "", "role: acceptor, writer, router, querier, compactor, or any token")
-	f.StringVar(&in.Address, "address", "", "host:port ([v6]:port) or nats://subject")
+	f.StringVar(&in.Name, "name", "", "service or module name (sanitised to an RFC 1123 label; required)")
+	f.StringVar(&in.Type, "type", "", "role: acceptor, writer, router, querier, compactor, or any token (required)")
+	f.StringVar(&in.Address, "address", "", "host:port ([v6]:port) or nats://subject (required)")
 	f.StringArrayVar(&caps, "capability", nil, "capability token (repeatable)")
 	f.StringVar(&in.Version, "version", "", "version string")
 	f.StringArrayVar(&meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&in.ID, "id", "", "stable instance id (default: a new UUID)")
-	f.StringVar(&hb, "heartbeat", "", "heartbeat interval (default from config: 3s)")
+	f.StringVar(&hb, "heartbeat", "", "heartbeat interval, at most ttl/2 (default from config, else min(3s, ttl/3))")
 	f.StringVar(&ttl, "ttl", "", "liveness TTL (default from config: 10s)")
+	cmd.Annotations = map[string]string{
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp}, "\n"),
+		annExit: exitLong,
+	}
 	return cmd
+}
+
+// requiredError names the missing flags: "--name is required",
+// "--name, --type and --address are required".
+func requiredError(flags []string) error {
+	if len(flags) == 1 {
+		return fmt.Errorf("%s is required", flags[0])
+	}
+	return fmt.Errorf("%s and %s are required", strings.Join(flags[:len(flags)-1], ", "), flags[len(flags)-1])
+}
+
+// noteSanitised tells the user, on stderr, when the stored name differs from
+// the one they typed.
+func noteSanitised(g *globals, typed, stored string) {
+	if typed != stored {
+		fmt.Fprintf(g.stderr, "switchboard: name %q is stored as %q\n", typed, stored)
+	}
 }
 
 func parseMeta(kvs []string) (map[string]string, error) {
@@ -99,7 +144,7 @@ func parseMeta(kvs []string) (map[string]string, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, &switchboard.FieldError{Field: "meta", Value: kv, Reason: "want key=value"}
+			return nil, &switchboard.FieldError{Field: "--meta", Value: kv, Reason: "want key=value"}
 		}
 		md[k] = v
 	}

@@ -15,15 +15,38 @@ import (
 func newWatchCmd(g *globals) *cobra.Command {
 	var qf queryFlags
 	cmd := &cobra.Command{
-		Use:   "watch [--name N] [--type T] [--capability C] [--all] [--json]",
+		Use:   "watch [--name N] [--type T] [--capability C] [--all] [-o table|wide|json]",
 		Short: "Print the current set as added events, then one line per change, until interrupted",
-		Args:  cobra.NoArgs,
+		Long: `Watch the catalog: first every instance that matches as an "added" event, then one line per
+change as it happens (pushed by the catalog, not polled), until Ctrl-C.
+
+Events: added, updated (address, capabilities, version or metadata changed), removed/deregistered
+(a graceful stop or 'switchboard deregister'), removed/expired (no heartbeat within the TTL; judged
+by this process's own timer). A heartbeat is not an event. With --all, an expired instance is
+"updated" with stale: true instead of removed.
+
+Formats: table (default; a header, then one line per event: the time in the local zone with the
+zone's name, and the date once the watch has run past midnight; long values are cut with "…" so
+the columns stay aligned), wide (nothing cut), json (one object per line:
+{"time":…,"event":…,"reason":…,"instance":{…}}, time in UTC, when this watcher received it;
+--json is the same). An empty cell is "-". When the catalog cannot be reached, one line says so on
+stderr and the watch goes on with the last known set.
+
+On a terminal, one line on stderr says what is watched and how to stop.`,
+		Example: `  switchboard watch
+  switchboard watch --capability storage -o wide
+  switchboard watch --json | jq -c 'select(.event == "removed")'`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := qf.out.resolve(cmd)
+			if err != nil {
+				return err
+			}
 			q, err := qf.query()
 			if err != nil {
 				return err
 			}
-			_, cat, err := g.catalog(cmd.Context(), true)
+			c, cat, err := g.readCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -32,8 +55,16 @@ func newWatchCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.terminal(g.stderr) {
+				fmt.Fprintf(g.stderr, "switchboard: watching %s in %s; changes print as they happen; Ctrl-C to stop\n",
+					describeQuery(q), switchboard.RedactDSN(c.Discovery.DSN))
+			}
+			p := &eventPrinter{stdout: g.stdout, stderr: g.stderr, format: format, start: time.Now()}
+			if format != formatJSON {
+				fmt.Fprintln(g.stdout, p.header())
+			}
 			for ev := range ch {
-				if err := printEvent(g.stdout, g.stderr, ev, qf.json); err != nil {
+				if err := p.print(ev); err != nil {
 					return err
 				}
 			}
@@ -41,37 +72,100 @@ func newWatchCmd(g *globals) *cobra.Command {
 		},
 	}
 	qf.add(cmd)
+	cmd.Annotations = map[string]string{annEnv: envDSNHelp + "\n" + envPollHelp, annExit: exitLong}
 	return cmd
 }
 
-// printEvent writes one event line. Catalog errors go to stderr so stdout
-// stays one JSON object per change.
-func printEvent(stdout, stderr io.Writer, ev switchboard.Event, asJSON bool) error {
+// describeQuery says in words what a watch selects.
+func describeQuery(q switchboard.Query) string {
+	var parts []string
+	if q.Name != "" {
+		parts = append(parts, "name "+q.Name)
+	}
+	if q.Type != "" {
+		parts = append(parts, "type "+q.Type)
+	}
+	if q.Capability != "" {
+		parts = append(parts, "capability "+q.Capability)
+	}
+	s := "all instances"
+	if len(parts) > 0 {
+		s = "instances with " + strings.Join(parts, ", ")
+	}
+	if q.All {
+		return s + " (stale ones too)"
+	}
+	return s
+}
+
+// eventPrinter writes watch events in one format.
+type eventPrinter struct {
+	stdout, stderr io.Writer
+	format         string
+	start          time.Time
+}
+
+// Column widths of the streamed table: a line cannot know later lines, so
+// the columns are fixed and longer values are cut (not in wide).
+const (
+	colTime    = 17
+	colEvent   = 20 // removed/deregistered
+	colName    = 24
+	colType    = 10
+	colAddress = 21 // 255.255.255.255:65535
+	colID      = 36 // a UUID
+)
+
+func (p *eventPrinter) header() string {
+	return strings.TrimRight(fit("TIME", colTime, true)+"  "+fit("EVENT", colEvent, true)+"  "+fit("NAME", colName, true)+"  "+
+		fit("TYPE", colType, true)+"  "+fit("ADDRESS", colAddress, true)+"  "+fit("ID", colID, true)+"  CAPABILITIES", " ")
+}
+
+// print writes one event. Catalog errors go to stderr so stdout stays one
+// line (one JSON object) per change.
+func (p *eventPrinter) print(ev switchboard.Event) error {
+	now := time.Now()
 	switch ev.Kind {
 	case switchboard.EventSynced:
 		return nil
 	case switchboard.EventError:
-		_, err := fmt.Fprintf(stderr, "switchboard: catalog unreachable, showing the last known set: %v\n", ev.Err)
+		_, err := fmt.Fprintf(p.stderr, "switchboard: catalog unreachable, showing the last known set: %v\n", ev.Err)
 		return err
 	}
-	if asJSON {
-		b, err := json.Marshal(ev)
+	if p.format == formatJSON {
+		b, err := eventJSON(ev, now)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		_, err = fmt.Fprintf(p.stdout, "%s\n", b)
 		return err
 	}
-	_, err := fmt.Fprintln(stdout, eventLine(ev))
+	_, err := fmt.Fprintln(p.stdout, eventLine(ev, now, p.start, p.format == formatWide))
 	return err
 }
 
-func eventLine(ev switchboard.Event) string {
+// eventJSON is the event's JSON with the time it was received first.
+func eventJSON(ev switchboard.Event, at time.Time) ([]byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+40)
+	out = append(out, `{"time":"`...)
+	out = append(out, at.UTC().Format(switchboard.TimeFormat)...)
+	out = append(out, `",`...)
+	return append(out, b[1:]...), nil
+}
+
+// eventLine is one event in the table columns; at is when it was seen,
+// start the day the watch began (the date is shown once it differs).
+func eventLine(ev switchboard.Event, at, start time.Time, wide bool) string {
 	in := ev.Instance
 	kind := string(ev.Kind)
 	if ev.Reason != "" {
 		kind += "/" + string(ev.Reason)
 	}
-	return fmt.Sprintf("%s  %-22s %-15s %-10s %-22s %s  [%s]", time.Now().Format("15:04:05.000"), kind, in.Name, in.Type,
-		in.Address, in.ID, strings.Join(in.Capabilities, ","))
+	return fit(clock(at, start, "15:04:05.000"), colTime, true) + "  " + fit(kind, colEvent, true) + "  " +
+		fit(dash(in.Name), colName, wide) + "  " + fit(dash(in.Type), colType, wide) + "  " +
+		fit(dash(in.Address), colAddress, wide) + "  " + fit(dash(in.ID), colID, wide) + "  " + capsCell(in.Capabilities, wide)
 }

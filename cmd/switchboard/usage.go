@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
+)
+
+// The environment variables of the configuration (config.Load reads them).
+const (
+	envDSN       = "SWITCHBOARD_DISCOVERY_DSN"
+	envHeartbeat = "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL"
+	envTTL       = "SWITCHBOARD_DISCOVERY_TTL"
+	envPoll      = "SWITCHBOARD_DISCOVERY_POLL_INTERVAL"
+)
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// noArgs rejects positional arguments with one line naming the first.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", cmd.Name(), args[0])
+	}
+	return nil
+}
+
+// oneArg requires exactly one positional argument, described by what.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return usagef("%s: missing argument %s", cmd.Name(), what)
+		case len(args) > 1:
+			return usagef("%s takes one argument (%s), got %d: unexpected %q", cmd.Name(), what, len(args), args[1])
+		}
+		return nil
+	}
+}
+
+// rootArgs makes an unknown command one line, with a suggestion when one is
+// close.
+func rootArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usage(errors.New(msg))
+}
+
+// newHelpCmd is `help [command]`; an unknown topic is a usage error, not
+// the root's help with exit 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help prints the description, flags, examples, environment and exit codes of a command.",
+		RunE: func(c *cobra.Command, args []string) error {
+			root := c.Root()
+			target, rest, err := root.Find(args)
+			if err != nil || len(args) > 0 && (target == root || len(rest) > 0) {
+				return usagef("unknown help topic %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var out []cobra.Completion
+			if len(args) == 0 {
+				for _, sub := range c.Root().Commands() {
+					if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+						out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+					}
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+	}
+}
+
+// Annotations a command sets for its help.
+const (
+	// annEnv lists the environment variables that apply, one per line
+	// ("NAME  meaning"); by default the catalog's DSN.
+	annEnv = "switchboard/env"
+	// annExit lists the exit codes, one per line; by default 0, 1, 2.
+	annExit = "switchboard/exit"
+)
+
+const (
+	envDSNHelp       = envDSN + "  catalog DSN (--dsn wins)"
+	envPollHelp      = envPoll + "  safety-net resync period of watches"
+	envTTLHelp       = envTTL + "  TTL of the registration (--ttl wins)"
+	envHeartbeatHelp = envHeartbeat + "  heartbeat interval (--heartbeat wins; default min(3s, ttl/3))"
+
+	exitDefault = "0  success\n1  failure (catalog unreachable, no such instance, …)\n2  invalid input: one line on stderr naming the flag"
+	exitLong    = "0  stopped by Ctrl-C or SIGTERM after a clean shutdown\n1  failure (catalog unreachable, …)\n2  invalid input: one line on stderr naming the flag\n130/143  a second Ctrl-C/SIGTERM forced the exit before clean-up"
+)
+
+func helpEnv(c *cobra.Command) string {
+	if v, ok := c.Annotations[annEnv]; ok {
+		return v
+	}
+	return envDSNHelp
+}
+
+func helpExit(c *cobra.Command) string {
+	if v, ok := c.Annotations[annExit]; ok {
+		return v
+	}
+	return exitDefault
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+func init() {
+	cobra.AddTemplateFunc("helpEnv", func(c *cobra.Command) string { return indent(helpEnv(c)) })
+	cobra.AddTemplateFunc("helpExit", func(c *cobra.Command) string { return indent(helpExit(c)) })
+}
+
+// usageTemplate is cobra's, plus the environment variables and exit codes
+// of every command.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}
+
+Environment:
+{{helpEnv .}}
+
+Exit codes:
+{{helpExit .}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// flagOf maps a validation field to the flag that sets it.
+var flagOf = map[string]string{
+	"dsn": "dsn", "heartbeat_interval": "heartbeat", "ttl": "ttl",
+	"name": "name", "type": "type", "address": "address", "capability": "capability",
+	"version": "version", "id": "id", "metadata": "meta", "components": "components",
+}
+
+// configSource maps a configuration field to its environment variable and
+// file key.
+var configSource = map[string]struct{ env, key string }{
+	"dsn":                {envDSN, "discovery.dsn"},
+	"heartbeat_interval": {envHeartbeat, "discovery.heartbeat_interval"},
+	"ttl":                {envTTL, "discovery.ttl"},
+	"poll_interval":      {envPoll, "discovery.poll_interval"},
+}
+
+// nameSource rewrites the field of a validation error as the user set it:
+// the flag they typed (--ttl), else the environment variable, else the
+// config file key. Other errors are returned unchanged.
+func (g *globals) nameSource(err error) error {
+	fe, ok := err.(*switchboard.FieldError)
+	if !ok {
+		return err // wrapped ones say where they come from already
+	}
+	field, rest, _ := strings.Cut(fe.Field, " ")
+	var name string
+	if f, ok := flagOf[field]; ok && g.cmd != nil {
+		if fl := g.cmd.Flag(f); fl != nil && fl.Changed {
+			name = "--" + f
+		}
+	}
+	if src, ok := configSource[field]; name == "" && ok {
+		if os.Getenv(src.env) != "" {
+			name = src.env
+		} else {
+			name = src.key
+		}
+	}
+	if name == "" {
+		return err
+	}
+	out := *fe // keeps the sentinel it wraps
+	out.Field = strings.TrimSpace(name + " " + rest)
+	return &out
+}
+
+// derivedHeartbeat is the heartbeat used when none is given: the default
+// 3 s, or a third of a shorter TTL, so that --ttl alone always validates
+// (heartbeat ≤ ttl/2) and an instance survives two lost heartbeats.
+func derivedHeartbeat(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return switchboard.DefaultHeartbeatInterval
+	}
+	return min(switchboard.DefaultHeartbeatInterval, ttl/3)
+}
+
+// deriveHeartbeat replaces a heartbeat nobody set (no --heartbeat, no
+// environment variable, and the default value) with derivedHeartbeat of the
+// final TTL. A heartbeat of exactly 3s written in the config file cannot be
+// told from the default: it is derived too when the TTL is under 9s.
+func (g *globals) deriveHeartbeat(c *config.Config) {
+	if g.cmd != nil {
+		if fl := g.cmd.Flag("heartbeat"); fl != nil && fl.Changed {
+			return
+		}
+	}
+	if os.Getenv(envHeartbeat) != "" || c.Discovery.HeartbeatInterval != switchboard.DefaultHeartbeatInterval {
+		return
+	}
+	c.Discovery.HeartbeatInterval = derivedHeartbeat(c.Discovery.TTL)
+}
