@@ -65,6 +65,9 @@ func forceExit(sig os.Signal, stderr io.Writer, exit func(int)) {
 	exit(code)
 }
 
+// terminalCheck tells whether a writer is a terminal; tests replace it.
+var terminalCheck = isTerminal
+
 // usageError marks input the user must fix: exit code 2.
 type usageError struct{ err error }
 
@@ -128,7 +131,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func newRootGlobals(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout, stderr: stderr, terminal: isTerminal}
+	g := &globals{stdout: stdout, stderr: stderr, terminal: terminalCheck}
 	root := &cobra.Command{
 		Use:   "switchboard",
 		Short: "Service discovery and module routing",
@@ -185,6 +188,17 @@ when several hosts share one catalog.`,
 // unknown topic is an error.
 func finish(root *cobra.Command, g *globals) {
 	root.SetHelpCommand(newHelpCmd())
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.Example = `  source <(switchboard completion bash)               # this shell
+  switchboard completion bash > /etc/bash_completion.d/switchboard
+  switchboard completion zsh > "${fpath[1]}/_switchboard"
+  switchboard completion fish > ~/.config/fish/completions/switchboard.fish`
+		c.Long += "\n\nBesides commands and flags, the scripts complete instance ids (deregister), names, types and\n" +
+			"capabilities (ls, watch, register, echo) from the configured catalog when it can be read within\n" +
+			"2 s; a SQLite catalog that does not exist is not created."
+		c.Annotations = map[string]string{annEnv: envDSNHelp + " (read when completing ids, names, types, capabilities)"}
+	}
 	root.SetUsageTemplate(usageTemplate)
 	registerCompletions(root, g)
 	var walk func(c *cobra.Command)

@@ -516,7 +516,7 @@ func TestEchoAndSend(t *testing.T) {
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	t.Setenv("SWITCHBOARD_DISCOVERY_DSN", "mysql://not-a-backend")
-	if code, _, stderr := cli(t, "ls"); code != 2 || !strings.Contains(stderr, "dsn") {
+	if code, _, stderr := cli(t, "ls"); code != 2 || !strings.Contains(stderr, "SWITCHBOARD_DISCOVERY_DSN \"mysql:") {
 		t.Fatalf("bad DSN from the environment: exit %d stderr %q", code, stderr)
 	}
 	if code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json"); code != 0 || stdout != "[]\n" {
@@ -530,11 +530,37 @@ func TestDemo(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", dsn, code, stdout, stderr)
 		}
-		for _, want := range []string{"removed/expired        demo-writer", "removed/deregistered   demo-compactor", "router    -> query_execution     = demo-querier", "demo done"} {
+		for _, want := range []string{"removed/expired       demo-writer", "removed/deregistered  demo-compactor", "router    -> query_execution     = demo-querier", "demo done"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%s: output lacks %q:\n%s", dsn, want, stdout)
 			}
 		}
+		hint := "in another terminal"
+		if dsn == "sqlite::memory:" {
+			hint = "lives in this process only"
+		} else if !strings.Contains(stdout, " watch --dsn "+dsn) {
+			t.Errorf("the hint does not name the DSN to watch:\n%s", stdout)
+		}
+		if !strings.Contains(stdout, hint) {
+			t.Errorf("%s: no hint %q:\n%s", dsn, hint, stdout)
+		}
+	}
+}
+
+// The demo's hint quotes a DSN the shell would mangle, and never shows a
+// password.
+func TestDemoHintQuotesDSN(t *testing.T) {
+	dsn := withPassword(t)
+	code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "400ms")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	want := " watch --dsn " + shellQuote(switchboard.RedactDSN(dsn)) + "`"
+	if !strings.Contains(stdout, want) || !strings.Contains(want, "'") {
+		t.Fatalf("hint lacks %s:\n%s", want, stdout)
+	}
+	if strings.Contains(stdout+stderr, "s3cr3t") {
+		t.Fatalf("password shown:\n%s", stdout)
 	}
 }
 

@@ -97,7 +97,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
 	tf.add(cmd.Flags())
 	cmd.Annotations = map[string]string{
-		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp}, "\n"),
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envTLSHelp}, "\n"),
 		annExit: exitLong,
 	}
 	return cmd
@@ -116,7 +116,8 @@ and print the reply on stdout. A failure prints its code and whether it is retry
 --edge-retry N retries a retryable failure up to N attempts in all (waiting 1 s, doubling).`,
 		Example: `  switchboard send --to flow1.echo.node-a:in --data 'hello'
   switchboard send --to flow1.echo.node-a:in --data 'hello' --edge-retry 3`,
-		Args: noArgs,
+		Annotations: map[string]string{annEnv: envDSNHelp + "\n" + envTLSHelp},
+		Args:        noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("to") {
 				return usagef("--to is required")

@@ -27,7 +27,7 @@ JSON line on stdout, then the process heartbeats until Ctrl-C or SIGTERM, when i
 expires after its TTL). If the row disappears meanwhile (reaped, deregistered by hand, catalog
 restored from a backup), the next heartbeat registers it again.
 
-The name is sanitised to an RFC 1123 label (lowercase, other characters become "-", at most 63);
+The name is sanitised to an RFC 1123 label (lowercase, other characters become "-", at most 48, keeping the tail);
 when that changes it, stderr says what is stored. With only --ttl, the heartbeat is derived:
 min(3s, ttl/3). Invalid input exits 2 and writes nothing (not even a new database file).`,
 		Example: `  switchboard register --name querier --type querier --address 127.0.0.1:50054 --capability query_execution
@@ -98,6 +98,7 @@ min(3s, ttl/3). Invalid input exits 2 and writes nothing (not even a new databas
 				return err
 			}
 			fmt.Fprintf(g.stdout, "%s\n", line)
+			g.log.Info("heartbeating", "id", reg.ID(), "interval", interval, "ttl", in.TTL)
 			<-ctx.Done()
 			return reg.Close()
 		},

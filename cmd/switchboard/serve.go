@@ -24,7 +24,19 @@ func newServeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--token T] [--tls-cert F --tls-key F] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
-		Args:  cobra.NoArgs,
+		Long: `Serve the configured catalog over HTTP until Ctrl-C: the JSON API under /v1/, the SSE watch, the
+dashboard, Prometheus metrics and health. Clients (any CLI command, or the Go library) reach it
+with --dsn http://ADDR. The server is stateless over its database: several servers may share one
+PostgreSQL. sqlite::memory: is accepted (the server is then the only process that sees it).`,
+		Example: `  switchboard serve
+  switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' serve --listen :8080 --token s3cret
+  switchboard --dsn http://127.0.0.1:8080 ls`,
+		Annotations: map[string]string{
+			annEnv: envDSNHelp + "\nSWITCHBOARD_HTTP_LISTEN  address to listen on (--listen wins)\nSWITCHBOARD_HTTP_TOKEN  API token (--token wins)\n" +
+				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)",
+			annExit: exitLong,
+		},
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			fl := cmd.Flags()

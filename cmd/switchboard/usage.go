@@ -76,6 +76,8 @@ func newHelpCmd() *cobra.Command {
 			if err != nil || len(args) > 0 && (target == root || len(rest) > 0) {
 				return usagef("unknown help topic %q", strings.Join(args, " "))
 			}
+			target.InitDefaultHelpFlag() // as `CMD --help` shows it
+			target.InitDefaultVersionFlag()
 			return target.Help()
 		},
 		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -105,6 +107,7 @@ const (
 	envDSNHelp       = envDSN + "  catalog DSN (--dsn wins)"
 	envPollHelp      = envPoll + "  safety-net resync period of watches"
 	envTTLHelp       = envTTL + "  TTL of the registration (--ttl wins)"
+	envTLSHelp       = "SWITCHBOARD_TRANSPORT_TLS_CERT, _KEY, _CA  TLS of the module wire (--tls-cert, --tls-key, --tls-ca win)"
 	envHeartbeatHelp = envHeartbeat + "  heartbeat interval (--heartbeat wins; default min(3s, ttl/3))"
 
 	exitDefault = "0  success\n1  failure (catalog unreachable, no such instance, …)\n2  invalid input: one line on stderr naming the flag"
