@@ -30,9 +30,16 @@ func newNatsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nats [--listen 127.0.0.1:4222] [--data DIR]",
 		Short: "Run an embedded NATS broker (JetStream on, loopback) for the NATS module wire",
-		Args:  cobra.NoArgs,
+		Long: `Run an embedded NATS broker with JetStream until Ctrl-C, for the NATS module wire: echo, send and
+serve use it when TINY_NATS_URL (or [transport] nats_url) points at it. It has no authentication,
+so it listens on loopback unless told otherwise. The JetStream store lives beside the SQLite
+catalog (or in .data/nats).`,
+		Example: `  switchboard nats
+  TINY_NATS_URL=nats://127.0.0.1:4222 switchboard echo --name echo`,
+		Annotations: map[string]string{annEnv: envDSNHelp + " (places the JetStream store beside a SQLite catalog)", annExit: exitLong},
+		Args:        noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.config()
+			c, err := g.readConfig()
 			if err != nil {
 				return err
 			}

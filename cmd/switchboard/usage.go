@@ -104,10 +104,11 @@ const (
 )
 
 const (
-	envDSNHelp       = envDSN + "  catalog DSN (--dsn wins)"
-	envPollHelp      = envPoll + "  safety-net resync period of watches"
-	envTTLHelp       = envTTL + "  TTL of the registration (--ttl wins)"
-	envTLSHelp       = "SWITCHBOARD_TRANSPORT_TLS_CERT, _KEY, _CA  TLS of the module wire (--tls-cert, --tls-key, --tls-ca win)"
+	envDSNHelp  = envDSN + "  catalog DSN (--dsn wins)"
+	envPollHelp = envPoll + "  safety-net resync period of watches"
+	envTTLHelp  = envTTL + "  TTL of the registration (--ttl wins)"
+	envTLSHelp  = "SWITCHBOARD_TRANSPORT_TLS_CERT, _KEY, _CA  TLS of the module wire (--tls-cert, --tls-key, --tls-ca win)\n" +
+		"TINY_NATS_URL, TINY_NATS_TRANSPORT  the NATS module wire instead of gRPC (jetstream: the durable wire)"
 	envHeartbeatHelp = envHeartbeat + "  heartbeat interval (--heartbeat wins; default min(3s, ttl/3))"
 
 	exitDefault = "0  success\n1  failure (catalog unreachable, no such instance, …)\n2  invalid input: one line on stderr naming the flag"
