@@ -225,6 +225,10 @@ type WatchStats struct {
 	HeldExpirations int
 	// SelfPreservationEvents counts how many times it engaged.
 	SelfPreservationEvents int
+	// MissedRenewals counts, at the last expiry check, the instances that
+	// had not renewed for half their TTL plus those expired within their
+	// last TTL: what self-preservation compares with its threshold.
+	MissedRenewals int
 }
 
 // WatchStatser is implemented by catalogs that report their WatchStats

@@ -21,7 +21,7 @@ type Collector struct {
 	stats switchboard.WatchStatser
 	cache Stale
 
-	reachable, instances, active, watchers, preserving, held, preserveEvents, cacheStale *prometheus.Desc
+	reachable, instances, active, watchers, preserving, held, missed, preserveEvents, cacheStale *prometheus.Desc
 }
 
 // NewCollector returns a collector reading stats (and cache, which may be
@@ -37,7 +37,8 @@ func NewCollector(stats switchboard.WatchStatser, cache Stale) *Collector {
 		instances:      d("watch_instances", "Instances mirrored by this process, stale ones included."),
 		active:         d("watch_active_instances", "Instances within their TTL."),
 		watchers:       d("watchers", "Open watches in this process."),
-		preserving:     d("self_preservation_active", "1 while more than half of the instances would expire at once and their expiry is held."),
+		preserving:     d("self_preservation_active", "1 while more than the threshold fraction of the instances stopped renewing at once and their expiry is held."),
+		missed:         d("self_preservation_missed_renewals", "Instances that had not renewed for half their TTL (or expired within their last TTL) at the last expiry check."),
 		held:           d("self_preservation_held_expirations", "Expirations currently held by self-preservation."),
 		preserveEvents: d("self_preservation_events_total", "Times self-preservation engaged."),
 		cacheStale:     d("discovery_cache_stale", "1 while the discovery cache serves a set it cannot confirm."),
@@ -46,7 +47,7 @@ func NewCollector(stats switchboard.WatchStatser, cache Stale) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.reachable, c.instances, c.active, c.watchers, c.preserving, c.held, c.preserveEvents} {
+	for _, d := range []*prometheus.Desc{c.reachable, c.instances, c.active, c.watchers, c.preserving, c.held, c.missed, c.preserveEvents} {
 		ch <- d
 	}
 	if c.cache != nil {
@@ -66,6 +67,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.watchers, float64(s.Watchers))
 	gauge(c.preserving, b2f(s.Preserving))
 	gauge(c.held, float64(s.HeldExpirations))
+	gauge(c.missed, float64(s.MissedRenewals))
 	ch <- prometheus.MustNewConstMetric(c.preserveEvents, prometheus.CounterValue, float64(s.SelfPreservationEvents))
 	if c.cache != nil {
 		stale, _ := c.cache.Stale()

@@ -21,7 +21,7 @@ func (s staleCache) Stale() (bool, error) { return bool(s), nil }
 
 func TestCollector(t *testing.T) {
 	c := metrics.NewCollector(fixed{Instances: 12, Active: 5, Watchers: 3, Healthy: true, Preserving: true,
-		HeldExpirations: 7, SelfPreservationEvents: 2}, staleCache(true))
+		HeldExpirations: 7, SelfPreservationEvents: 2, MissedRenewals: 9}, staleCache(true))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	want := `
@@ -31,7 +31,7 @@ switchboard_catalog_reachable 1
 # HELP switchboard_discovery_cache_stale 1 while the discovery cache serves a set it cannot confirm.
 # TYPE switchboard_discovery_cache_stale gauge
 switchboard_discovery_cache_stale 1
-# HELP switchboard_self_preservation_active 1 while more than half of the instances would expire at once and their expiry is held.
+# HELP switchboard_self_preservation_active 1 while more than the threshold fraction of the instances stopped renewing at once and their expiry is held.
 # TYPE switchboard_self_preservation_active gauge
 switchboard_self_preservation_active 1
 # HELP switchboard_self_preservation_events_total Times self-preservation engaged.
@@ -40,6 +40,9 @@ switchboard_self_preservation_events_total 2
 # HELP switchboard_self_preservation_held_expirations Expirations currently held by self-preservation.
 # TYPE switchboard_self_preservation_held_expirations gauge
 switchboard_self_preservation_held_expirations 7
+# HELP switchboard_self_preservation_missed_renewals Instances that had not renewed for half their TTL (or expired within their last TTL) at the last expiry check.
+# TYPE switchboard_self_preservation_missed_renewals gauge
+switchboard_self_preservation_missed_renewals 9
 # HELP switchboard_watch_active_instances Instances within their TTL.
 # TYPE switchboard_watch_active_instances gauge
 switchboard_watch_active_instances 5

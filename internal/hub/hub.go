@@ -21,10 +21,12 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the hub's logs (default slog.Default()).
 	Logger *slog.Logger
-	// SelfPreservationMin is the smallest number of active instances at
-	// which self-preservation applies: when more than half of them would
-	// expire in one check, the expirations are held (default 10; negative
-	// disables it).
+	// SelfPreservationThreshold is the fraction of the instances that may
+	// miss their renewals at once before self-preservation holds their
+	// expirations (see preserve.go; default 0.5, negative disables it).
+	SelfPreservationThreshold float64
+	// SelfPreservationMin is the smallest number of instances at which
+	// self-preservation applies (default 10; negative disables it).
 	SelfPreservationMin int
 }
 
@@ -32,11 +34,10 @@ type Options struct {
 type Stats = switchboard.WatchStats
 
 const (
-	renewOverlap    = time.Second // re-read renewals this far back: commits land after their timestamps
-	readTimeout     = 10 * time.Second
-	minRetry        = 100 * time.Millisecond
-	maxRetry        = 2 * time.Second
-	preserveRecheck = time.Second
+	renewOverlap = time.Second // re-read renewals this far back: commits land after their timestamps
+	readTimeout  = 10 * time.Second
+	minRetry     = 100 * time.Millisecond
+	maxRetry     = 2 * time.Second
 )
 
 // Hub mirrors one catalog for a whole process and fans its changes out to
@@ -73,11 +74,8 @@ type Hub struct {
 	// recheckAt (local) is when the renewals are read again after an
 	// expiry, so that an instance expired because its renewal committed
 	// after the read is revived without waiting for another deadline.
-	recheckAt      time.Time
-	preserving     bool
-	preserveUntil  time.Time // local: next self-preservation re-check
-	held           int
-	preserveEvents int
+	recheckAt time.Time
+	preserve
 }
 
 type entry struct {
@@ -87,6 +85,7 @@ type entry struct {
 	// an outage: recovery + its TTL.
 	notBefore time.Time
 	expired   bool
+	expiredAt time.Time // catalog time the hub expired it
 }
 
 // due is when the entry may expire: its deadline, or the end of its grace.
@@ -106,7 +105,10 @@ func New(src Source, opts Options) *Hub {
 		opts.Logger = slog.Default()
 	}
 	if opts.SelfPreservationMin == 0 {
-		opts.SelfPreservationMin = 10
+		opts.SelfPreservationMin = DefaultSelfPreservationMin
+	}
+	if opts.SelfPreservationThreshold == 0 {
+		opts.SelfPreservationThreshold = DefaultSelfPreservationThreshold
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hub{
@@ -175,7 +177,8 @@ func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Stats{Instances: len(h.entries), Watchers: len(h.subs), Healthy: h.healthy, LastError: h.lastErr,
-		Preserving: h.preserving, HeldExpirations: h.held, SelfPreservationEvents: h.preserveEvents}
+		Preserving: h.preserving, HeldExpirations: h.held, SelfPreservationEvents: h.preserveEvents,
+		MissedRenewals: h.missed}
 	for _, e := range h.entries {
 		if !e.expired {
 			s.Active++
@@ -352,7 +355,8 @@ func (h *Hub) step(full bool) error {
 		h.recovered()
 	}
 	recheck := !h.recheckAt.IsZero() && !time.Now().Before(h.recheckAt)
-	due := h.dueNow() || recheck
+	rejudge := h.preserving && !time.Now().Before(h.preserveUntil)
+	due := h.dueNow() || recheck || rejudge
 	since := h.renewedAt.Add(-renewOverlap)
 	h.mu.Unlock()
 	if !due {
@@ -590,67 +594,16 @@ func (h *Hub) nextWake() (time.Time, bool) {
 	if ok {
 		// A millisecond past the deadline, on the local monotonic clock.
 		w = h.clockLocal.Add(it.deadline.Sub(h.clockNow) + time.Millisecond)
-		if h.preserving && w.Before(h.preserveUntil) {
-			w = h.preserveUntil
-		}
+	}
+	if h.preserving && (!ok || h.preserveUntil.Before(w)) {
+		// Held entries are out of the heap: re-judge them once per
+		// preserveRecheck.
+		w, ok = h.preserveUntil, true
 	}
 	if !h.recheckAt.IsZero() && (!ok || h.recheckAt.Before(w)) {
 		w, ok = h.recheckAt, true
 	}
 	return w, ok
-}
-
-// expire marks every entry past its deadline as expired, unless the
-// catalog only just came back (grace) or self-preservation holds them.
-func (h *Hub) expire(now time.Time) {
-	var due []*entry
-	var keep []item
-	for {
-		it, ok := h.top()
-		if !ok || it.deadline.After(now) {
-			break
-		}
-		heap.Pop(&h.dl)
-		due = append(due, h.entries[it.id])
-		keep = append(keep, it)
-	}
-	if len(due) == 0 {
-		if h.preserving {
-			h.preserving, h.held = false, 0
-			h.log.Info("self-preservation off: instances renewed")
-		}
-		return
-	}
-	active := 0
-	for _, e := range h.entries {
-		if !e.expired {
-			active++
-		}
-	}
-	if m := h.opts.SelfPreservationMin; m > 0 && active >= m && 2*len(due) > active {
-		if !h.preserving {
-			h.preserveEvents++
-			h.log.Error("self-preservation: more than half of all instances would expire at once; holding expirations",
-				"expiring", len(due), "active", active)
-		}
-		h.preserving, h.held = true, len(due)
-		h.preserveUntil = time.Now().Add(preserveRecheck)
-		for _, it := range keep {
-			heap.Push(&h.dl, it)
-		}
-		return
-	}
-	if h.preserving {
-		h.preserving, h.held = false, 0
-		h.log.Info("self-preservation off")
-	}
-	for _, e := range due {
-		e.expired = true
-		h.transition(&e.inst, false, &e.inst, true, switchboard.ReasonExpired)
-	}
-	// A renewal stamped before this read may commit after it: read the
-	// renewals once more when such a commit must have landed.
-	h.recheckAt = time.Now().Add(renewOverlap)
 }
 
 // transition emits, to every watcher, what changed between the old and the

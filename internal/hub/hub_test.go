@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -588,5 +590,112 @@ func TestPostOutageGraceIsPerInstance(t *testing.T) {
 	}
 	if s := h.Stats(); s.Active != 1 {
 		t.Fatalf("stats: %+v", s)
+	}
+}
+
+// beaters renews each id of a group every period, staggered as separate
+// processes are, until its group is frozen or stopped.
+type beaters struct {
+	m      *memSource
+	mu     sync.Mutex
+	frozen map[string]bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func startBeaters(m *memSource, ids []string, every time.Duration) *beaters {
+	b := &beaters{m: m, frozen: map[string]bool{}, stop: make(chan struct{})}
+	for i, id := range ids {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			time.Sleep(time.Duration(i) * every / time.Duration(len(ids)))
+			tk := time.NewTicker(every)
+			defer tk.Stop()
+			for {
+				select {
+				case <-b.stop:
+					return
+				case <-tk.C:
+					b.mu.Lock()
+					f := b.frozen[id]
+					b.mu.Unlock()
+					if !f {
+						m.beat(id)
+					}
+				}
+			}
+		}()
+	}
+	return b
+}
+
+func (b *beaters) freeze(ids []string, f bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		b.frozen[id] = f
+	}
+}
+
+func (b *beaters) close() { close(b.stop); b.wg.Wait() }
+
+// Issue 17: instances renewed by separate processes have deadlines spread
+// over a heartbeat interval; freezing them all must engage
+// self-preservation (judged over a window), though each check sees only
+// one or two due. A crash of a few expires on time, during a hold and
+// outside one.
+func TestSelfPreservationJudgesAWindow(t *testing.T) {
+	const ttl, every = 800 * time.Millisecond, 200 * time.Millisecond
+	m := newMem()
+	h := New(m, Options{PollInterval: time.Hour})
+	defer h.Close()
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("p%02d", i)
+		ids = append(ids, id)
+		m.put(inst(id, ttl))
+	}
+	m.put(inst("extra", ttl))
+	b := startBeaters(m, append(slices.Clone(ids), "extra"), every)
+	defer b.close()
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 21 {
+		next(t, ch)
+	}
+	quiet(t, ch, 2*ttl) // steady heartbeats: no event
+
+	// Freeze 18, and 2 crash at the same moment (they never come back).
+	b.freeze(ids, true)
+	testkit.WaitUntil(t, "self-preservation to engage", func() bool { return h.Stats().Preserving })
+	quiet(t, ch, 2*ttl)
+	if s := h.Stats(); !s.Preserving || s.HeldExpirations != 20 || s.SelfPreservationEvents != 1 {
+		t.Fatalf("stats during the hold: %+v", s)
+	}
+	// A crash during the hold of others: not held, expires.
+	b.freeze([]string{"extra"}, true)
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved || ev.Instance.ID != "extra" || ev.Reason != switchboard.ReasonExpired {
+		t.Fatalf("want extra removed/expired during the hold, got %+v", ev)
+	}
+	b.freeze([]string{"extra"}, false)
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "extra" {
+		t.Fatalf("want extra added back, got %+v", ev)
+	}
+	// 18 resume: the hold is released and the 2 crashed expire, nobody else.
+	b.freeze(ids[2:], false)
+	removed := map[string]bool{}
+	for len(removed) < 2 {
+		ev := next(t, ch)
+		if ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired || (ev.Instance.ID != ids[0] && ev.Instance.ID != ids[1]) {
+			t.Fatalf("after the release want %s and %s removed/expired, got %+v", ids[0], ids[1], ev)
+		}
+		removed[ev.Instance.ID] = true
+	}
+	quiet(t, ch, 2*ttl)
+	if s := h.Stats(); s.Preserving || s.Active != 19 {
+		t.Fatalf("stats after the release: %+v", s)
 	}
 }
