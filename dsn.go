@@ -110,6 +110,12 @@ type Options struct {
 	// MaxTTL is the largest TTL an instance may be registered with
 	// (zero: DefaultMaxTTL).
 	MaxTTL time.Duration
+	// SelfPreservationThreshold is the fraction of the instances that may
+	// stop renewing at once before watches hold their expirations (zero:
+	// 0.5; negative: self-preservation off). SelfPreservationMin is the
+	// smallest number of instances it applies to (zero: 10).
+	SelfPreservationThreshold float64
+	SelfPreservationMin       int
 	// Logger receives the backend's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }

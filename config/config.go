@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +71,12 @@ type Discovery struct {
 	TTL               time.Duration `toml:"ttl"`
 	// MaxTTL is the largest TTL an instance may be registered with.
 	MaxTTL time.Duration `toml:"max_ttl"`
+	// SelfPreservationThreshold is the fraction of the instances that may
+	// stop renewing at once before watchers hold their expirations
+	// (default 0.5; 0 disables self-preservation). SelfPreservationMin is
+	// the smallest number of instances it applies to (default 10).
+	SelfPreservationThreshold float64 `toml:"self_preservation_threshold"`
+	SelfPreservationMin       int     `toml:"self_preservation_min"`
 }
 
 // Default returns the defaults of SPEC §8.
@@ -80,6 +87,9 @@ func Default() Config {
 		PollInterval:      switchboard.DefaultPollInterval,
 		TTL:               switchboard.DefaultTTL,
 		MaxTTL:            switchboard.DefaultMaxTTL,
+
+		SelfPreservationThreshold: 0.5,
+		SelfPreservationMin:       10,
 	}, HTTP: HTTP{Listen: DefaultListen}}
 }
 
@@ -91,6 +101,9 @@ type fileConfig struct {
 		PollInterval      *string `toml:"poll_interval"`
 		TTL               *string `toml:"ttl"`
 		MaxTTL            *string `toml:"max_ttl"`
+
+		SelfPreservationThreshold *float64 `toml:"self_preservation_threshold"`
+		SelfPreservationMin       *int     `toml:"self_preservation_min"`
 	} `toml:"discovery"`
 	HTTP struct {
 		Listen  *string `toml:"listen"`
@@ -148,6 +161,22 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		{"SWITCHBOARD_TRANSPORT_TLS_CERT", func(v string) error { c.Transport.TLSCert = v; return nil }},
 		{"SWITCHBOARD_TRANSPORT_TLS_KEY", func(v string) error { c.Transport.TLSKey = v; return nil }},
 		{"SWITCHBOARD_TRANSPORT_TLS_CA", func(v string) error { c.Transport.TLSCA = v; return nil }},
+		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", Value: v, Reason: "want a fraction such as 0.5 (0 disables)"}
+			}
+			c.Discovery.SelfPreservationThreshold = f
+			return nil
+		}},
+		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", Value: v, Reason: "want a whole number of instances"}
+			}
+			c.Discovery.SelfPreservationMin = n
+			return nil
+		}},
 		{"TINY_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
 		{"TINY_NATS_TRANSPORT", func(v string) error { c.Transport.NATSTransport = v; return nil }},
 		{"SWITCHBOARD_TRANSPORT_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
@@ -207,6 +236,12 @@ func (c *Config) overlayFile(path string, b []byte) error {
 	if d.DSN != nil {
 		c.Discovery.DSN = *d.DSN
 	}
+	if d.SelfPreservationThreshold != nil {
+		c.Discovery.SelfPreservationThreshold = *d.SelfPreservationThreshold
+	}
+	if d.SelfPreservationMin != nil {
+		c.Discovery.SelfPreservationMin = *d.SelfPreservationMin
+	}
 	for _, x := range []struct {
 		v     *string
 		dst   *time.Duration
@@ -255,6 +290,12 @@ func (c Config) Validate() error {
 	if err := c.Transport.Validate(); err != nil {
 		return err
 	}
+	if t := d.SelfPreservationThreshold; !(t >= 0 && t < 1) {
+		return &switchboard.FieldError{Field: "self_preservation_threshold", Value: strconv.FormatFloat(t, 'g', -1, 64), Reason: "must be a fraction in [0, 1) (0 disables self-preservation)"}
+	}
+	if d.SelfPreservationMin < 1 {
+		return &switchboard.FieldError{Field: "self_preservation_min", Value: strconv.Itoa(d.SelfPreservationMin), Reason: "must be at least 1"}
+	}
 	if d.TTL > d.MaxTTL {
 		return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
 	}
@@ -263,7 +304,12 @@ func (c Config) Validate() error {
 
 // Options returns the catalog options of this configuration.
 func (c Config) Options() switchboard.Options {
-	return switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval, MaxTTL: c.Discovery.MaxTTL}
+	o := switchboard.Options{DefaultTTL: c.Discovery.TTL, PollInterval: c.Discovery.PollInterval, MaxTTL: c.Discovery.MaxTTL,
+		SelfPreservationThreshold: c.Discovery.SelfPreservationThreshold, SelfPreservationMin: c.Discovery.SelfPreservationMin}
+	if o.SelfPreservationThreshold == 0 {
+		o.SelfPreservationThreshold = -1 // 0 in the file disables; in Options it means the default
+	}
+	return o
 }
 
 // Validate checks that nats_transport is "", "core" or "jetstream" and that

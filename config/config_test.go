@@ -32,6 +32,9 @@ var specDefaults = config.Discovery{
 	PollInterval:      30 * time.Second,
 	TTL:               10 * time.Second,
 	MaxTTL:            time.Hour,
+
+	SelfPreservationThreshold: 0.5,
+	SelfPreservationMin:       10,
 }
 
 func TestDefault(t *testing.T) {
@@ -86,6 +89,9 @@ ttl = "15s"
 		PollInterval:      time.Minute,
 		TTL:               15 * time.Second,
 		MaxTTL:            time.Hour,
+
+		SelfPreservationThreshold: 0.5,
+		SelfPreservationMin:       10,
 	}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
@@ -135,7 +141,8 @@ ttl = "15s"
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second, MaxTTL: time.Hour}
+	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second, MaxTTL: time.Hour,
+		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}
@@ -145,7 +152,8 @@ ttl = "15s"
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second, MaxTTL: time.Hour}
+	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second, MaxTTL: time.Hour,
+		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}
@@ -190,6 +198,16 @@ func TestLoadRejects(t *testing.T) {
 		{"duration not a string", "[discovery]\nttl = 10\n", nil,
 			[]string{"ttl"}, nil},
 		{"bad toml", "[discovery\n", nil, []string{config.DefaultFile}, nil},
+		{"self-preservation threshold of 1", "[discovery]\nself_preservation_threshold = 1.0\n", nil,
+			[]string{"self_preservation_threshold", "[0, 1)"}, switchboard.ErrInvalid},
+		{"negative self-preservation threshold in env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "-0.5"},
+			[]string{"self_preservation_threshold"}, switchboard.ErrInvalid},
+		{"self-preservation threshold not a number in env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "half"},
+			[]string{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", "half"}, switchboard.ErrInvalid},
+		{"self-preservation min of 0", "[discovery]\nself_preservation_min = 0\n", nil,
+			[]string{"self_preservation_min", "at least 1"}, switchboard.ErrInvalid},
+		{"self-preservation min not a number in env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN": "many"},
+			[]string{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", "many"}, switchboard.ErrInvalid},
 		{"bad ttl in env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "ten"},
 			[]string{"SWITCHBOARD_DISCOVERY_TTL", "ten"}, switchboard.ErrInvalid},
 		{"bad heartbeat in env", "", env{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL": "-1s"},
@@ -347,5 +365,29 @@ tls_ca = "ca.pem"
 	unknown := writeFile(t, t.TempDir(), "[transport]\ntls = true\n")
 	if _, err := config.Load(unknown, env{}.get); err == nil || !strings.Contains(err.Error(), "transport.tls") {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// Issue 17: [discovery] self_preservation_threshold (0 disables) and
+// self_preservation_min, from the file and the environment, into Options.
+func TestSelfPreservationKeys(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "[discovery]\nself_preservation_threshold = 0.75\nself_preservation_min = 4\n")
+	c, err := config.Load(p, env{}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Options(); o.SelfPreservationThreshold != 0.75 || o.SelfPreservationMin != 4 {
+		t.Fatalf("Options() = %+v", o)
+	}
+	c, err = config.Load(p, env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "0", "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN": "12"}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Options(); o.SelfPreservationThreshold >= 0 || o.SelfPreservationMin != 12 {
+		t.Fatalf("threshold 0 must disable (negative in Options): %+v", o)
+	}
+	p = writeFile(t, t.TempDir(), "[discovery]\nself_preservation_threshold = 0\n")
+	if c, err = config.Load(p, env{}.get); err != nil || c.Options().SelfPreservationThreshold >= 0 {
+		t.Fatalf("integer 0 in the file: %+v, %v", c.Discovery, err)
 	}
 }
