@@ -37,7 +37,8 @@ func (c *Catalog) startHub() (*hub.Hub, error) {
 		return nil, switchboard.ErrClosed
 	}
 	if c.hub == nil {
-		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.opts.Logger})
+		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.opts.Logger,
+			SelfPreservationThreshold: c.opts.SelfPreservationThreshold, SelfPreservationMin: c.opts.SelfPreservationMin})
 		c.listenWG.Add(1)
 		go c.listen()
 	}

@@ -38,7 +38,8 @@ func (c *Catalog) watchHub() (*hub.Hub, error) {
 		return nil, errClosed("watch")
 	}
 	if c.hub == nil {
-		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.log})
+		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.log,
+			SelfPreservationThreshold: c.opts.SelfPreservationThreshold, SelfPreservationMin: c.opts.SelfPreservationMin})
 		if c.path != "" {
 			c.detector = c.detect(c.hub.Notify)
 		}
