@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -129,5 +131,49 @@ func secondInterrupt(t *testing.T, dsn string, lock func(context.Context) (unloc
 	cat := openCatalog(t, dsn)
 	if _, err := cat.Get(ctx, in.ID); err != nil {
 		t.Fatalf("row after the forced exit: %v (the deregistration was not skipped)", err)
+	}
+}
+
+// interrupts: the first signal cancels; a slow shutdown on a terminal
+// says how to force it; the second signal exits with 128 + its number.
+func TestInterruptsUnit(t *testing.T) {
+	for _, tc := range []struct {
+		sig      os.Signal
+		terminal bool
+		code     int
+	}{{os.Interrupt, true, 130}, {syscall.SIGTERM, false, 143}} {
+		sigs := make(chan os.Signal, 2)
+		canceled := make(chan struct{})
+		codes := make(chan int, 1)
+		stderr := &testkit.SyncBuffer{}
+		go interrupts(sigs, func() { close(canceled) }, stderr, tc.terminal, func(c int) { codes <- c })
+		sigs <- tc.sig
+		select {
+		case <-canceled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the first signal did not cancel")
+		}
+		if tc.terminal {
+			testkit.WaitUntil(t, "the hint to press Ctrl-C again", func() bool {
+				return strings.Contains(stderr.String(), "press Ctrl-C again to exit at once")
+			})
+		}
+		select {
+		case c := <-codes:
+			t.Fatalf("exited with %d after one signal", c)
+		default:
+		}
+		sigs <- tc.sig
+		select {
+		case c := <-codes:
+			if c != tc.code {
+				t.Fatalf("%v: exit %d, want %d", tc.sig, c, tc.code)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the second signal did not exit")
+		}
+		if !tc.terminal && strings.Contains(stderr.String(), "press Ctrl-C") {
+			t.Fatalf("hint printed off a terminal: %q", stderr)
+		}
 	}
 }
