@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"runtime/debug"
 	"strconv"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -101,6 +101,12 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 		}
 		sopts = append(sopts, grpc.Creds(creds))
 	}
+	// Instrument only when spans can be recorded: any stats handler costs
+	// grpc-go allocations on every call (see ServerStatsHandler).
+	otel := router.Recording(opts.TracerProvider)
+	if otel {
+		sopts = append(sopts, grpc.StatsHandler(ServerStatsHandler(opts.TracerProvider, opts.Propagator)))
+	}
 	gs := grpc.NewServer(append(append(sopts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
@@ -108,9 +114,8 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 		}),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOptions(opts.TracerProvider, opts.Propagator)...)),
 	), opts.GRPCOptions...)...)
-	modulepb.RegisterModuleServiceServer(gs, &service{h: h})
+	modulepb.RegisterModuleServiceServer(gs, &service{h: h, otel: otel})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(modulepb.ModuleService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -191,7 +196,8 @@ func ServeEcho(ctx context.Context, lis net.Listener, module string, opts Server
 
 type service struct {
 	modulepb.UnimplementedModuleServiceServer
-	h router.Handler
+	h    router.Handler
+	otel bool // otelgrpc put the caller's trace in the context
 }
 
 func (s *service) Message(ctx context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
@@ -199,19 +205,40 @@ func (s *service) Message(ctx context.Context, req *modulepb.MessageRequest) (*m
 	if err != nil {
 		return nil, statusWithTrailer(ctx, err)
 	}
+	md := req.Metadata
+	if !s.otel {
+		md = traceToMetadata(ctx, md)
+	}
 	out, err := s.h(ctx, &router.Message{
 		ID:       req.ID,
 		From:     req.From,
 		To:       req.To,
 		EdgeID:   req.EdgeID,
 		Payload:  req.Payload,
-		Metadata: req.Metadata,
+		Metadata: md,
 		Depth:    depth,
 	})
 	if err != nil {
 		return nil, statusWithTrailer(ctx, err)
 	}
 	return &modulepb.MessageResponse{Data: out}, nil
+}
+
+// traceToMetadata returns md with the traceparent and tracestate of the
+// call's request metadata (an SDK client sends them there, not in field 6)
+// when md has none, so the router's Dispatch continues the caller's trace.
+func traceToMetadata(ctx context.Context, md map[string]string) map[string]string {
+	tp := metadata.ValueFromIncomingContext(ctx, router.TraceParentKey)
+	if len(tp) == 0 || md[router.TraceParentKey] != "" {
+		return md
+	}
+	out := make(map[string]string, len(md)+2)
+	maps.Copy(out, md)
+	out[router.TraceParentKey] = tp[0]
+	if ts := metadata.ValueFromIncomingContext(ctx, router.TraceStateKey); len(ts) > 0 {
+		out[router.TraceStateKey] = ts[0]
+	}
+	return out
 }
 
 // recoverUnary turns a panic in a call's handler into a failed call with a

@@ -61,12 +61,45 @@ func DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
 }
 
 // ClientStatsHandler returns the otelgrpc client instrumentation of module
-// connections (the pool adds it to every connection): a client span per
-// call, and the trace context of the caller's context written into the
-// request metadata, where SDK and Switchboard servers read it. Nil tp: the
-// global provider; nil prop: router.DefaultPropagator.
+// connections, as the TinySystems SDK uses: a client span per call, and the
+// trace context of the caller's context written into the request metadata,
+// where SDK and Switchboard servers read it. Nil tp: the global provider;
+// nil prop: router.DefaultPropagator. The pool installs it only when its
+// provider can record (router.Recording), because any stats handler costs
+// grpc-go a dozen allocations per call; without it, PropagateTrace carries
+// the trace context on.
 func ClientStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
 	return otelgrpc.NewClientHandler(otelOptions(tp, prop)...)
+}
+
+// ServerStatsHandler is the server half of ClientStatsHandler: a server span
+// per call, continuing the caller's traceparent request metadata. NewServer
+// installs it only when its provider can record; without it, the server
+// copies traceparent and tracestate from the request metadata into the
+// message's Metadata, where the router's Dispatch continues the trace.
+func ServerStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
+	return otelgrpc.NewServerHandler(otelOptions(tp, prop)...)
+}
+
+// PropagateTrace writes the trace context of ctx into its outgoing gRPC
+// metadata (traceparent, tracestate) when ctx carries one, for connections
+// without ClientStatsHandler, so a process that does not record spans still
+// passes the trace on. It returns ctx unchanged, at the cost of one lookup,
+// when there is no trace.
+func PropagateTrace(ctx context.Context, prop propagation.TextMapPropagator) context.Context {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	if prop == nil {
+		prop = router.DefaultPropagator()
+	}
+	c := propagation.MapCarrier{}
+	prop.Inject(ctx, c)
+	kv := make([]string, 0, 2*len(c))
+	for k, v := range c {
+		kv = append(kv, k, v)
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []otelgrpc.Option {

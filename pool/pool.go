@@ -60,9 +60,10 @@ type Options struct {
 	// presented as the client certificate (mutual TLS). Nil: plaintext.
 	TLS *grpcwire.TLS
 	// TracerProvider and Propagator instrument every connection with
-	// otelgrpc (grpcwire.ClientStatsHandler): the trace context of a send
-	// travels in the request metadata (nil: the global provider;
-	// router.DefaultPropagator).
+	// otelgrpc (grpcwire.ClientStatsHandler) when the provider can record
+	// (router.Recording; set up tracing before creating the pool): the
+	// trace context of a send travels in the request metadata either way
+	// (nil: the global provider; router.DefaultPropagator).
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
 	// CallTimeout bounds each call whose context has no deadline (zero:
@@ -83,6 +84,8 @@ type Pool struct {
 	lazy     bool
 	timeout  time.Duration
 	creds    credentials.TransportCredentials
+	otel     bool                          // connections carry the otelgrpc client handler
+	prop     propagation.TextMapPropagator // for PropagateTrace when !otel
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
@@ -115,7 +118,7 @@ func New(opts Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
 		log:      opts.Logger,
-		dialOpts: grpcwire.DialOptions(append([]grpc.DialOption{grpc.WithStatsHandler(grpcwire.ClientStatsHandler(opts.TracerProvider, opts.Propagator))}, opts.DialOptions...)...),
+		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
 		creds:    insecure.NewCredentials(),
@@ -129,6 +132,14 @@ func New(opts Options) *Pool {
 	if opts.TLS != nil {
 		p.creds = opts.TLS.ClientCredentials()
 	}
+	// Instrument connections only when spans can be recorded: any stats
+	// handler costs grpc-go allocations on every call. Without it, call
+	// carries the trace context on with grpcwire.PropagateTrace.
+	if router.Recording(opts.TracerProvider) {
+		p.otel = true
+		p.dialOpts = append(p.dialOpts, grpc.WithStatsHandler(grpcwire.ClientStatsHandler(opts.TracerProvider, opts.Propagator)))
+	}
+	p.prop = opts.Propagator
 	empty := map[string]*route{}
 	p.routes.Store(&empty)
 	return p
@@ -408,6 +419,9 @@ func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, ms
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
 		defer cancel()
+	}
+	if !p.otel {
+		ctx = grpcwire.PropagateTrace(ctx, p.prop)
 	}
 	return grpcwire.Call(ctx, client, msg)
 }

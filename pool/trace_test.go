@@ -9,8 +9,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
 )
@@ -128,4 +131,71 @@ func attr(s tracetest.SpanStub, k string) string {
 		}
 	}
 	return ""
+}
+
+// TestTraceCrossesAnUntracedModule: a module whose process records no spans
+// (no tracer provider: the gRPC wire is not instrumented there) still
+// carries the trace on, from the request metadata of an SDK-like caller to
+// the request metadata of its own sends, so the module behind it continues
+// the caller's trace.
+func TestTraceCrossesAnUntracedModule(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	off := noop.NewTracerProvider()
+
+	serveWith := func(module string, tp trace.TracerProvider, h func(r *router.Router, p *Pool) router.Handler) string {
+		p := newPool(t, Options{TracerProvider: tp})
+		r, err := router.New(router.Options{Module: module, Wire: p, Logger: quiet, TracerProvider: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.HandleDefault(h(r, p))
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = grpcwire.Serve(ctx, lis, r.Dispatch, grpcwire.ServerOptions{Logger: quiet, GracePeriod: time.Second, TracerProvider: tp})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return lis.Addr().String()
+	}
+	cAddr := serveWith("mod-c", tp, func(*router.Router, *Pool) router.Handler { return router.Echo })
+	bAddr := serveWith("mod-b", off, func(r *router.Router, p *Pool) router.Handler {
+		p.Register("mod-c", cAddr)
+		return func(ctx context.Context, m *router.Message) ([]byte, error) {
+			return r.Send(ctx, &router.Message{To: "f.mod-c.n:in", Payload: m.Payload})
+		}
+	})
+	// The caller is SDK-like: otelgrpc on a plain connection, the trace in
+	// the request metadata only (nothing in the message's Metadata).
+	cc, err := grpc.NewClient(bAddr, grpcwire.DialOptions(grpc.WithStatsHandler(grpcwire.ClientStatsHandler(tp, nil)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	ctx, root := tp.Tracer("sdk-like").Start(ctx, "sdk send")
+	resp, err := modulepb.NewModuleServiceClient(cc).Message(ctx, &modulepb.MessageRequest{To: "f.mod-b.n:in", Payload: []byte("x")})
+	root.End()
+	if err != nil || string(resp.GetData()) != "x" {
+		t.Fatalf("chain: %v %v", resp, err)
+	}
+	var handleC tracetest.SpanStub
+	testkit.WaitUntil(t, "C's handle span", func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name == "switchboard.handle" && attr(s, "switchboard.module") == "mod-c" {
+				handleC = s
+			}
+		}
+		return handleC.Name != ""
+	})
+	if handleC.SpanContext.TraceID() != root.SpanContext().TraceID() {
+		t.Fatalf("C's handle span is in trace %s, the caller's in %s", handleC.SpanContext.TraceID(), root.SpanContext().TraceID())
+	}
 }

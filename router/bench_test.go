@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
@@ -22,7 +25,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // benchSetup serves an echo module on loopback and returns a raw grpc-go
 // client and a router sending through the pool, both to that server.
-func benchSetup(b *testing.B) (raw modulepb.ModuleServiceClient, r *router.Router) {
+// With tp set, the server, the pool and the router record spans with it.
+func benchSetup(b *testing.B, tp trace.TracerProvider) (raw modulepb.ModuleServiceClient, r *router.Router) {
 	b.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +36,7 @@ func benchSetup(b *testing.B) (raw modulepb.ModuleServiceClient, r *router.Route
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = grpcwire.ServeEcho(ctx, lis, "bench", grpcwire.ServerOptions{Logger: quiet})
+		_ = grpcwire.ServeEcho(ctx, lis, "bench", grpcwire.ServerOptions{Logger: quiet, TracerProvider: tp})
 	}()
 	b.Cleanup(func() { cancel(); <-done })
 
@@ -43,10 +47,10 @@ func benchSetup(b *testing.B) (raw modulepb.ModuleServiceClient, r *router.Route
 	b.Cleanup(func() { cc.Close() })
 	raw = modulepb.NewModuleServiceClient(cc)
 
-	p := pool.New(pool.Options{Logger: quiet})
+	p := pool.New(pool.Options{Logger: quiet, TracerProvider: tp})
 	p.Start(ctx)
 	p.Register("bench", lis.Addr().String())
-	r, err = router.New(router.Options{Module: "client", Wire: p, Logger: quiet})
+	r, err = router.New(router.Options{Module: "client", Wire: p, Logger: quiet, TracerProvider: tp})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,9 +74,22 @@ func pct(d []time.Duration, p float64) float64 {
 // against a raw grpc-go unary call with the same payload on the same
 // loopback server, interleaved call by call so both see the same machine
 // load. It reports the p50/p99 of each, their p50 and p99 ratios, and the
-// allocations of one routed and one raw message.
+// allocations of one routed and one raw message. tracing=off has no tracer
+// provider (the default: spans are no-ops); tracing=on records every span
+// of both sides with an SDK provider, sampling everything, batching to an
+// exporter that drops them (the raw client itself is not instrumented, so
+// the ratio is the whole client-side cost of tracing).
 func BenchmarkRoutedVsRaw(b *testing.B) {
-	raw, r := benchSetup(b)
+	b.Run("tracing=off", func(b *testing.B) { benchRoutedVsRaw(b, nil) })
+	b.Run("tracing=on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		benchRoutedVsRaw(b, tp)
+	})
+}
+
+func benchRoutedVsRaw(b *testing.B, tp trace.TracerProvider) {
+	raw, r := benchSetup(b, tp)
 	ctx := context.Background()
 	payload := make([]byte, 256)
 	rawCall := func() {
@@ -138,7 +155,7 @@ func allocsPerCall(f func()) float64 {
 // senders (SetParallelism over GOMAXPROCS) over one pooled connection and
 // reports messages per second.
 func BenchmarkRoutedThroughput(b *testing.B) {
-	_, r := benchSetup(b)
+	_, r := benchSetup(b, nil)
 	payload := make([]byte, 256)
 	b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Metadata keys of the W3C trace context (https://www.w3.org/TR/trace-context/).
@@ -39,29 +40,71 @@ const (
 // which is what the TinySystems SDK sends.
 func DefaultPropagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
+// initialGlobal is the global tracer provider before anyone set one: a
+// no-op until otel.SetTracerProvider is called.
+var initialGlobal = otel.GetTracerProvider()
+
+// Recording reports whether spans made by tp (nil: the global provider) may
+// be recorded: false for the global provider while no provider has been set
+// (otel.SetTracerProvider) and for the no-op providers. Where it is false
+// and a message carries no trace context, the router and the gRPC wire skip
+// their instrumentation entirely, so tracing that is off costs nothing.
+func Recording(tp trace.TracerProvider) bool {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+		if tp == initialGlobal {
+			return false
+		}
+	}
+	switch tp.(type) {
+	case noop.TracerProvider, *noop.TracerProvider:
+		return false
+	}
+	return true
+}
+
 // tracing is a router's tracer and propagator.
 type tracing struct {
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
+	tp       trace.TracerProvider // as configured (nil: the global one)
+	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
+	client   []trace.SpanStartOption // made once: options allocate
+	internal []trace.SpanStartOption
+	server   []trace.SpanStartOption
 }
 
 func newTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) tracing {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
 	if prop == nil {
 		prop = DefaultPropagator()
 	}
-	return tracing{tracer: tp.Tracer(TracerName), prop: prop}
+	get := tp
+	if get == nil {
+		get = otel.GetTracerProvider()
+	}
+	return tracing{tp: tp, tracer: get.Tracer(TracerName), prop: prop,
+		client:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
+		internal: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+		server:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
+	}
 }
 
-// startSend starts the span of one attempt to send msg to module.
+// off reports whether there is nothing to trace for a message under ctx:
+// no recording provider, and no trace context to carry on.
+func (t tracing) off(ctx context.Context) bool {
+	return !Recording(t.tp) && !trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// startSend starts the span of one attempt to send msg to module; it
+// returns a nil span when tracing is off.
 func (t tracing) startSend(ctx context.Context, module string, msg *Message, attempt int, local bool) (context.Context, trace.Span) {
-	kind := trace.SpanKindClient
-	if local {
-		kind = trace.SpanKindInternal
+	if t.off(ctx) {
+		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "switchboard.send", trace.WithSpanKind(kind))
+	opts := t.client
+	if local {
+		opts = t.internal
+	}
+	ctx, span := t.tracer.Start(ctx, "switchboard.send", opts...)
 	if span.IsRecording() {
 		span.SetAttributes(AttrNode.String(msg.To), AttrModule.String(module), AttrAttempt.Int(attempt),
 			AttrMessageID.String(msg.ID), AttrDepth.Int(msg.Depth))
@@ -76,14 +119,17 @@ func (t tracing) startSend(ctx context.Context, module string, msg *Message, att
 // context carries no span (a wire without its own instrumentation, such as
 // NATS) continues the trace of its Metadata.
 func (t tracing) startHandle(ctx context.Context, module string, msg *Message, fromWire bool) (context.Context, trace.Span) {
-	kind := trace.SpanKindInternal
+	opts := t.internal
 	if fromWire {
-		kind = trace.SpanKindServer
+		opts = t.server
 		if !trace.SpanContextFromContext(ctx).IsValid() && msg.Metadata[TraceParentKey] != "" {
 			ctx = t.prop.Extract(ctx, propagation.MapCarrier(msg.Metadata))
 		}
 	}
-	ctx, span := t.tracer.Start(ctx, "switchboard.handle", trace.WithSpanKind(kind))
+	if t.off(ctx) {
+		return ctx, nil
+	}
+	ctx, span := t.tracer.Start(ctx, "switchboard.handle", opts...)
 	if span.IsRecording() {
 		span.SetAttributes(AttrNode.String(msg.To), AttrModule.String(module), AttrMessageID.String(msg.ID), AttrDepth.Int(msg.Depth))
 		if msg.EdgeID != "" {
@@ -108,8 +154,12 @@ func (t tracing) inject(ctx context.Context, msg *Message) *Message {
 	return &out
 }
 
-// end ends span, recording err (with its code) when there is one.
+// end ends span (nil: tracing off), recording err (with its code) when
+// there is one.
 func end(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
 	if err != nil && span.IsRecording() {
 		e := AsError(err)
 		span.SetAttributes(AttrErrorCode.String(e.Code))
