@@ -77,3 +77,25 @@ func FuzzReply(f *testing.F) {
 		asPubAck(&nats.Msg{Data: data})
 	})
 }
+
+func TestNewRejectsBadNames(t *testing.T) {
+	nc := connect(t, sharedURL)
+	for _, o := range []Options{{Prefix: "a.b"}, {Prefix: "a b"}, {Stream: "x*"}, {SysStream: "s>"}, {Prefix: "ü"}} {
+		if _, err := New(nc, o); err == nil {
+			t.Errorf("New accepted %+v", o)
+		}
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New accepted a nil connection")
+	}
+	w := newWire(t, nc, Options{Prefix: uniquePrefix()})
+	if _, err := w.Listen("Not_Sanitised", router.Echo); err == nil {
+		t.Error("Listen accepted an unsanitised module name")
+	}
+	if _, err := ParseMode("durable"); err == nil {
+		t.Error("ParseMode accepted durable")
+	}
+	if m, err := ParseMode("JetStream"); err != nil || m != JetStream || m.String() != "jetstream-backed durable wire" {
+		t.Errorf("ParseMode(JetStream) = %v, %v", m, err)
+	}
+}

@@ -142,10 +142,13 @@ func dispatch(ctx context.Context, h router.Handler, hdr nats.Header, data []byt
 
 // serving owns the handler goroutines of one Serve call.
 type serving struct {
-	base   context.Context // handlers' parent: outlives Serve's ctx by the grace period
+	base   context.Context // handlers' parent: outlives the receiving by the grace period
 	cancel context.CancelFunc
 	grace  time.Duration
 	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool // finish has begun: late deliveries are not started
 }
 
 func newServing(grace time.Duration) *serving {
@@ -153,7 +156,15 @@ func newServing(grace time.Duration) *serving {
 	return &serving{base: base, cancel: cancel, grace: grace}
 }
 
+// spawn runs fn in a goroutine finish waits for. A delivery that arrives
+// after finish began is dropped: unacknowledged on JetStream (so it is
+// redelivered), unanswered on core NATS (the sender times out).
 func (s *serving) spawn(fn func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -164,6 +175,9 @@ func (s *serving) spawn(fn func(ctx context.Context)) {
 // finish waits for in-flight handlers: the grace period, then their
 // contexts end and it waits for them to return.
 func (s *serving) finish(w *Wire, module string) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	t := time.NewTimer(s.grace)

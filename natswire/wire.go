@@ -44,8 +44,10 @@ func New(nc *nats.Conn, opts Options) (*Wire, error) {
 		return nil, errors.New("natswire: nil connection")
 	}
 	opts.defaults()
-	if err := checkToken("prefix", opts.Prefix); err != nil {
-		return nil, err
+	for _, f := range []struct{ field, v string }{{"prefix", opts.Prefix}, {"stream", opts.Stream}, {"sys stream", opts.SysStream}} {
+		if err := checkToken(f.field, f.v); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Instance == "" {
 		var b [4]byte
