@@ -142,20 +142,16 @@ func (s *Server) Close() {
 }
 
 var (
-	shared    *Server
-	sharedErr error
+	shared     *Server
+	sharedErr  error
+	sharedOnce sync.Once
 )
 
 // Main is a TestMain for a package whose tests need the server: it starts
 // one for the whole package, sets KUBECONFIG to it, runs the tests, and
 // stops it. Tests call Require to get it.
 func Main(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	shared, sharedErr = Start(ctx)
-	cancel()
-	if sharedErr == nil {
-		os.Setenv("KUBECONFIG", shared.Kubeconfig)
-	}
+	startShared()
 	code := m.Run()
 	if shared != nil {
 		shared.Close()
@@ -163,18 +159,28 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Require returns the package's server (see Main). When it could not start,
-// the test fails if SWITCHBOARD_KUBETEST_REQUIRED is set and skips otherwise,
-// with the reason.
+func startShared() {
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		shared, sharedErr = Start(ctx)
+		if sharedErr == nil {
+			os.Setenv("KUBECONFIG", shared.Kubeconfig)
+		}
+	})
+}
+
+// Require returns the process's server, starting it at the first call when
+// Main did not (it then stops when the test process exits: its standard
+// input closes). When it cannot start, the test fails if
+// SWITCHBOARD_KUBETEST_REQUIRED is set and skips otherwise, with the reason.
 func Require(t testing.TB) *Server {
 	t.Helper()
+	startShared()
 	if shared != nil {
 		return shared
 	}
 	err := sharedErr
-	if err == nil {
-		err = errors.New("kubetestenv.Main was not called from TestMain")
-	}
 	if os.Getenv(EnvRequired) != "" {
 		t.Fatalf("no Kubernetes API server (%s is set): %v", EnvRequired, err)
 	}

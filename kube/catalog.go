@@ -1,0 +1,424 @@
+// Package kube is the Kubernetes backend of Switchboard (SPEC §5 and §7
+// "Kubernetes"): modules are TinyModule custom resources
+// (operator.tinysystems.io/v1alpha1), their liveness is the coordination
+// Lease "<module>-lock" that their replicas elect a leader on.
+//
+// Catalog (DSN kube://NAMESPACE) lists and watches the TinyModules of a
+// namespace through the same switchboard.Catalog interface as every other
+// backend, so ls, watch, the resolver, the pool and the discovery cache work
+// in a cluster unchanged. A module is active only while it has an address
+// and its Lease is held (renew time + duration in the future); a module
+// whose pods all died is reported stale and routed to no more.
+//
+// StartModule is the module side: it creates the module's TinyModule, runs
+// client-go leader election on its Lease (the leader publishes the status),
+// and feeds the address pool and a discovery cache from the watch.
+//
+// Importing this package links client-go; the root package and the SQL
+// backends never import it.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/kube/types/v1alpha1"
+)
+
+func init() {
+	switchboard.RegisterBackend("kube", open)
+}
+
+// RegisterHolder is the Lease holder identity Catalog.Register and
+// Heartbeat write: a module registered through the catalog (not by its own
+// replicas) is held by the catalog.
+const RegisterHolder = "switchboard-register"
+
+// Catalog is the kube:// backend: the TinyModules and Leases of one
+// namespace. It is safe for concurrent use.
+type Catalog struct {
+	c    *client
+	opts switchboard.Options
+	m    *mirror
+	hub  *hub.Hub
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var (
+	_ switchboard.Catalog      = (*Catalog)(nil)
+	_ switchboard.WatchStatser = (*Catalog)(nil)
+)
+
+func open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (switchboard.Catalog, error) {
+	cfg, ns, err := LoadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if dsn.Path != "" {
+		ns = dsn.Path
+	}
+	return New(cfg, ns, opts)
+}
+
+// New returns the catalog of namespace ns. Nothing is read until the first
+// call.
+func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error) {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return nil, &switchboard.FieldError{Field: "namespace", Value: ns, Reason: strings.Join(errs, "; ")}
+	}
+	opts = opts.WithDefaults()
+	c, err := newClient(cfg, ns)
+	if err != nil {
+		return nil, err
+	}
+	cat := &Catalog{c: c, opts: opts, m: newMirror(c, opts.Logger)}
+	cat.hub = hub.New(cat.m, hub.Options{PollInterval: opts.PollInterval, Logger: opts.Logger})
+	cat.m.hub = cat.hub
+	return cat, nil
+}
+
+// Namespace returns the catalog's namespace.
+func (k *Catalog) Namespace() string { return k.c.ns }
+
+func (k *Catalog) check() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return switchboard.ErrClosed
+	}
+	return nil
+}
+
+// apiErr turns an API failure into a message that says what to do.
+func apiErr(what string, err error) error {
+	if isNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource") {
+		return fmt.Errorf("kube: %s: %w", what, errNoCRD)
+	}
+	return fmt.Errorf("kube: %s: %w", what, err)
+}
+
+// Register writes in as a TinyModule named by its id (the sanitised name
+// when the id is empty): address and version in the status, type,
+// capabilities and metadata in annotations, and takes the module's Lease
+// for RegisterHolder with the instance's TTL rounded up to whole seconds
+// (Leases count seconds). It is meant for processes that are not replicas
+// of a module running its own election: it takes the Lease unconditionally.
+func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	if err := k.check(); err != nil {
+		return switchboard.Instance{}, err
+	}
+	n, err := switchboard.Normalize(in)
+	if err != nil {
+		return switchboard.Instance{}, err
+	}
+	if n.ID == "" {
+		n.ID = n.Name
+	}
+	if err := validID(n.ID); err != nil {
+		return switchboard.Instance{}, err
+	}
+	ttl := n.TTL
+	if ttl == 0 {
+		ttl = k.opts.DefaultTTL
+	}
+	secs := int32((ttl + time.Second - 1) / time.Second)
+	var tm *v1alpha1.TinyModule
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := k.c.getModule(ctx, n.ID)
+		switch {
+		case isNotFound(err):
+			cur = &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: n.ID, Namespace: k.c.ns}}
+			fromInstance(cur, n)
+			status := cur.Status
+			if cur, err = k.c.createModule(ctx, cur); err != nil {
+				return err
+			}
+			cur.Status = status
+		case err != nil:
+			return err
+		default:
+			fromInstance(cur, n)
+			status := cur.Status
+			if cur, err = k.c.updateModule(ctx, cur); err != nil {
+				return err
+			}
+			cur.Status = status
+		}
+		tm, err = k.c.updateModuleStatus(ctx, cur)
+		return err
+	})
+	if err != nil {
+		return switchboard.Instance{}, apiErr("register "+n.ID, err)
+	}
+	l, err := k.takeLease(ctx, n.ID, secs)
+	if err != nil {
+		return switchboard.Instance{}, apiErr("register "+n.ID+": lease", err)
+	}
+	return toInstance(tm, l, time.Now()), nil
+}
+
+// validID checks that id can name a TinyModule and its Lease.
+func validID(id string) error {
+	if err := switchboard.ValidateID(id); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Subdomain(id + LeaseSuffix); len(errs) > 0 {
+		return &switchboard.FieldError{Field: "id", Value: id, Reason: "a kube:// id names a TinyModule: lowercase letters, digits, '-' and '.' (" + strings.Join(errs, "; ") + ")"}
+	}
+	return nil
+}
+
+// takeLease creates or renews the module's Lease for RegisterHolder; secs
+// zero keeps the stored duration.
+func (k *Catalog) takeLease(ctx context.Context, id string, secs int32) (*coordinationv1.Lease, error) {
+	var out *coordinationv1.Lease
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		now := metav1.NowMicro()
+		l, err := k.c.getLease(ctx, id+LeaseSuffix)
+		if isNotFound(err) {
+			if secs == 0 {
+				secs = int32((k.opts.DefaultTTL + time.Second - 1) / time.Second)
+			}
+			out, err = k.c.leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: id + LeaseSuffix, Namespace: k.c.ns},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(RegisterHolder), LeaseDurationSeconds: ptr.To(secs),
+					AcquireTime: &now, RenewTime: &now},
+			}, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != RegisterHolder {
+			l.Spec.HolderIdentity = ptr.To(RegisterHolder)
+			l.Spec.AcquireTime = &now
+		}
+		if secs > 0 {
+			l.Spec.LeaseDurationSeconds = ptr.To(secs)
+		}
+		l.Spec.RenewTime = &now
+		out, err = k.c.leases.Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
+}
+
+// Heartbeat renews the Lease of every id that has a TinyModule and returns
+// the ids that have none.
+func (k *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if err := k.check(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, id := range ids {
+		if validID(id) != nil {
+			missing = append(missing, id)
+			continue
+		}
+		if _, err := k.c.getModule(ctx, id); isNotFound(err) {
+			missing = append(missing, id)
+			continue
+		} else if err != nil {
+			return nil, apiErr("heartbeat "+id, err)
+		}
+		if _, err := k.takeLease(ctx, id, 0); err != nil {
+			return nil, apiErr("heartbeat "+id, err)
+		}
+	}
+	return missing, nil
+}
+
+// Deregister deletes the TinyModule and its Lease; ErrNotFound when there
+// is no such TinyModule.
+func (k *Catalog) Deregister(ctx context.Context, id string) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	if validID(id) != nil {
+		return fmt.Errorf("kube: deregister %q: %w", id, switchboard.ErrNotFound)
+	}
+	if err := k.c.deleteModule(ctx, id, metav1.DeleteOptions{}); isNotFound(err) {
+		return fmt.Errorf("kube: deregister %q: %w", id, switchboard.ErrNotFound)
+	} else if err != nil {
+		return apiErr("deregister "+id, err)
+	}
+	if err := k.c.leases.Delete(ctx, id+LeaseSuffix, metav1.DeleteOptions{}); err != nil && !isNotFound(err) {
+		return apiErr("deregister "+id+": lease", err)
+	}
+	return nil
+}
+
+// Get returns one module, stale or not.
+func (k *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	if err := k.check(); err != nil {
+		return switchboard.Instance{}, err
+	}
+	if validID(id) != nil {
+		return switchboard.Instance{}, fmt.Errorf("kube: %q: %w", id, switchboard.ErrNotFound)
+	}
+	tm, err := k.c.getModule(ctx, id)
+	if isNotFound(err) && !strings.Contains(err.Error(), "the server could not find the requested resource") {
+		return switchboard.Instance{}, fmt.Errorf("kube: %q: %w", id, switchboard.ErrNotFound)
+	} else if err != nil {
+		return switchboard.Instance{}, apiErr("get "+id, err)
+	}
+	l, err := k.c.getLease(ctx, id+LeaseSuffix)
+	if isNotFound(err) {
+		l, err = nil, nil
+	}
+	if err != nil {
+		return switchboard.Instance{}, apiErr("get "+id+": lease", err)
+	}
+	return toInstance(tm, l, time.Now()), nil
+}
+
+// List returns the modules selected by q, read straight from the API
+// server (one list of TinyModules, one of Leases), ordered by name then id.
+func (k *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	if err := k.check(); err != nil {
+		return nil, err
+	}
+	all, err := k.listAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]switchboard.Instance, 0, len(all))
+	for _, in := range all {
+		if q.Matches(&in) && (q.All || !in.Stale) {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b switchboard.Instance) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func (k *Catalog) listAll(ctx context.Context) ([]switchboard.Instance, error) {
+	mods, err := k.c.listModules(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, apiErr("list TinyModules in "+k.c.ns, err)
+	}
+	leases, err := k.c.leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, apiErr("list Leases in "+k.c.ns, err)
+	}
+	byName := make(map[string]*coordinationv1.Lease, len(leases.Items))
+	for i := range leases.Items {
+		byName[leases.Items[i].Name] = &leases.Items[i]
+	}
+	now := time.Now()
+	out := make([]switchboard.Instance, 0, len(mods.Items))
+	for i := range mods.Items {
+		tm := &mods.Items[i]
+		out = append(out, toInstance(tm, byName[tm.Name+LeaseSuffix], now))
+	}
+	return out, nil
+}
+
+// Watch streams the modules selected by q (see switchboard.Catalog): one
+// pair of informers per catalog handle feeds every watcher of the process.
+func (k *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	if err := k.check(); err != nil {
+		return nil, err
+	}
+	return k.hub.Watch(ctx, q)
+}
+
+// Reap deletes the TinyModules (and Leases) whose Lease was last renewed
+// longer ago than olderThan, or, when olderThan is zero, than twice its
+// duration; a TinyModule without a Lease counts from its creation.
+func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	if err := k.check(); err != nil {
+		return 0, err
+	}
+	mods, err := k.c.listModules(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, apiErr("reap: list TinyModules", err)
+	}
+	n := 0
+	now := time.Now()
+	for i := range mods.Items {
+		tm := &mods.Items[i]
+		l, err := k.c.getLease(ctx, tm.Name+LeaseSuffix)
+		if err != nil && !isNotFound(err) {
+			return n, apiErr("reap: lease of "+tm.Name, err)
+		}
+		last, ttl := tm.CreationTimestamp.Time, k.opts.DefaultTTL
+		if err == nil {
+			v, _ := viewLease(l)
+			if !v.renew.IsZero() {
+				last = v.renew
+			}
+			if v.ttl > 0 {
+				ttl = v.ttl
+			}
+		}
+		cutoff := olderThan
+		if cutoff <= 0 {
+			cutoff = 2 * ttl
+		}
+		if now.Sub(last) <= cutoff {
+			continue
+		}
+		// Delete only the version we judged: a module renewed meanwhile
+		// keeps its CR.
+		err = k.c.deleteModule(ctx, tm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &tm.UID}})
+		if isNotFound(err) || apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return n, apiErr("reap "+tm.Name, err)
+		}
+		n++
+		if err := k.c.leases.Delete(ctx, tm.Name+LeaseSuffix, metav1.DeleteOptions{}); err != nil && !isNotFound(err) {
+			return n, apiErr("reap "+tm.Name+": lease", err)
+		}
+	}
+	return n, nil
+}
+
+// Now returns this process's clock: Lease renew times are written by the
+// holders' clocks, and liveness compares them with it.
+func (k *Catalog) Now(ctx context.Context) (time.Time, error) {
+	if err := k.check(); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
+}
+
+// WatchStats reports the watch machinery's state.
+func (k *Catalog) WatchStats() switchboard.WatchStats { return k.hub.Stats() }
+
+// Close stops the informers and closes every watch. It is idempotent.
+func (k *Catalog) Close() error {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil
+	}
+	k.closed = true
+	k.mu.Unlock()
+	k.hub.Close()
+	k.m.stop()
+	return nil
+}

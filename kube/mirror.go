@@ -1,0 +1,300 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/kube/types/v1alpha1"
+)
+
+// maxLog bounds the in-memory change log the hub reads; a hub that falls
+// further behind resyncs from a snapshot (hub.ErrCursorGone).
+const maxLog = 4096
+
+// mirror watches the TinyModules and Leases of one namespace with two
+// informers, and is the hub's Source: it turns their events into a change
+// log (a TinyModule created, changed or deleted; a Lease that changes hands,
+// changes duration, or is renewed after it had expired), and answers
+// renewals (Lease renew times) in bulk. Plain renewals are not changes.
+type mirror struct {
+	c     *client
+	log   *slog.Logger
+	hub   *hub.Hub
+	epoch string // this mirror's log: positions mean nothing to another mirror
+
+	startOnce sync.Once
+	startErr  error
+	cancel    context.CancelFunc
+	stopped   sync.WaitGroup
+	modInf    cache.SharedIndexInformer
+	leaseInf  cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	seq      int64
+	changes  []hub.Change // the last maxLog changes, by Seq
+	watchErr error        // the last list/watch failure, nil once a list succeeds
+}
+
+func newMirror(c *client, log *slog.Logger) *mirror {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &mirror{c: c, log: log, epoch: "kube-" + hex.EncodeToString(b[:])}
+}
+
+// start runs the informers and waits for their first lists.
+func (m *mirror) start(ctx context.Context) error {
+	m.startOnce.Do(func() {
+		runCtx, cancel := context.WithCancel(context.Background())
+		m.cancel = cancel
+		m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				l, err := m.c.listModules(ctx, o)
+				m.listed(err)
+				return l, err
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				w, err := m.c.watchModules(ctx, o)
+				m.watched(err)
+				return w, err
+			},
+		}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
+		m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				l, err := m.c.leases.List(ctx, o)
+				m.listed(err)
+				return l, err
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				w, err := m.c.leases.Watch(ctx, o)
+				m.watched(err)
+				return w, err
+			},
+		}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+		_, _ = m.modInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { m.moduleChanged(obj) },
+			UpdateFunc: func(_, obj any) { m.moduleChanged(obj) },
+			DeleteFunc: m.moduleDeleted,
+		})
+		_, _ = m.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { m.leaseChanged(nil, obj) },
+			UpdateFunc: m.leaseChanged,
+			DeleteFunc: func(obj any) { m.leaseChanged(obj, nil) },
+		})
+		m.stopped.Add(2)
+		go func() { defer m.stopped.Done(); m.modInf.RunWithContext(runCtx) }()
+		go func() { defer m.stopped.Done(); m.leaseInf.RunWithContext(runCtx) }()
+		if !cache.WaitForCacheSync(ctx.Done(), m.modInf.HasSynced, m.leaseInf.HasSynced) {
+			m.mu.Lock()
+			err := m.watchErr
+			m.mu.Unlock()
+			if err == nil {
+				err = ctx.Err()
+			}
+			m.startErr = fmt.Errorf("kube: list TinyModules and Leases in %q: %w", m.c.ns, err)
+			cancel()
+		}
+	})
+	return m.startErr
+}
+
+func (m *mirror) stop() {
+	if m.cancel != nil {
+		m.cancel()
+		m.stopped.Wait()
+	}
+}
+
+// listed records the outcome of an informer's list: a failure makes the
+// hub report the catalog unreachable until a list succeeds again.
+func (m *mirror) listed(err error) {
+	m.mu.Lock()
+	if err != nil {
+		if isNotFound(err) {
+			err = errNoCRD
+		}
+		m.watchErr = err
+	} else {
+		m.watchErr = nil
+	}
+	m.mu.Unlock()
+	m.notify()
+}
+
+func (m *mirror) watched(err error) {
+	if err != nil {
+		m.listed(err)
+	}
+}
+
+func (m *mirror) notify() {
+	if m.hub != nil {
+		m.hub.Notify()
+	}
+}
+
+func (m *mirror) append(c hub.Change) {
+	m.seq++
+	c.Seq = m.seq
+	m.changes = append(m.changes, c)
+	if len(m.changes) > maxLog {
+		m.changes = append(m.changes[:0:0], m.changes[len(m.changes)-maxLog/2:]...)
+	}
+}
+
+func (m *mirror) leaseOf(module string) *coordinationv1.Lease {
+	obj, ok, _ := m.leaseInf.GetStore().GetByKey(m.c.ns + "/" + module + LeaseSuffix)
+	if !ok {
+		return nil
+	}
+	return obj.(*coordinationv1.Lease)
+}
+
+func (m *mirror) moduleOf(name string) *v1alpha1.TinyModule {
+	obj, ok, _ := m.modInf.GetStore().GetByKey(m.c.ns + "/" + name)
+	if !ok {
+		return nil
+	}
+	return obj.(*v1alpha1.TinyModule)
+}
+
+func (m *mirror) moduleChanged(obj any) {
+	tm, ok := obj.(*v1alpha1.TinyModule)
+	if !ok {
+		return
+	}
+	in := toInstance(tm, m.leaseOf(tm.Name), time.Now())
+	m.mu.Lock()
+	m.append(hub.Change{ID: tm.Name, Instance: in, Found: true})
+	m.mu.Unlock()
+	m.notify()
+}
+
+func (m *mirror) moduleDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	tm, ok := obj.(*v1alpha1.TinyModule)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: switchboard.ReasonDeregistered})
+	m.mu.Unlock()
+	m.notify()
+}
+
+// leaseChanged logs a change of the lease's module when the lease changed
+// hands or duration, appeared or vanished, or was renewed after it had
+// expired (a revival); a plain renewal is left to RenewedSince.
+func (m *mirror) leaseChanged(oldObj, obj any) {
+	if d, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = d.Obj
+	}
+	old, _ := oldObj.(*coordinationv1.Lease)
+	cur, _ := obj.(*coordinationv1.Lease)
+	name := ""
+	switch {
+	case cur != nil:
+		name = cur.Name
+	case old != nil:
+		name = old.Name
+	}
+	module, ok := strings.CutSuffix(name, LeaseSuffix)
+	if !ok {
+		return
+	}
+	ov, hadOld := viewLease(old)
+	cv, hasCur := viewLease(cur)
+	now := time.Now()
+	if hadOld && hasCur && ov.holder == cv.holder && ov.ttl == cv.ttl && !now.After(ov.deadline()) {
+		return // a renewal of a live lease
+	}
+	tm := m.moduleOf(module)
+	if tm == nil {
+		return
+	}
+	in := toInstance(tm, cur, now)
+	m.mu.Lock()
+	m.append(hub.Change{ID: tm.Name, Instance: in, Found: true})
+	m.mu.Unlock()
+	m.notify()
+}
+
+// Snapshot implements hub.Source.
+func (m *mirror) Snapshot(ctx context.Context) (hub.Snapshot, error) {
+	if err := m.start(ctx); err != nil {
+		return hub.Snapshot{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watchErr != nil {
+		return hub.Snapshot{}, m.watchErr
+	}
+	now := time.Now()
+	s := hub.Snapshot{Seq: m.seq, Epoch: m.epoch, Now: now}
+	for _, obj := range m.modInf.GetStore().List() {
+		tm := obj.(*v1alpha1.TinyModule)
+		s.Instances = append(s.Instances, toInstance(tm, m.leaseOf(tm.Name), now))
+	}
+	return s, nil
+}
+
+// ChangesSince implements hub.Source.
+func (m *mirror) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watchErr != nil {
+		return hub.Batch{}, m.watchErr
+	}
+	b := hub.Batch{Seq: m.seq, Epoch: m.epoch, Now: time.Now()}
+	if seq >= m.seq {
+		return b, nil
+	}
+	if len(m.changes) == 0 || m.changes[0].Seq > seq+1 {
+		return hub.Batch{}, hub.ErrCursorGone
+	}
+	i := int(seq + 1 - m.changes[0].Seq)
+	b.Changes = append([]hub.Change(nil), m.changes[i:]...)
+	return b, nil
+}
+
+// RenewedSince implements hub.Source: the renew times of the Leases of
+// modules with an address, renewed after since.
+func (m *mirror) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewal, time.Time, error) {
+	m.mu.Lock()
+	err := m.watchErr
+	m.mu.Unlock()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var out []hub.Renewal
+	for _, obj := range m.leaseInf.GetStore().List() {
+		l := obj.(*coordinationv1.Lease)
+		module, ok := strings.CutSuffix(l.Name, LeaseSuffix)
+		if !ok {
+			continue
+		}
+		v, _ := viewLease(l)
+		if !v.renew.After(since) {
+			continue
+		}
+		if tm := m.moduleOf(module); tm != nil && tm.Status.Addr != "" {
+			out = append(out, hub.Renewal{ID: tm.Name, LastSeen: v.renew})
+		}
+	}
+	return out, time.Now(), nil
+}
