@@ -138,6 +138,12 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		ttl = k.opts.DefaultTTL
 	}
 	secs := int32((ttl + time.Second - 1) / time.Second)
+	// The Lease first: watchers then see the module once, live, when its
+	// address is published, not first stale and then alive.
+	l, err := k.takeLease(ctx, n.ID, secs)
+	if err != nil {
+		return switchboard.Instance{}, apiErr("register "+n.ID+": lease", err)
+	}
 	var tm *v1alpha1.TinyModule
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := k.c.getModule(ctx, n.ID)
@@ -165,10 +171,6 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	})
 	if err != nil {
 		return switchboard.Instance{}, apiErr("register "+n.ID, err)
-	}
-	l, err := k.takeLease(ctx, n.ID, secs)
-	if err != nil {
-		return switchboard.Instance{}, apiErr("register "+n.ID+": lease", err)
 	}
 	return toInstance(tm, l, time.Now()), nil
 }
@@ -278,6 +280,9 @@ func (k *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 	} else if err != nil {
 		return switchboard.Instance{}, apiErr("get "+id, err)
 	}
+	if !listed(tm) {
+		return switchboard.Instance{}, fmt.Errorf("kube: %q has published no address yet: %w", id, switchboard.ErrNotFound)
+	}
 	l, err := k.c.getLease(ctx, id+LeaseSuffix)
 	if isNotFound(err) {
 		l, err = nil, nil
@@ -329,8 +334,9 @@ func (k *Catalog) listAll(ctx context.Context) ([]switchboard.Instance, error) {
 	now := time.Now()
 	out := make([]switchboard.Instance, 0, len(mods.Items))
 	for i := range mods.Items {
-		tm := &mods.Items[i]
-		out = append(out, toInstance(tm, byName[tm.Name+LeaseSuffix], now))
+		if tm := &mods.Items[i]; listed(tm) {
+			out = append(out, toInstance(tm, byName[tm.Name+LeaseSuffix], now))
+		}
 	}
 	return out, nil
 }

@@ -77,6 +77,11 @@ func (v leaseView) deadline() time.Time {
 	return v.renew.Add(v.ttl)
 }
 
+// listed reports whether a TinyModule is an instance at all: only once its
+// leader has published an address (before that there is nothing to reach,
+// and a module appears to watchers once, complete, instead of in steps).
+func listed(tm *v1alpha1.TinyModule) bool { return tm.Status.Addr != "" }
+
 // toInstance maps a TinyModule and its Lease (nil when there is none) to the
 // instance every Switchboard interface sees. The module is active while it
 // has an address and its Lease is held: LastSeen is the Lease's renew time

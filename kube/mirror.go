@@ -176,11 +176,20 @@ func (m *mirror) moduleChanged(obj any) {
 	if !ok {
 		return
 	}
-	in := toInstance(tm, m.leaseOf(tm.Name), time.Now())
 	m.mu.Lock()
-	m.append(hub.Change{ID: tm.Name, Instance: in, Found: true})
+	m.logModule(tm, m.leaseOf(tm.Name), switchboard.ReasonDeregistered)
 	m.mu.Unlock()
 	m.notify()
+}
+
+// logModule logs the module as it is now: an upsert, or a removal while it
+// has no address (not published yet, or withdrawn). Called with m.mu held.
+func (m *mirror) logModule(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, reason switchboard.Reason) {
+	if !listed(tm) {
+		m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
+		return
+	}
+	m.append(hub.Change{ID: tm.Name, Instance: toInstance(tm, l, time.Now()), Found: true})
 }
 
 func (m *mirror) moduleDeleted(obj any) {
@@ -191,8 +200,14 @@ func (m *mirror) moduleDeleted(obj any) {
 	if !ok {
 		return
 	}
+	// A module deleted after its Lease had expired (reaped) was already
+	// gone for its watchers: it leaves as expired, as reaped rows do.
+	reason := switchboard.ReasonDeregistered
+	if toInstance(tm, m.leaseOf(tm.Name), time.Now()).Stale {
+		reason = switchboard.ReasonExpired
+	}
 	m.mu.Lock()
-	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: switchboard.ReasonDeregistered})
+	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
 	m.mu.Unlock()
 	m.notify()
 }
@@ -227,9 +242,8 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 	if tm == nil {
 		return
 	}
-	in := toInstance(tm, cur, now)
 	m.mu.Lock()
-	m.append(hub.Change{ID: tm.Name, Instance: in, Found: true})
+	m.logModule(tm, cur, switchboard.ReasonExpired)
 	m.mu.Unlock()
 	m.notify()
 }
@@ -247,8 +261,9 @@ func (m *mirror) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	now := time.Now()
 	s := hub.Snapshot{Seq: m.seq, Epoch: m.epoch, Now: now}
 	for _, obj := range m.modInf.GetStore().List() {
-		tm := obj.(*v1alpha1.TinyModule)
-		s.Instances = append(s.Instances, toInstance(tm, m.leaseOf(tm.Name), now))
+		if tm := obj.(*v1alpha1.TinyModule); listed(tm) {
+			s.Instances = append(s.Instances, toInstance(tm, m.leaseOf(tm.Name), now))
+		}
 	}
 	return s, nil
 }

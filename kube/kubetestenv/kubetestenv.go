@@ -120,6 +120,10 @@ func Start(ctx context.Context, args ...string) (*Server, error) {
 	if err == nil {
 		s.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	}
+	if err == nil {
+		// As the API server's own test clients: no client-side throttling.
+		s.Config.QPS, s.Config.Burst = 1000, 10000
+	}
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("kube-apiserver test program: %w; stderr: %s", err, s.cmd.Stderr.(*tail).String())

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/kube"
+	"github.com/switchboard-io/switchboard/kube/kubetestenv"
+)
+
+// TestLsKube: `switchboard ls --dsn kube://NAMESPACE --json` lists the
+// TinyModules of a namespace on a real API server (KUBECONFIG points at it),
+// live ones by default and stale ones with --all.
+func TestLsKube(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, in := range []switchboard.Instance{
+		{Name: "common-module", Type: kube.TypeModule, Address: "10.0.0.7:8483", Version: "1.2.0", TTL: time.Hour},
+		{Name: "http-module", Type: kube.TypeModule, Address: "nats://tinymodule.http-module.msg", Version: "0.9.1", TTL: time.Hour},
+		{Name: "dead-module", Type: kube.TypeModule, Address: "10.0.0.9:8483", TTL: time.Second},
+	} {
+		if _, err := cat.Register(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dead module's 1 s Lease runs out (no heartbeats).
+	time.Sleep(1500 * time.Millisecond)
+
+	type row struct {
+		ID, Name, Type, Address, Version string
+		Stale                            bool
+		Metadata                         map[string]string
+	}
+	ls := func(args ...string) []row {
+		t.Helper()
+		code, out, errOut := cli(t, append([]string{"--dsn", "kube://" + ns, "ls", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("ls exit %d: %s", code, errOut)
+		}
+		var rows []row
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatalf("ls --json output %q: %v", out, err)
+		}
+		return rows
+	}
+	rows := ls()
+	if len(rows) != 2 || rows[0].Name != "common-module" || rows[0].Address != "10.0.0.7:8483" || rows[0].Version != "1.2.0" ||
+		rows[1].Name != "http-module" || rows[1].Address != "nats://tinymodule.http-module.msg" || rows[0].Stale || rows[1].Stale ||
+		rows[0].Type != kube.TypeModule || rows[0].Metadata[kube.MetaNamespace] != ns {
+		t.Fatalf("ls --json: %+v", rows)
+	}
+	all := ls("--all")
+	if len(all) != 3 || all[0].Name != "common-module" || all[1].Name != "dead-module" || !all[1].Stale {
+		t.Fatalf("ls --all --json: %+v", all)
+	}
+	// A namespace that is not an RFC 1123 label is bad input (exit 2).
+	if code, _, errOut := cli(t, "--dsn", "kube://Not_A_Namespace", "ls"); code != 2 {
+		t.Fatalf("bad namespace: exit %d (%s)", code, errOut)
+	}
+}

@@ -1,0 +1,35 @@
+package kube_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
+	"github.com/switchboard-io/switchboard/kube"
+	"github.com/switchboard-io/switchboard/kube/kubetestenv"
+)
+
+// notApplicable lists the conformance cases whose semantics a Kubernetes
+// namespace does not have, and why.
+var notApplicable = map[string]string{
+	"TTLFilter": "sub-second TTL (300 ms): Lease durations are whole seconds",
+	"Reap":      "sub-second TTL (500 ms) and a 20 ms --older-than: Lease durations are whole seconds",
+}
+
+// TestConformance runs the shared catalog suite on the kube:// backend,
+// each case in a namespace of its own on the real API server.
+func TestConformance(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) switchboard.Catalog {
+		name := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
+		if why, ok := notApplicable[name]; ok {
+			t.Skip("not applicable to kube://: " + why)
+		}
+		cfg, ns := kubetestenv.Setup(t)
+		cat, err := kube.New(cfg, ns, switchboard.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	})
+}
