@@ -175,6 +175,30 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return toInstance(tm, l, time.Now()), nil
 }
 
+// SetStatus writes the status of the TinyModule named name (as a module's
+// leader does), retrying on write conflicts.
+func (k *Catalog) SetStatus(ctx context.Context, name string, st v1alpha1.TinyModuleStatus) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tm, err := k.c.getModule(ctx, name)
+		if err != nil {
+			return err
+		}
+		tm.Status = st
+		_, err = k.c.updateModuleStatus(ctx, tm)
+		return err
+	})
+	if isNotFound(err) && !strings.Contains(err.Error(), "the server could not find the requested resource") {
+		return fmt.Errorf("kube: status of %q: %w", name, switchboard.ErrNotFound)
+	}
+	if err != nil {
+		return apiErr("status of "+name, err)
+	}
+	return nil
+}
+
 // validID checks that id can name a TinyModule and its Lease.
 func validID(id string) error {
 	if err := switchboard.ValidateID(id); err != nil {

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
@@ -26,7 +27,11 @@ func TestConformance(t *testing.T) {
 			t.Skip("not applicable to kube://: " + why)
 		}
 		cfg, ns := kubetestenv.Setup(t)
-		cat, err := kube.New(cfg, ns, switchboard.Options{})
+		// ConcurrentWriters registers 200 modules (five API requests each)
+		// and heartbeats each once: on a loaded two-core machine that takes
+		// longer than the 10 s default lease, so the first ones would expire
+		// before the count. A longer default keeps the case about writes.
+		cat, err := kube.New(cfg, ns, switchboard.Options{DefaultTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
