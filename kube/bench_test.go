@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -41,7 +42,7 @@ func BenchmarkStatusToPool(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer reader.Close()
-	p := pool.New(pool.Options{Lazy: true})
+	p := pool.New(pool.Options{Lazy: true, Logger: slog.New(slog.DiscardHandler)})
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.Start(pctx)
