@@ -269,3 +269,59 @@ func TestDuplicateIsNotAwaited(t *testing.T) {
 		t.Fatalf("err = %v, want an immediate %s", err, CodeDuplicate)
 	}
 }
+
+// TestJetStreamReplicasAndSysmsg: on the durable wire two replicas share the
+// module's consumer (each message once) and each has its own system
+// consumer (every replica gets every system message).
+func TestJetStreamReplicasAndSysmsg(t *testing.T) {
+	b := startBroker(t, t.TempDir(), -1)
+	var mu sync.Mutex
+	counts := map[string]map[string]int{}
+	for _, name := range []string{"r1", "r2"} {
+		w := newWire(t, connect(t, b.ClientURL()), Options{Mode: JetStream, Instance: name})
+		listen(t, w, "pair", func(ctx context.Context, m *router.Message) ([]byte, error) {
+			kind := "msg"
+			if nn, _ := router.ParseTo(m.To); nn.Port == "_control" {
+				kind = "sys"
+			}
+			mu.Lock()
+			if counts[name] == nil {
+				counts[name] = map[string]int{}
+			}
+			counts[name][kind]++
+			mu.Unlock()
+			return []byte(name), nil
+		})
+	}
+	w := newWire(t, connect(t, b.ClientURL()), Options{Mode: JetStream})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if _, err := w.Send(ctx, &router.Message{To: "f.pair.n:in"}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out, err := w.Send(ctx, &router.Message{To: "f.pair.n:_control", Payload: []byte("{}")})
+	if err != nil || (string(out) != "r1" && string(out) != "r2") {
+		t.Fatalf("sysmsg: out=%q err=%v", out, err)
+	}
+	waitUntilT(t, "both replicas got the system message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return counts["r1"]["sys"] == 1 && counts["r2"]["sys"] == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if a, b := counts["r1"]["msg"], counts["r2"]["msg"]; a+b != 200 || a == 0 || b == 0 {
+		t.Fatalf("load split %d/%d, want 200 shared by both", a, b)
+	}
+}
