@@ -19,7 +19,13 @@ import (
 
 var pgDSN string
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &pgDSN)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m, &pgDSN)
+	if cliDir != "" {
+		os.RemoveAll(cliDir)
+	}
+	os.Exit(code)
+}
 
 // backends opens one catalog per real backend.
 func backends(t *testing.T) map[string]func(t *testing.T) switchboard.Catalog {

@@ -27,8 +27,9 @@ import (
 // during the hold) is not held and expires on time. The hold is judged
 // again every preserveRecheck and released once the fraction is back under
 // the threshold — the held instances renewed, or the reapers deleted their
-// rows (at 2 × TTL, which no hold delays); held instances still past their
-// deadline then expire. Instances expired before it engaged stay removed
+// rows (at 2 × TTL, which no hold delays); a held instance that has still
+// not renewed then gets half its TTL more (a resumed process renews within
+// a heartbeat) and expires. Instances expired before it engaged stay removed
 // until they renew (restoring them could flap).
 
 // Defaults of self-preservation.
@@ -71,12 +72,23 @@ func (h *Hub) expire(now time.Time) {
 		h.held = 0
 		return
 	}
+	was := h.preserving
 	h.judge(now)
+	released := was && !h.preserving
 	expired := false
 	for _, it := range due {
 		e := h.entries[it.id]
-		if h.preserving && e.inst.LastSeen.Add(e.inst.TTL/2).Before(h.engagedAt) {
+		// Held: it had already missed its renewals when the hold began.
+		held := (h.preserving || released) && e.inst.LastSeen.Add(e.inst.TTL/2).Before(h.engagedAt)
+		switch {
+		case h.preserving && held:
 			h.heldItems = append(h.heldItems, it)
+			continue
+		case released && held:
+			// Most held instances renewed; this one gets half a TTL more
+			// (its process may have resumed a moment ago), then expires.
+			e.notBefore = now.Add(e.inst.TTL / 2)
+			h.schedule(item{e.due(), e.inst.ID})
 			continue
 		}
 		e.expired, e.expiredAt = true, now
