@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -8,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -300,4 +303,60 @@ func (f *feed) waitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// awaitTimeout bounds how long a write waits for the mirror to show it.
+const awaitTimeout = 2 * time.Second
+
+// await waits until the mirror's row for id satisfies cond (nil: no row),
+// so that a client that has its answer and then watches through this
+// server finds its own write in the snapshot. It gives up after
+// awaitTimeout (the write stands; only the read-your-writes order is
+// lost) and does not wait before the mirror's first snapshot, which reads
+// the catalog after the write anyway.
+func (f *feed) await(ctx context.Context, id string, cond func(st *state) bool) {
+	deadline := time.NewTimer(awaitTimeout)
+	defer deadline.Stop()
+	for {
+		f.mu.RLock()
+		ok := !f.ready || cond(f.state[id])
+		wake := f.wake
+		f.mu.RUnlock()
+		if ok {
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			f.log.Debug("server mirror: a write did not show within the wait", "id", id, "wait", awaitTimeout)
+			return
+		case <-ctx.Done():
+			return
+		case <-f.done:
+			return
+		}
+	}
+}
+
+// sameContent reports whether the mirror's st shows in as written: the
+// same content (last_seen aside) and active.
+func sameContent(st *state, in *switchboard.Instance) bool {
+	if st == nil || st.inst.Stale {
+		return false
+	}
+	a := &st.inst
+	return a.Name == in.Name && a.Type == in.Type && a.Address == in.Address &&
+		slices.Equal(a.Capabilities, in.Capabilities) && a.Version == in.Version &&
+		maps.Equal(a.Metadata, in.Metadata) && sameJSON(a.Components, in.Components) &&
+		a.TTL == in.TTL && a.RegisteredAt.Equal(in.RegisteredAt)
+}
+
+// sameJSON compares two documents ignoring insignificant whitespace (a
+// backend may store them reformatted).
+func sameJSON(a, b json.RawMessage) bool {
+	if string(a) == string(b) {
+		return true
+	}
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

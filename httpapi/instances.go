@@ -236,7 +236,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.registrations.Inc()
-	writeJSON(w, http.StatusOK, RegisterResponse{Instance: strip(stored), Secret: secret})
+	out := strip(stored)
+	s.feed.await(r.Context(), out.ID, func(st *state) bool { return sameContent(st, &out) })
+	writeJSON(w, http.StatusOK, RegisterResponse{Instance: out, Secret: secret})
 	return nil
 }
 
@@ -255,6 +257,7 @@ func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error 
 	if err := s.cat.Deregister(r.Context(), id); err != nil {
 		return err
 	}
+	s.feed.await(r.Context(), id, func(st *state) bool { return st == nil })
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
