@@ -312,21 +312,27 @@ const awaitTimeout = 2 * time.Second
 // so that a client that has its answer and then watches through this
 // server finds its own write in the snapshot. It gives up after
 // awaitTimeout (the write stands; only the read-your-writes order is
-// lost) and does not wait before the mirror's first snapshot, which reads
-// the catalog after the write anyway.
+// lost). Before the mirror's first snapshot it waits for that too: the
+// snapshot may predate the write, which then arrives as an event.
 func (f *feed) await(ctx context.Context, id string, cond func(st *state) bool) {
 	deadline := time.NewTimer(awaitTimeout)
 	defer deadline.Stop()
 	for {
 		f.mu.RLock()
-		ok := !f.ready || cond(f.state[id])
+		ready := f.ready
+		ok := ready && cond(f.state[id])
 		wake := f.wake
 		f.mu.RUnlock()
 		if ok {
 			return
 		}
+		var readyCh <-chan struct{}
+		if !ready {
+			readyCh = f.readyCh
+		}
 		select {
 		case <-wake:
+		case <-readyCh:
 		case <-deadline.C:
 			f.log.Debug("server mirror: a write did not show within the wait", "id", id, "wait", awaitTimeout)
 			return
