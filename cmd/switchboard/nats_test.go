@@ -135,3 +135,27 @@ func TestServeNATSDemo(t *testing.T) {
 		t.Fatalf("serve exit: %v; stderr %s", err, srv.stderr)
 	}
 }
+
+// TestEchoAndSendOverJetStream: TINY_NATS_TRANSPORT=jetstream selects the
+// durable wire on both sides, and the startup log says so.
+func TestEchoAndSendOverJetStream(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	addr := freeAddr(t)
+	broker := start(t, "nats", "--listen", addr, "--data", filepath.Join(t.TempDir(), "nats"))
+	waitOutput(t, broker, "serving nats://"+addr)
+	t.Setenv("TINY_NATS_URL", "nats://"+addr)
+	t.Setenv("TINY_NATS_TRANSPORT", "jetstream")
+	echo := start(t, "echo", "--dsn", dsn, "--name", "js-echo", "--log-level", "info")
+	echo.line(t)
+	code, stdout, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow1.js-echo.n:in", "--data", "durable hello")
+	if code != 0 || stdout != "durable hello\n" {
+		t.Fatalf("send: code %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	echo.cmd.Process.Signal(syscall.SIGTERM)
+	if err := echo.wait(t); err != nil {
+		t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
+	}
+	if !strings.Contains(echo.stderr.String(), "transport: jetstream-backed durable wire") {
+		t.Fatalf("the startup log does not name the wire: %s", echo.stderr)
+	}
+}
