@@ -3,7 +3,7 @@ package kubetestenv
 import (
 	"context"
 	"fmt"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,31 +13,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/deploy"
 )
 
-var (
-	crdOnce sync.Once
-	crdErr  error
-	nsSeq   atomic.Int64
-)
+var nsSeq atomic.Int64
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// InstallCRD creates the TinyModule CRD (deploy/crd) once per process and
-// waits until it is established.
+// InstallCRD creates the TinyModule CRD (deploy/crd), if it is not there
+// yet, and waits until it is established.
 func InstallCRD(ctx context.Context, cfg *rest.Config) error {
-	crdOnce.Do(func() { crdErr = installCRD(ctx, cfg) })
-	return crdErr
-}
-
-func installCRD(ctx context.Context, cfg *rest.Config) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -95,4 +88,45 @@ func Setup(t testing.TB) (*rest.Config, string) {
 		_ = core.Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return s.Config, name
+}
+
+// Apply creates every object of a multi-document YAML manifest (such as
+// deploy/rbac.yaml) through the dynamic client; kinds are mapped by the
+// server's discovery.
+func Apply(ctx context.Context, cfg *rest.Config, manifest []byte) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	for _, doc := range strings.Split(string(manifest), "\n---") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return fmt.Errorf("parse manifest: %w", err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s: %w", gvk, err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := obj.GetNamespace(); ns != "" {
+			ri = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		if _, err := ri.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+	}
+	return nil
 }
