@@ -46,7 +46,8 @@ type mirror struct {
 	mu       sync.Mutex
 	seq      int64
 	changes  []hub.Change // the last maxLog changes, by Seq
-	watchErr error        // the last list/watch failure, nil once a list succeeds
+	failed   [2]error     // per informer (modules, leases): its last list/watch failure, nil once one succeeds
+	watchErr error        // the first of failed, nil when both informers reach the API server
 }
 
 func newMirror(c *client, log *slog.Logger) *mirror {
@@ -63,24 +64,24 @@ func (m *mirror) start(ctx context.Context) error {
 		m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				l, err := m.c.listModules(ctx, o)
-				m.listed(err)
+				m.reached(0, err)
 				return l, err
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				w, err := m.c.watchModules(ctx, o)
-				m.watched(err)
+				m.reached(0, err)
 				return w, err
 			},
 		}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
 		m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				l, err := m.c.leases.List(ctx, o)
-				m.listed(err)
+				m.reached(1, err)
 				return l, err
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				w, err := m.c.leases.Watch(ctx, o)
-				m.watched(err)
+				m.reached(1, err)
 				return w, err
 			},
 		}, &coordinationv1.Lease{}, 0, cache.Indexers{})
@@ -118,25 +119,23 @@ func (m *mirror) stop() {
 	}
 }
 
-// listed records the outcome of an informer's list: a failure makes the
-// hub report the catalog unreachable until a list succeeds again.
-func (m *mirror) listed(err error) {
+// reached records the outcome of an informer's list or watch request: a
+// failure makes the hub report the catalog unreachable (and keep serving
+// what it knew) until that informer's next request succeeds.
+func (m *mirror) reached(i int, err error) {
+	if err != nil && isNotFound(err) {
+		err = errNoCRD
+	}
 	m.mu.Lock()
-	if err != nil {
-		if isNotFound(err) {
-			err = errNoCRD
-		}
-		m.watchErr = err
-	} else {
-		m.watchErr = nil
+	changed := (m.failed[i] == nil) != (err == nil)
+	m.failed[i] = err
+	m.watchErr = m.failed[0]
+	if m.watchErr == nil {
+		m.watchErr = m.failed[1]
 	}
 	m.mu.Unlock()
-	m.notify()
-}
-
-func (m *mirror) watched(err error) {
-	if err != nil {
-		m.listed(err)
+	if changed {
+		m.notify()
 	}
 }
 
