@@ -223,21 +223,39 @@ const CodeTLS = "tls_failed"
 // failure (permanent) from a peer that is down (retryable): grpc-go reports
 // both as Unavailable.
 type HandshakeWatch struct {
-	mu  sync.Mutex
-	err error
+	mu      sync.Mutex
+	err     error
+	strikes int // consecutive plaintext connections closed before a byte
 }
+
+// PlaintextStrikes is how many connections in a row a peer must close
+// before sending a byte for a plaintext client to call it a TLS server:
+// one such connection may also be a server stopping while it accepted.
+const PlaintextStrikes = 2
 
 // Err returns the last security failure of a connection that has not since
-// received a byte from its peer over a successful handshake, or nil.
-func (w *HandshakeWatch) Err() error {
+// received a byte from its peer, or nil. It is final (permanent) for a TLS
+// failure, and for a plaintext client once PlaintextStrikes connections in
+// a row were closed before a byte; before that it is a hint to add to the
+// retryable error.
+func (w *HandshakeWatch) Err() (err error, final bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err
+	return w.err, w.err != nil && (w.strikes == 0 || w.strikes >= PlaintextStrikes)
 }
 
+// set records a TLS failure (final at once), or clears the record.
 func (w *HandshakeWatch) set(err error) {
 	w.mu.Lock()
+	w.err, w.strikes = err, 0
+	w.mu.Unlock()
+}
+
+// strike records a plaintext connection closed before a byte.
+func (w *HandshakeWatch) strike(err error) {
+	w.mu.Lock()
 	w.err = err
+	w.strikes++
 	w.mu.Unlock()
 }
 
@@ -246,7 +264,8 @@ func (w *HandshakeWatch) set(err error) {
 // handshake; a TLS alert the server sends right after it (TLS 1.3 servers
 // reject a client certificate that way); and a connection the server closes
 // before sending a single byte (a plaintext client at a TLS server, whose
-// handshake fails on the server side only). The first byte read from a
+// handshake fails on the server side only; final after PlaintextStrikes
+// connections in a row). The first byte read from a
 // peer clears the record. A connection that fails after it has received
 // bytes records nothing: that is a peer going away, not a security failure.
 func WatchHandshakes(c credentials.TransportCredentials) (credentials.TransportCredentials, *HandshakeWatch) {
@@ -318,7 +337,7 @@ func (c *watchedConn) failed(err error) {
 		c.w.set(fmt.Errorf("the server at %s ended the connection right after the TLS handshake (%v): it rejected this client's certificate, or got none (is tls_cert signed by the server's tls_ca, and current?)", c.authority, err))
 		return
 	}
-	c.w.set(fmt.Errorf("the server at %s ended the connection before sending a byte (%v): does it require TLS? Set tls_ca (and tls_cert/tls_key for mutual TLS)", c.authority, err))
+	c.w.strike(fmt.Errorf("the server at %s ended the connection before sending a byte (%v): does it require TLS? Set tls_ca (and tls_cert/tls_key for mutual TLS)", c.authority, err))
 }
 
 // isRefusedOrReset reports errors of a peer that is not there or went away

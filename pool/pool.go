@@ -397,11 +397,14 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 			return nil, err
 		}
 		out, err := p.call(ctx, client, msg)
-		if err != nil && router.AsError(err).Code == router.CodeUnavailable {
-			if herr := c.hs.Load().Err(); herr != nil {
+		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+			if herr, final := c.hs.Load().Err(); herr != nil {
 				// grpc-go reports a failed security handshake as Unavailable,
 				// like a peer that is down; it is not: no retry will help.
-				return nil, router.Permanent(grpcwire.CodeTLS, herr.Error())
+				if final {
+					return nil, router.Permanent(grpcwire.CodeTLS, herr.Error())
+				}
+				return nil, router.Transient(router.CodeUnavailable, e.Message+"; "+herr.Error())
 			}
 		}
 		if err != nil && c.isClosed() && ctx.Err() == nil {
