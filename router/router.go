@@ -289,7 +289,7 @@ func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeo
 		return nil, Transient(CodeModuleUnknown, fmt.Sprintf("module %q is not this process's module and no wire is configured", module))
 	}
 	out, err = r.wire.Send(ctx, r.tr.inject(ctx, msg))
-	if err != nil && ctx.Err() == context.DeadlineExceeded {
+	if err != nil && pastDeadline(ctx) {
 		// The attempt's own deadline: make the error say so whatever the
 		// wire reported.
 		if e := AsError(err); e.Code != CodeDeadlineExceeded {
@@ -352,6 +352,17 @@ func (r *Router) lookup(to string) Handler {
 		return h
 	}
 	return r.fallback
+}
+
+// pastDeadline reports whether ctx's deadline has passed, even if its timer
+// has not fired yet (on a loaded machine the peer's reply to its own
+// deadline can arrive first).
+func pastDeadline(ctx context.Context) bool {
+	if ctx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 func checkDepth(d int) error {
