@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -271,4 +273,35 @@ func TestWatchWithoutMirror(t *testing.T) {
 	if code != 200 || json.Unmarshal(b, &info) != nil || info.Healthy || info.Error == "" {
 		t.Fatalf("info of a server without its catalog: %d %s", code, b)
 	}
+}
+
+// TestSlowSubscriber: a subscriber that never reads blocks nobody and
+// holds no queue: the others get every event, and it is disconnected once
+// a write to it has been stuck for WriteTimeout.
+func TestSlowSubscriber(t *testing.T) {
+	s := start(t, httpapi.Options{WriteTimeout: 2 * time.Second, History: 8})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	fast := watchSSE(t, s.url+"/v1/watch")
+	fast.next(t) // snapshot
+	fast.next(t) // synced
+	testkit.WaitUntil(t, "both subscribers", func() bool { return metricValue(t, s, "switchboard_http_sse_subscribers") == 2 })
+
+	// 24 registrations of 250 KiB each: more than the socket buffers hold.
+	big := `{"blob":"` + strings.Repeat("x", 250<<10) + `"}`
+	for i := 0; i < 24; i++ {
+		body := instanceBody(fmt.Sprintf("big-%d", i))
+		body["components"] = json.RawMessage(big)
+		body["ttl"] = "5m"
+		r := register(t, s, body)
+		expectEvent(t, fast.next(t), "added", "", r.Instance.ID)
+	}
+	testkit.WaitUntil(t, "the stuck subscriber to be dropped", func() bool {
+		return metricValue(t, s, "switchboard_http_sse_subscribers") == 1
+	})
 }
