@@ -190,7 +190,7 @@ func (w *Wire) handleJS(ctx context.Context, h router.Handler, m jetstream.Msg) 
 		}
 	}()
 	hdr := m.Headers()
-	out, err := dispatch(ctx, h, hdr, m.Data())
+	out, err := w.dispatch(ctx, h, hdr, m.Data())
 	close(stop)
 	<-ticking
 	if inbox := hdr.Get(HeaderReplyInbox); inbox != "" {

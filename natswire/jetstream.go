@@ -115,6 +115,8 @@ func (w *Wire) jsError(ctx context.Context, nn switchboard.NodeName, subject str
 		return router.Transient(router.CodeDeadlineExceeded, fmt.Sprintf("no reply from module %q (%s) in time", nn.Module, subject))
 	case errors.Is(err, nats.ErrConnectionClosed):
 		return router.Permanent(router.CodeUnavailable, "nats connection is closed")
+	case errors.Is(err, nats.ErrMaxPayload):
+		return router.Permanent(router.CodeResourceExhausted, fmt.Sprintf("message to %s is larger than the broker's max_payload (%d bytes)", subject, w.nc.MaxPayload()))
 	}
 	return router.Transient(router.CodeUnavailable, fmt.Sprintf("jetstream publish to %s: %v", subject, err))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -412,5 +413,37 @@ func waitUntilT(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPanicAndOversize: a panicking handler fails its message with a
+// permanent internal error and the module goes on; a message over the
+// broker's max_payload fails at once with resource_exhausted.
+func TestPanicAndOversize(t *testing.T) {
+	for _, mode := range []Mode{Core, JetStream} {
+		t.Run(mode.String(), func(t *testing.T) {
+			b := startBroker(t, t.TempDir(), -1)
+			listen(t, newWire(t, connect(t, b.ClientURL()), Options{Mode: mode}), "fragile", func(ctx context.Context, m *router.Message) ([]byte, error) {
+				if string(m.Payload) == "panic" {
+					panic("boom")
+				}
+				return []byte("fine"), nil
+			})
+			w := newWire(t, connect(t, b.ClientURL()), Options{Mode: mode})
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			_, err := w.Send(ctx, &router.Message{To: "f.fragile.n:in", Payload: []byte("panic")})
+			if e := router.AsError(err); e == nil || e.Code != router.CodeInternal || e.Retryable || !strings.Contains(e.Message, "boom") {
+				t.Fatalf("panic: %v", err)
+			}
+			if out, err := w.Send(ctx, &router.Message{To: "f.fragile.n:in"}); err != nil || string(out) != "fine" {
+				t.Fatalf("after the panic: %q %v", out, err)
+			}
+			big := make([]byte, w.Conn().MaxPayload()+1)
+			_, err = w.Send(ctx, &router.Message{To: "f.fragile.n:in", Payload: big})
+			if e := router.AsError(err); e == nil || e.Code != router.CodeResourceExhausted || e.Retryable {
+				t.Fatalf("oversize: %v", err)
+			}
+		})
 	}
 }

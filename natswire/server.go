@@ -3,6 +3,7 @@ package natswire
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func (w *Wire) listenCore(ctx context.Context, r *Receiver, h router.Handler) er
 
 // handleCore runs one core request and responds when the sender waits.
 func (w *Wire) handleCore(ctx context.Context, h router.Handler, m *nats.Msg) {
-	out, err := dispatch(ctx, h, m.Header, m.Data)
+	out, err := w.dispatch(ctx, h, m.Header, m.Data)
 	if m.Reply == "" {
 		return
 	}
@@ -132,11 +133,19 @@ func (w *Wire) handleCore(ctx context.Context, h router.Handler, m *nats.Msg) {
 }
 
 // dispatch decodes a request and runs h on it.
-func dispatch(ctx context.Context, h router.Handler, hdr nats.Header, data []byte) ([]byte, error) {
+// A panicking handler fails its message with a permanent internal error
+// (logged with its stack) and the process goes on, as on the gRPC wire.
+func (w *Wire) dispatch(ctx context.Context, h router.Handler, hdr nats.Header, data []byte) (out []byte, err error) {
 	msg, err := incoming(hdr, data)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.opts.Logger.Error("nats transport: handler panicked", "to", msg.To, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			out, err = nil, router.Permanent(router.CodeInternal, fmt.Sprintf("handler for %s panicked: %v", msg.To, p))
+		}
+	}()
 	return h(ctx, msg)
 }
 

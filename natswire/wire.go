@@ -160,6 +160,8 @@ func (w *Wire) requestError(ctx context.Context, nn switchboard.NodeName, subjec
 		return router.Transient(router.CodeDeadlineExceeded, fmt.Sprintf("no reply from %s in time", subject))
 	case errors.Is(err, nats.ErrConnectionClosed):
 		return router.Permanent(router.CodeUnavailable, "nats connection is closed")
+	case errors.Is(err, nats.ErrMaxPayload):
+		return router.Permanent(router.CodeResourceExhausted, fmt.Sprintf("message to %s is larger than the broker's max_payload (%d bytes)", subject, w.nc.MaxPayload()))
 	}
 	return router.Transient(router.CodeUnavailable, fmt.Sprintf("request to %s: %v", subject, err))
 }
