@@ -1,0 +1,151 @@
+package kube_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/kube"
+	"github.com/switchboard-io/switchboard/kube/kubetestenv"
+)
+
+// proxy is a TCP proxy to the API server that can be cut and restored on
+// the same address.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+	mu     sync.Mutex
+	lis    net.Listener
+	conns  map[net.Conn]struct{}
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = lis.Addr().String()
+	p.serve(lis)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) serve(lis net.Listener) {
+	p.mu.Lock()
+	p.lis = lis
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
+			go func() { _, _ = io.Copy(c, up); up.Close(); c.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lis != nil {
+		p.lis.Close()
+		p.lis = nil
+	}
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *proxy) restore() {
+	lis, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.serve(lis)
+}
+
+// TestOutage: while the API server cannot be reached, a discovery cache on
+// kube:// keeps serving the last known modules, marked stale; afterwards it
+// catches up with what changed meanwhile.
+func TestOutage(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, u.Host)
+	viaProxy := rest.CopyConfig(cfg)
+	viaProxy.Host = "https://" + px.addr
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	writer, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { writer.Close() })
+	reg := func(name string) {
+		t.Helper()
+		if _, err := writer.Register(ctx, switchboard.Instance{Name: name, Type: kube.TypeModule, Address: "10.1.1.1:8483", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("steady")
+	reader, err := kube.New(viaProxy, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	cache, err := discovery.New(ctx, reader, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cache.Close)
+	if len(cache.ByName("steady")) != 1 {
+		t.Fatal("cache does not hold the module")
+	}
+
+	px.cut()
+	testkit.WaitUntil(t, "the cache to say it is stale", func() bool {
+		stale, _ := cache.Stale()
+		return stale
+	})
+	if len(cache.ByName("steady")) != 1 {
+		t.Fatal("an unreachable API server emptied the cache")
+	}
+	if st := reader.WatchStats(); st.Healthy || st.LastError == nil {
+		t.Fatalf("watch stats during the outage: %+v", st)
+	}
+	reg("newcomer")
+	if err := writer.Deregister(ctx, "steady"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	px.restore()
+	testkit.WaitUntil(t, "the cache to catch up", func() bool {
+		stale, _ := cache.Stale()
+		return !stale && len(cache.ByName("newcomer")) == 1 && len(cache.ByName("steady")) == 0
+	})
+}
