@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -11,14 +14,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
@@ -134,5 +140,46 @@ func TestSendVerboseTraceID(t *testing.T) {
 	echo.cmd.Process.Signal(syscall.SIGTERM)
 	if err := echo.wait(t); err != nil {
 		t.Fatalf("echo exit: %v; stderr %s", err, echo.stderr)
+	}
+}
+
+// sdkPeer answers like a TinySystems SDK module: a handler error is a plain
+// Go error, which grpc-go sends as status Unknown with its text only.
+type sdkPeer struct {
+	modulepb.UnimplementedModuleServiceServer
+	calls atomic.Int64
+}
+
+func (s *sdkPeer) Message(context.Context, *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
+	s.calls.Add(1)
+	return nil, errors.New("component: invalid settings")
+}
+
+// TestSendToSDKPeerErrorIsNotRetried: `send --edge-retry 3` to an SDK-style
+// module whose handler fails delivers the message once and reports the
+// failure as permanent (it used to be delivered three times).
+func TestSendToSDKPeerErrorIsNotRetried(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := &sdkPeer{}
+	gs := grpc.NewServer()
+	modulepb.RegisterModuleServiceServer(gs, peer)
+	go gs.Serve(lis)
+	defer gs.Stop()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	reg := start(t, "register", "--dsn", dsn, "--name", "sdk-module", "--type", "module", "--address", lis.Addr().String())
+	reg.line(t)
+	code, _, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow.sdk-module.node.sub:in", "--data", "x", "--edge-retry", "3")
+	if code != 1 || !strings.Contains(stderr, "component: invalid settings (code remote_error, retryable false)") || strings.Contains(stderr, "attempts") {
+		t.Fatalf("send: exit %d stderr %q", code, stderr)
+	}
+	if n := peer.calls.Load(); n != 1 {
+		t.Fatalf("the SDK peer's handler ran %d times, want 1", n)
+	}
+	reg.cmd.Process.Signal(syscall.SIGTERM)
+	if err := reg.wait(t); err != nil {
+		t.Fatalf("register exit: %v", err)
 	}
 }
