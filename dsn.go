@@ -116,6 +116,12 @@ type Options struct {
 	// smallest number of instances it applies to (zero: 10).
 	SelfPreservationThreshold float64
 	SelfPreservationMin       int
+	// MustExist opens only a catalog that exists already, for commands that
+	// read it or change rows that must be there (ls, leases, deregister,
+	// reap): the backend creates nothing (no file, directory or schema) and
+	// a missing catalog is ErrNoCatalog. A schema older than the program's
+	// is still migrated; a current one is only read.
+	MustExist bool
 	// Logger receives the backend's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }

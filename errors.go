@@ -19,6 +19,11 @@ var (
 	// ErrBusy says a write waited its whole time for a lock another
 	// process holds (stopped or hung); the write did not happen.
 	ErrBusy = errors.New("catalog busy")
+	// ErrNoCatalog says there is no catalog where an existing one was
+	// asked for (Options.MustExist): nothing has registered there yet.
+	ErrNoCatalog = errors.New("no catalog")
+	// ErrUnreachable says the catalog's server could not be reached.
+	ErrUnreachable = errors.New("cannot reach the catalog")
 )
 
 // FieldError says which field of an input is wrong and why. It wraps one of

@@ -465,9 +465,11 @@ func (c *Catalog) Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, errClosed("now")
 	}
 	var now int64
+	d, done := c.use()
 	err := c.retry(ctx, func() error {
-		return c.rdb.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
+		return d.rdb.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
 	})
+	done()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("sqlite: now: %w", err)
 	}

@@ -93,7 +93,7 @@ func holdLock(t *testing.T, path string) (resume func()) {
 func TestWriteLockHolderStopped(t *testing.T) {
 	c, path := newFile(t)
 	mustRegister(t, c, sample("before"))
-	c.wlock.wait = 300 * time.Millisecond
+	c.d.wlock.wait = 300 * time.Millisecond
 	resume := holdLock(t, path)
 
 	done := make(chan error, 2)
@@ -124,7 +124,7 @@ func TestWriteLockHolderStopped(t *testing.T) {
 	resume()
 	// The lock holder is gone; the abandoned flock is taken and dropped,
 	// and writers proceed.
-	c.wlock.wait = time.Minute
+	c.d.wlock.wait = time.Minute
 	mustRegister(t, c, sample("after"))
 }
 

@@ -3,6 +3,9 @@ package sqlite
 import (
 	"context"
 	"fmt"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // nowSQL is SQLite's clock in microseconds since the Unix epoch. 'now' has
@@ -83,53 +86,63 @@ var migrations = []string{
 // epochSQL reads the catalog's epoch (see migration 4).
 const epochSQL = `SELECT CAST(value AS TEXT) FROM meta WHERE key = 'epoch'`
 
-// migrate applies the missing migrations, each in its own write
+// migrate applies the missing migrations on d, each in its own write
 // transaction. The version is read again inside the transaction (BEGIN
 // IMMEDIATE holds the write lock), so processes opening the same new file at
-// once apply every migration exactly once and none of them fails.
-func (c *Catalog) migrate(ctx context.Context) error {
+// once apply every migration exactly once and none of them fails. With
+// mustExist, a database without the schema is switchboard.ErrNoCatalog
+// (nothing is created in it); an older schema is still brought up to date,
+// since this program's statements need it.
+func (c *Catalog) migrate(ctx context.Context, d *dbs, mustExist bool) error {
 	// The common case, a schema already current, is one read: opening the
 	// catalog (every `ls`) takes no write lock and wakes no watcher.
-	var current int
-	err := c.read(ctx, func(tx *txn) error {
+	var current, tables int
+	err := c.readOn(ctx, d, func(tx *txn) error {
+		if err := tx.QueryRowContext(ctx,
+			`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil || tables == 0 {
+			return err
+		}
 		return tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current)
 	})
 	if err == nil && current == len(migrations) {
 		return nil
 	}
+	if err == nil && mustExist && tables == 0 {
+		return fmt.Errorf("%w at %s (the file holds no Switchboard catalog; nothing has registered there yet)", switchboard.ErrNoCatalog, c.where())
+	}
 	for {
 		var applied, from int
-		err := c.write(ctx, func(tx *txn) error {
+		err := c.writeOn(ctx, d, func(tx *txn) (*hub.Batch, error) {
 			var n int
 			if err := tx.QueryRowContext(ctx,
 				`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
-				return err
+				return nil, err
 			}
 			if n == 0 {
 				if _, err := tx.ExecContext(ctx,
 					`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			if err := tx.QueryRowContext(ctx,
 				`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&from); err != nil {
-				return err
+				return nil, err
 			}
 			if from > len(migrations) {
-				return fmt.Errorf("database schema version %d is newer than this program knows (%d)", from, len(migrations))
+				return nil, fmt.Errorf("database schema version %d is newer than this program knows (%d)", from, len(migrations))
 			}
 			if from == len(migrations) {
-				return nil
+				return nil, nil
 			}
 			if _, err := tx.ExecContext(ctx, migrations[from]); err != nil {
-				return fmt.Errorf("migration %d: %w", from+1, err)
+				return nil, fmt.Errorf("migration %d: %w", from+1, err)
 			}
 			if _, err := tx.ExecContext(ctx,
 				`INSERT INTO schema_migrations (version, applied_at) VALUES (?, `+nowSQL+`)`, from+1); err != nil {
-				return err
+				return nil, err
 			}
 			applied = from + 1
-			return nil
+			return nil, nil
 		})
 		if err != nil {
 			return fmt.Errorf("sqlite: migrate %s: %w", c.where(), err)
@@ -139,12 +152,4 @@ func (c *Catalog) migrate(ctx context.Context) error {
 		}
 		c.log.Info("sqlite: schema migrated", "version", applied, "db", c.where())
 	}
-}
-
-// where names the database in errors and logs.
-func (c *Catalog) where() string {
-	if c.path == "" {
-		return ":memory:"
-	}
-	return c.path
 }

@@ -28,6 +28,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,26 +77,20 @@ type Catalog struct {
 	log  *slog.Logger
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string
-	// rdb serves reads (deferred transactions); wdb serves writes (one
-	// connection, BEGIN IMMEDIATE). For an in-memory catalog both are the
-	// same single-connection pool.
-	rdb, wdb *sql.DB
-	// anchor keeps an in-memory database alive for the catalog's lifetime.
-	anchor *sql.DB
-	// dsn opens one more connection to the same database (the
-	// data_version poller).
-	dsn string
+
+	// fileMu guards d: every operation uses d under the read lock; reopen
+	// swaps it under the write lock when the file was deleted or replaced.
+	fileMu sync.RWMutex
+	d      *dbs
+	// fileCheckEvery is the period of the file identity check.
+	fileCheckEvery time.Duration
+	fileWatch      *detector // the identity check; nil for memory or MustExist
 
 	// Change-log retention; fields so that tests can shrink them.
 	keepChanges    int64
 	keepChangesAge time.Duration
 	trimEvery      time.Duration
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
-
-	wlock *writeLock // queues writers (see writeLock)
-	// rstmts and wstmts keep the prepared statements of rdb and wdb (one
-	// cache when they are the same pool).
-	rstmts, wstmts *stmtCache
 
 	closed    atomic.Bool
 	mu        sync.Mutex // guards hub, detector and closing
@@ -104,13 +100,40 @@ type Catalog struct {
 	closeErr  error
 }
 
+// dbs is one opening of the database: its pools, their prepared
+// statements and the write lock. A file catalog opens it again when its
+// path comes to name another file (see reopen).
+type dbs struct {
+	// rdb serves reads (deferred transactions); wdb serves writes (one
+	// connection, BEGIN IMMEDIATE). For an in-memory catalog both are the
+	// same single-connection pool.
+	rdb, wdb *sql.DB
+	// anchor keeps an in-memory database alive for the catalog's lifetime.
+	anchor *sql.DB
+	// dsn opens one more connection to the same database (the
+	// data_version poller).
+	dsn   string
+	wlock *writeLock // queues writers (see writeLock)
+	// rstmts and wstmts keep the prepared statements of rdb and wdb (one
+	// cache when they are the same pool).
+	rstmts, wstmts *stmtCache
+	// id is the identity (device, inode) of the file when it was opened.
+	id fileID
+}
+
 var (
 	_ switchboard.Catalog = (*Catalog)(nil)
 	_ switchboard.Leaser  = (*Catalog)(nil)
 )
 
 // Open opens (creating it and its parent directories when needed) the
-// SQLite catalog of dsn and brings its schema up to date.
+// SQLite catalog of dsn and brings its schema up to date. With
+// opts.MustExist it opens only an existing catalog: it creates no file or
+// directory, and a path holding none is switchboard.ErrNoCatalog.
+//
+// A file catalog checks every fileCheckEvery whether its path still names
+// the file it has open; when the file was deleted or replaced, it logs a
+// warning and opens the path again (see reopen).
 func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
 	if dsn.Scheme != "sqlite" {
 		return nil, fmt.Errorf("sqlite: open %q: not a sqlite DSN", dsn.Raw)
@@ -122,19 +145,30 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		keepChanges:    keepChanges,
 		keepChangesAge: keepChangesAge,
 		trimEvery:      trimEvery,
+		fileCheckEvery: fileCheckEvery,
 	}
-	var err error
+	var (
+		d   *dbs
+		err error
+	)
 	if dsn.Memory {
-		err = c.openMemory()
+		d, err = openMemory()
 	} else {
-		err = c.openFile(dsn.Path)
+		if c.path, err = filepath.Abs(dsn.Path); err != nil {
+			return nil, fmt.Errorf("sqlite: open %s: %w", dsn.Path, err)
+		}
+		d, err = c.openFile(opts.MustExist)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := c.migrate(ctx); err != nil {
-		c.closeDBs()
+	if err := c.migrate(ctx, d, opts.MustExist); err != nil {
+		d.close()
 		return nil, err
+	}
+	c.d = d
+	if c.path != "" && !opts.MustExist {
+		c.fileWatch = c.watchFile()
 	}
 	return c, nil
 }
@@ -152,42 +186,72 @@ func pragmas(memory bool) url.Values {
 	return q
 }
 
-func (c *Catalog) openFile(p string) error {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return fmt.Errorf("sqlite: open %s: %w", p, err)
+// openFile opens the pools and the write lock of c.path. With mustExist it
+// creates nothing: the file must be there, and every connection is opened
+// with SQLite's mode=rw, so none can create it either.
+func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
+	abs := c.path
+	if mustExist {
+		if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s (nothing has registered there yet)", switchboard.ErrNoCatalog, abs)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
-	}
-	c.path = abs
+	d := &dbs{}
 	q := pragmas(false)
-	c.dsn = abs + "?" + q.Encode()
-	if c.rdb, err = sql.Open("sqlite", c.dsn); err != nil {
-		return fmt.Errorf("sqlite: open %s: %w", abs, err)
+	name := abs
+	if mustExist {
+		name = "file:" + (&url.URL{Path: abs}).EscapedPath()
+		q.Set("mode", "rw")
+		// journal_mode=WAL writes the file: a catalog is in WAL mode
+		// already (it is persistent), and any other file stays untouched.
+		q["_pragma"] = slices.DeleteFunc(q["_pragma"], func(p string) bool { return strings.HasPrefix(p, "journal_mode") })
 	}
-	c.rdb.SetMaxOpenConns(maxReadConns)
-	c.rdb.SetMaxIdleConns(maxReadConns)
+	d.dsn = name + "?" + q.Encode()
+	var err error
+	if d.rdb, err = sql.Open("sqlite", d.dsn); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	d.rdb.SetMaxOpenConns(maxReadConns)
+	d.rdb.SetMaxIdleConns(maxReadConns)
 	q.Set("_txlock", "immediate")
-	if c.wdb, err = sql.Open("sqlite", abs+"?"+q.Encode()); err != nil {
-		c.rdb.Close()
-		return fmt.Errorf("sqlite: open %s: %w", abs, err)
+	if d.wdb, err = sql.Open("sqlite", name+"?"+q.Encode()); err != nil {
+		d.rdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	c.wdb.SetMaxOpenConns(1)
-	c.wdb.SetMaxIdleConns(1)
-	if c.wlock, err = newWriteLock(abs); err != nil {
-		c.rdb.Close()
-		c.wdb.Close()
-		return err
+	d.wdb.SetMaxOpenConns(1)
+	d.wdb.SetMaxIdleConns(1)
+	d.rstmts, d.wstmts = newStmtCache(d.rdb), newStmtCache(d.wdb)
+	// The first connection creates the file (unless mustExist); its
+	// identity is taken after that, before anything is read.
+	if err := d.rdb.Ping(); err != nil {
+		d.rdb.Close()
+		d.wdb.Close()
+		if mustExist && isCantOpen(err) {
+			return nil, fmt.Errorf("%w at %s (nothing has registered there yet)", switchboard.ErrNoCatalog, abs)
+		}
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	c.rstmts, c.wstmts = newStmtCache(c.rdb), newStmtCache(c.wdb)
-	return nil
+	d.id, _ = statID(abs)
+	if d.wlock, err = newWriteLock(abs); err != nil {
+		d.rdb.Close()
+		d.wdb.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// isCantOpen reports SQLITE_CANTOPEN (a mode=rw open of a missing file).
+func isCantOpen(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
 }
 
 // openMemory opens a private in-memory database (SQLite's memdb VFS, so it
 // has ordinary locking) served by one connection; the anchor connection
 // keeps it alive even if the pool replaces that connection.
-func (c *Catalog) openMemory() error {
+func openMemory() (*dbs, error) {
 	q := pragmas(true)
 	q.Set("vfs", "memdb")
 	q.Set("_txlock", "immediate")
@@ -200,22 +264,22 @@ func (c *Catalog) openMemory() error {
 		if anchor != nil {
 			anchor.Close()
 		}
-		return fmt.Errorf("sqlite: open :memory: %w", err)
+		return nil, fmt.Errorf("sqlite: open :memory: %w", err)
 	}
 	anchor.SetMaxOpenConns(1)
 	anchor.SetMaxIdleConns(1)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		anchor.Close()
-		return fmt.Errorf("sqlite: open :memory: %w", err)
+		return nil, fmt.Errorf("sqlite: open :memory: %w", err)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	c.anchor, c.rdb, c.wdb = anchor, db, db
-	c.wlock, _ = newWriteLock("")
-	c.wstmts = newStmtCache(db)
-	c.rstmts = c.wstmts
-	return nil
+	d := &dbs{anchor: anchor, rdb: db, wdb: db}
+	d.wlock, _ = newWriteLock("")
+	d.wstmts = newStmtCache(db)
+	d.rstmts = d.wstmts
+	return d, nil
 }
 
 // Close stops watches and closes the database; it is idempotent. Methods
@@ -223,6 +287,9 @@ func (c *Catalog) openMemory() error {
 func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		if c.fileWatch != nil {
+			c.fileWatch.stop()
+		}
 		c.mu.Lock()
 		h, d := c.hub, c.detector
 		c.hub, c.detector = nil, nil
@@ -233,24 +300,33 @@ func (c *Catalog) Close() error {
 		if d != nil {
 			d.stop()
 		}
-		c.closeErr = c.closeDBs()
+		c.fileMu.Lock()
+		c.closeErr = c.d.close()
+		c.fileMu.Unlock()
 	})
 	return c.closeErr
 }
 
-func (c *Catalog) closeDBs() error {
-	c.rstmts.close()
-	if c.wstmts != c.rstmts {
-		c.wstmts.close()
+// use returns the current opening of the database, held until done is
+// called (a reopen waits for it).
+func (c *Catalog) use() (d *dbs, done func()) {
+	c.fileMu.RLock()
+	return c.d, c.fileMu.RUnlock
+}
+
+func (d *dbs) close() error {
+	d.rstmts.close()
+	if d.wstmts != d.rstmts {
+		d.wstmts.close()
 	}
-	errs := []error{c.rdb.Close()}
-	if c.wdb != c.rdb {
-		errs = append(errs, c.wdb.Close())
+	errs := []error{d.rdb.Close()}
+	if d.wdb != d.rdb {
+		errs = append(errs, d.wdb.Close())
 	}
-	if c.anchor != nil {
-		errs = append(errs, c.anchor.Close())
+	if d.anchor != nil {
+		errs = append(errs, d.anchor.Close())
 	}
-	errs = append(errs, c.wlock.close())
+	errs = append(errs, d.wlock.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
@@ -293,17 +369,24 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *txn) error) error {
 // the hub directly, so this process's watchers hear of them without a log
 // read.
 func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch, error)) error {
-	unlock, err := c.wlock.lock(ctx)
+	d, done := c.use()
+	defer done()
+	return c.writeOn(ctx, d, fn)
+}
+
+// writeOn is writeChange on the opening d.
+func (c *Catalog) writeOn(ctx context.Context, d *dbs, fn func(tx *txn) (*hub.Batch, error)) error {
+	unlock, err := d.wlock.lock(ctx)
 	if err != nil {
 		return err
 	}
 	var change *hub.Batch
 	err = c.retry(ctx, func() error {
-		sqlTx, err := c.wdb.BeginTx(ctx, nil)
+		sqlTx, err := d.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		tx := &txn{Tx: sqlTx, sc: c.wstmts}
+		tx := &txn{Tx: sqlTx, sc: d.wstmts}
 		if change, err = fn(tx); err == nil && change != nil {
 			// The epoch of the file this transaction wrote, read in it: the
 			// hub applies the batch only within its cursor's history.
@@ -316,10 +399,10 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch,
 		return tx.Commit()
 	})
 	if err == nil {
-		c.wlock.announce()
+		d.wlock.announce()
 	}
 	unlock()
-	c.wstmts.prepareWanted(ctx)
+	d.wstmts.prepareWanted(ctx)
 	switch {
 	case errors.Is(err, errNoChange):
 		return nil
@@ -334,15 +417,22 @@ func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch,
 // read runs fn in a read transaction: every statement of fn sees the same
 // snapshot of the database.
 func (c *Catalog) read(ctx context.Context, fn func(tx *txn) error) error {
+	d, done := c.use()
+	defer done()
+	return c.readOn(ctx, d, fn)
+}
+
+// readOn is read on the opening d.
+func (c *Catalog) readOn(ctx context.Context, d *dbs, fn func(tx *txn) error) error {
 	err := c.retry(ctx, func() error {
-		sqlTx, err := c.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		sqlTx, err := d.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}
 		defer sqlTx.Rollback()
-		return fn(&txn{Tx: sqlTx, sc: c.rstmts})
+		return fn(&txn{Tx: sqlTx, sc: d.rstmts})
 	})
-	c.rstmts.prepareWanted(ctx)
+	d.rstmts.prepareWanted(ctx)
 	return err
 }
 

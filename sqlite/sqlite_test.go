@@ -68,7 +68,7 @@ func mustRegister(t *testing.T, c *Catalog, in switchboard.Instance) switchboard
 // changeLog returns the change log as "op:id:reason" strings.
 func changeLog(t *testing.T, c *Catalog) []string {
 	t.Helper()
-	rows, err := c.rdb.QueryContext(tctx(t), `SELECT op, id, reason FROM changes ORDER BY seq`)
+	rows, err := c.d.rdb.QueryContext(tctx(t), `SELECT op, id, reason FROM changes ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,15 +133,15 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 			}
 		}
 	}
-	check("read pool", c.rdb, maxReadConns, false)
-	check("write pool", c.wdb, 1, false)
+	check("read pool", c.d.rdb, maxReadConns, false)
+	check("write pool", c.d.wdb, 1, false)
 
 	m, err := Open(ctx, switchboard.DSN{Scheme: "sqlite", Memory: true}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	check("memory", m.rdb, 1, true)
+	check("memory", m.d.rdb, 1, true)
 }
 
 func TestMemoryIsOneDatabase(t *testing.T) {
@@ -196,7 +196,7 @@ func TestMigrationsConcurrentAndIdempotent(t *testing.T) {
 	}
 	c := openFile(t, path) // once more, on an up-to-date schema
 	var rows, top int
-	if err := c.rdb.QueryRowContext(ctx, `SELECT count(*), max(version) FROM schema_migrations`).Scan(&rows, &top); err != nil {
+	if err := c.d.rdb.QueryRowContext(ctx, `SELECT count(*), max(version) FROM schema_migrations`).Scan(&rows, &top); err != nil {
 		t.Fatal(err)
 	}
 	if rows != len(migrations) || top != len(migrations) {
@@ -211,7 +211,7 @@ func TestMigrationsConcurrentAndIdempotent(t *testing.T) {
 	}
 
 	// A database from a newer program is refused, not modified.
-	if _, err := c.wdb.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 0)`, len(migrations)+1); err != nil {
+	if _, err := c.d.wdb.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 0)`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, fileDSN(path), quiet); err == nil || !strings.Contains(err.Error(), "newer") {
@@ -359,7 +359,7 @@ func TestDeregisterAndReapReasons(t *testing.T) {
 		t.Fatalf("change log %v, want %v", got, want)
 	}
 	var caps int
-	if err := c.rdb.QueryRowContext(ctx, `SELECT count(*) FROM instance_capabilities`).Scan(&caps); err != nil || caps != 0 {
+	if err := c.d.rdb.QueryRowContext(ctx, `SELECT count(*) FROM instance_capabilities`).Scan(&caps); err != nil || caps != 0 {
 		t.Fatalf("capabilities of deleted rows left: %d %v", caps, err)
 	}
 }
@@ -465,7 +465,7 @@ func TestRetryOnBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	tx, err := c.wdb.BeginTx(ctx, nil)
+	tx, err := c.d.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,17 +23,17 @@ func TestStatementsArePreparedAfterFirstUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.wstmts.mu.Lock()
-	n := len(c.wstmts.m)
+	c.d.wstmts.mu.Lock()
+	n := len(c.d.wstmts.m)
 	var scripts int
-	for q := range c.wstmts.m {
+	for q := range c.d.wstmts.m {
 		for _, m := range migrations {
 			if q == m {
 				scripts++
 			}
 		}
 	}
-	c.wstmts.mu.Unlock()
+	c.d.wstmts.mu.Unlock()
 	if n == 0 {
 		t.Fatal("no write statement was prepared after repeated registrations")
 	}

@@ -113,7 +113,10 @@ func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, n
 // it changed.
 func (d *detector) dataVersion(ctx context.Context, c *Catalog, notify func()) {
 	defer d.wg.Done()
-	db, err := sql.Open("sqlite", c.dsn)
+	cur, done := c.use()
+	dsn := cur.dsn
+	done()
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		c.log.Warn("sqlite: data_version poller not started", "err", err)
 		return

@@ -1,0 +1,121 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+)
+
+// fileCheckEvery is how often a file catalog checks that its path still
+// names the file it has open: well within one default heartbeat interval
+// (3 s), so a registration is back within two.
+const fileCheckEvery = 500 * time.Millisecond
+
+// watchFile starts the file identity check (see checkFile).
+func (c *Catalog) watchFile() *detector {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &detector{cancel: cancel}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		t := time.NewTicker(c.fileCheckEvery)
+		defer t.Stop()
+		warned := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			c.checkFile(ctx, &warned)
+		}
+	}()
+	return d
+}
+
+// checkFile compares the identity (device, inode) of the file the path
+// names with the one this catalog has open. When the file was deleted
+// (`rm .data/switchboard.db*`) or replaced (a restored copy moved into
+// place), the process would go on writing to a file nobody else reads: it
+// logs a warning, once, and opens the path again (see reopen); a failed
+// reopen is retried at the next check.
+func (c *Catalog) checkFile(ctx context.Context, warned *bool) {
+	d, done := c.use()
+	open := d.id
+	done()
+	now, err := statID(c.path)
+	if err == nil && now == open {
+		return
+	}
+	what := "replaced"
+	if errors.Is(err, os.ErrNotExist) {
+		what = "deleted"
+	} else if err != nil {
+		c.log.Debug("sqlite: cannot check the catalog file", "db", c.path, "err", err)
+		return
+	}
+	if !*warned {
+		*warned = true
+		c.log.Warn("sqlite: the catalog file was "+what+" while open; opening the path again (registrations are written again at their next heartbeat)",
+			"db", c.path)
+	}
+	if err := c.reopen(ctx); err != nil {
+		if ctx.Err() == nil {
+			c.log.Debug("sqlite: reopen failed; retrying", "db", c.path, "err", err)
+		}
+		return
+	}
+	*warned = false
+	c.log.Info("sqlite: catalog file reopened", "db", c.path)
+}
+
+// reopen opens the path again (creating the file and its schema when it
+// is missing, as Open does), switches every later operation to it, and
+// closes the old opening once the operations using it are done. Watchers
+// resync: the new file is another history (its epoch differs, or its log
+// is behind their cursor), so the hub diffs a snapshot. Bootstraps find
+// their rows missing at their next heartbeat and register again.
+func (c *Catalog) reopen(ctx context.Context) error {
+	nd, err := c.openFile(false)
+	if err != nil {
+		return err
+	}
+	if err := c.migrate(ctx, nd, false); err != nil {
+		nd.close()
+		return err
+	}
+	c.fileMu.Lock()
+	if c.closed.Load() {
+		c.fileMu.Unlock()
+		nd.close()
+		return errClosed("reopen")
+	}
+	old := c.d
+	c.d = nd
+	c.fileMu.Unlock()
+	if err := old.close(); err != nil {
+		c.log.Debug("sqlite: closing the replaced file", "err", err)
+	}
+	c.mu.Lock()
+	h := c.hub
+	if c.detector != nil && h != nil {
+		// The data_version poller and the directory watch follow the new
+		// file (the directory may have been re-created too).
+		c.detector.stop()
+		c.detector = c.detect(h.Notify)
+	}
+	c.mu.Unlock()
+	if h != nil {
+		h.Notify()
+	}
+	return nil
+}
+
+// where names the database in errors and logs.
+func (c *Catalog) where() string {
+	if c.path == "" {
+		return ":memory:"
+	}
+	return c.path
+}

@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+)
+
+// MustExist creates nothing: no directory, no file, no schema (issue 13
+// item 2).
+func TestMustExist(t *testing.T) {
+	dir := t.TempDir()
+	opts := quiet
+	opts.MustExist = true
+	missing := filepath.Join(dir, "typo", "path", "x.db")
+	_, err := Open(tctx(t), fileDSN(missing), opts)
+	if !errors.Is(err, switchboard.ErrNoCatalog) || !strings.Contains(err.Error(), "no catalog at "+missing+" (nothing has registered there yet)") {
+		t.Fatalf("missing catalog: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "typo")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a directory was created: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(tctx(t), fileDSN(empty), opts); !errors.Is(err, switchboard.ErrNoCatalog) {
+		t.Fatalf("file without a catalog: %v", err)
+	}
+	if fi, err := os.Stat(empty); err != nil || fi.Size() != 0 {
+		t.Fatalf("the empty file was written: %v %v", fi, err)
+	}
+
+	c, path := newFile(t)
+	mustRegister(t, c, sample("x"))
+	r, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Get(tctx(t), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Deregister(tctx(t), "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rmCatalog removes the database and its sidecar files, as
+// `rm .data/switchboard.db*` does.
+func rmCatalog(t *testing.T, path string) {
+	t.Helper()
+	matches, _ := filepath.Glob(path + "*")
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A handle whose file is deleted under it reopens the path within a check
+// period: its bootstraps register again, and its watchers and another
+// handle's end with exactly the new file's rows (issue 13 item 1).
+func TestFileDeletedUnderOpenCatalog(t *testing.T) {
+	log := &testkit.SyncBuffer{}
+	opts := quiet
+	opts.Logger = slogTo(log)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	a, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	in := sample("boot")
+	in.TTL = 2 * time.Second
+	reg, err := switchboard.Bootstrap(tctx(t), a, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	mustRegister(t, a, sample("plain")) // no heartbeat: gone with the file
+	w, err := a.Watch(tctx(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the first snapshot", func() string { return "boot plain" })
+
+	rmCatalog(t, path)
+	set.WaitForSet(t, "the re-created file's rows", func() string { return "boot" })
+	testkit.WaitUntil(t, "the file to exist again", func() bool { _, err := os.Stat(path); return err == nil })
+	b := openFile(t, path) // another process, in effect
+	if _, err := b.Get(tctx(t), "boot"); err != nil {
+		t.Fatalf("the bootstrap did not register again in the new file: %v", err)
+	}
+	if n := strings.Count(log.String(), "was deleted while open"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
+	}
+	// Writes of both handles meet in the new file.
+	mustRegister(t, b, sample("later"))
+	set.WaitForSet(t, "a write of the other handle", func() string { return "boot later" })
+}
+
+// A file replaced by a backup taken earlier (moved into place) is reopened
+// too: watchers end with exactly the backup's rows plus the bootstraps that
+// registered again (issue 13 items 1 and 3).
+func TestFileReplacedByBackup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	a := openFile(t, path)
+	mustRegister(t, a, sample("old"))
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := a.Backup(tctx(t), backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Backup(tctx(t), backup); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("backup over an existing file: %v", err)
+	}
+	if err := a.Deregister(tctx(t), "old"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"new-1", "new-2", "new-3"} {
+		mustRegister(t, a, sample(id))
+	}
+	in := sample("boot")
+	in.TTL = 2 * time.Second
+	reg, err := switchboard.Bootstrap(tctx(t), a, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: quiet.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	w, err := a.Watch(tctx(t), switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the first snapshot", func() string { return "boot new-1 new-2 new-3" })
+
+	// The restore procedure of the README: a copy next to the catalog,
+	// renamed over it.
+	data, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".restore", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path + "-wal")
+	os.Remove(path + "-shm")
+	if err := os.Rename(path+".restore", path); err != nil {
+		t.Fatal(err)
+	}
+	set.WaitForSet(t, "the backup's rows and the bootstrap", func() string { return "boot old" })
+	b := openFile(t, path)
+	ins, err := b.List(tctx(t), switchboard.Query{All: true})
+	if err != nil || testkit.JoinIDs(ins) != "boot old" {
+		t.Fatalf("restored catalog lists %q, %v", testkit.JoinIDs(ins), err)
+	}
+}
+
+func TestBackupIsConsistentAndNewEpoch(t *testing.T) {
+	a, _ := newFile(t)
+	for _, id := range []string{"a", "b", "c"} {
+		mustRegister(t, a, sample(id))
+	}
+	dst := filepath.Join(t.TempDir(), "copy.db")
+	if err := a.Backup(context.Background(), dst); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(dst + ".partial-*"); len(m) != 0 {
+		t.Fatalf("partial files left: %v", m)
+	}
+	b := openFile(t, dst)
+	ins, err := b.List(tctx(t), switchboard.Query{All: true})
+	if err != nil || testkit.JoinIDs(ins) != "a b c" {
+		t.Fatalf("backup lists %q, %v", testkit.JoinIDs(ins), err)
+	}
+	if ea, eb := epochOf(t, a), epochOf(t, b); ea == eb || eb == "" {
+		t.Fatalf("backup epoch %q, source %q: want a new one", eb, ea)
+	}
+}
+
+func epochOf(t *testing.T, c *Catalog) string {
+	t.Helper()
+	var e string
+	if err := c.read(tctx(t), func(tx *txn) error { return tx.QueryRowContext(tctx(t), epochSQL).Scan(&e) }); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func slogTo(w *testkit.SyncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}

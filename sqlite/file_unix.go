@@ -1,0 +1,24 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"os"
+	"syscall"
+)
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// statID returns the identity of the file path names now.
+func statID(path string) (fileID, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, nil
+	}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
+}
