@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard-io/switchboard"
 )
 
 // Advisory lock classes (the first key of the two-key form; the second is
@@ -91,6 +93,28 @@ ALTER TABLE change_log ADD COLUMN epoch text NOT NULL DEFAULT md5(random()::text
 // (pg_restore --clean, or a dump into a new database) re-creates with a new
 // OID even when it brings the stored epoch back.
 const epochSQL = `(SELECT epoch || '/' || 'changes'::regclass::oid::text FROM change_log)`
+
+// schemaCurrent reads, without writing or locking anything, whether the
+// current schema holds a catalog at this program's version.
+// switchboard.ErrNoCatalog when it holds none.
+func schemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var exists bool
+	var version int
+	err := pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists)
+	if err == nil && !exists {
+		return false, switchboard.ErrNoCatalog
+	}
+	if err == nil {
+		err = pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version)
+	}
+	if err != nil {
+		return false, fmt.Errorf("postgres: read schema version: %w", err)
+	}
+	if version == 0 {
+		return false, switchboard.ErrNoCatalog
+	}
+	return version == len(migrations)-1, nil
+}
 
 // migrate brings the schema of the connection's current schema to the
 // latest version under a session advisory lock, so concurrent processes

@@ -72,7 +72,10 @@ var (
 
 // Open connects to the database of dsn (a postgres:// URL, passed to pgx
 // unchanged: pool_max_conns and the other pgx parameters apply), migrates
-// its schema to the current version and returns the catalog.
+// its schema to the current version and returns the catalog. A server it
+// cannot reach is switchboard.ErrUnreachable. With opts.MustExist, a
+// current schema is only read (no migration lock, no DDL) and a database
+// without one is switchboard.ErrNoCatalog.
 func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
 	if dsn.Scheme != "postgres" {
 		return nil, fmt.Errorf("postgres: %w: scheme %q is not postgres", switchboard.ErrInvalidDSN, dsn.Scheme)
@@ -86,9 +89,25 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	if err != nil {
 		return nil, switchboard.RedactError(fmt.Errorf("postgres: connect: %w", err), dsn.Raw)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, switchboard.RedactError(err, dsn.Raw)
+		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w at %s: %w", switchboard.ErrUnreachable, where(cfg), err), dsn.Raw)
+	}
+	current := false
+	if opts.MustExist {
+		if current, err = schemaCurrent(ctx, pool); err != nil {
+			pool.Close()
+			if errors.Is(err, switchboard.ErrNoCatalog) {
+				return nil, fmt.Errorf("postgres: %w in %s (nothing has registered there yet)", err, where(cfg))
+			}
+			return nil, switchboard.RedactError(err, dsn.Raw)
+		}
+	}
+	if !current {
+		if err := migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, switchboard.RedactError(err, dsn.Raw)
+		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	return &Catalog{
@@ -101,6 +120,16 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		ctx:         cctx,
 		cancel:      cancel,
 	}, nil
+}
+
+// where names the database of cfg in messages: host, port, database and
+// schema (search_path), never the password.
+func where(cfg *pgxpool.Config) string {
+	w := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	if sp := cfg.ConnConfig.RuntimeParams["search_path"]; sp != "" {
+		w += " (schema " + sp + ")"
+	}
+	return w
 }
 
 // Now returns the database's clock.
