@@ -199,3 +199,34 @@ func epochOf(t *testing.T, c *Catalog) string {
 func slogTo(w *testkit.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
+
+// When a handle lets go of a deleted file, SQLite must not delete, by
+// name, the -wal and -shm files that now belong to the new file at the same
+// path: another process's commits still in that WAL would vanish.
+func TestReopenKeepsTheNewFilesWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	a := openFile(t, path)
+	a.fileWatch.stop() // reopened by hand below
+	mustRegister(t, a, sample("old"))
+	if _, err := a.List(tctx(t), switchboard.Query{}); err != nil {
+		t.Fatal(err)
+	}
+	rmCatalog(t, path)
+	b := openFile(t, path) // the new file, written by "another process"
+	b.fileWatch.stop()
+	for _, id := range []string{"n1", "n2", "n3"} {
+		mustRegister(t, b, sample(id))
+	}
+	if err := a.reopen(tctx(t)); err != nil { // closes a's connections to the old file
+		t.Fatal(err)
+	}
+	c := openFile(t, path) // a third process, opened afterwards
+	ins, err := c.List(tctx(t), switchboard.Query{All: true})
+	if err != nil || testkit.JoinIDs(ins) != "n1 n2 n3" {
+		t.Fatalf("a process opened after the reopen sees %q, %v; want n1 n2 n3", testkit.JoinIDs(ins), err)
+	}
+	ins, err = a.List(tctx(t), switchboard.Query{All: true})
+	if err != nil || testkit.JoinIDs(ins) != "n1 n2 n3" {
+		t.Fatalf("the reopened handle sees %q, %v", testkit.JoinIDs(ins), err)
+	}
+}

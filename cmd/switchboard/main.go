@@ -176,7 +176,7 @@ when several hosts share one catalog.`,
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
 		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
-		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g),
+		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g), newBackupCmd(g),
 		newNatsCmd(g),
 	)
 	finish(root, g)
@@ -274,7 +274,7 @@ func (g *globals) readCatalog(ctx context.Context) (config.Config, switchboard.C
 	if err != nil {
 		return config.Config{}, nil, err
 	}
-	cat, err := g.open(ctx, c, true)
+	cat, err := g.openExisting(ctx, c)
 	return c, cat, err
 }
 
