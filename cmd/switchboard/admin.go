@@ -33,7 +33,7 @@ use this for rows whose process is gone. Exit 1 when there is no such id.`,
 			if err := switchboard.ValidateID(args[0]); err != nil {
 				return usage(err)
 			}
-			c, cat, err := g.readCatalog(cmd.Context())
+			c, cat, err := g.existingCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ reaped; with --older-than, every row last seen more than D ago goes, whatever it
 					return usage(err)
 				}
 			}
-			_, cat, err := g.readCatalog(cmd.Context())
+			_, cat, err := g.existingCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -18,33 +18,29 @@ type backuper interface {
 }
 
 func newBackupCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Write a consistent copy of a live SQLite catalog to FILE",
 		Long: `Write a consistent copy of the SQLite catalog to FILE while processes keep using it
-(SQLite's VACUUM INTO: one read transaction, writers are not stopped). FILE must not exist.
+(SQLite's VACUUM INTO: one read transaction; writers are not stopped). FILE must not exist.
+The copy is a history of its own: restored, watchers resync from it exactly.
 
-To restore, put the copy in place under the catalog's name, for example:
+To restore, put the copy in place under the catalog's name:
 
   cp backup.db .data/switchboard.db.restore
   rm -f .data/switchboard.db-wal .data/switchboard.db-shm
   mv .data/switchboard.db.restore .data/switchboard.db
 
-Running processes notice within a second that the path names another file, reopen it,
+Running processes notice within a second that the path names another file, open it again,
 and register their instances again at their next heartbeat; watchers see exactly the
 differences. Stopping every process first is the conservative alternative.
 
-For PostgreSQL use pg_dump.
-
-Exit codes: 0 written, 1 failure (no catalog, FILE exists, I/O), 2 invalid input.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usage(errors.New("backup takes one argument, the file to write (run 'switchboard backup --help')"))
-			}
-			return nil
-		},
+For PostgreSQL use pg_dump.`,
+		Example: `  switchboard backup /var/backups/switchboard-$(date +%F).db
+  switchboard --dsn sqlite:///srv/catalog.db backup copy.db`,
+		Args: oneArg("FILE (the copy to write)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, cat, err := g.readCatalog(cmd.Context())
+			c, cat, err := g.existingCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -60,21 +56,28 @@ Exit codes: 0 written, 1 failure (no catalog, FILE exists, I/O), 2 invalid input
 			return nil
 		},
 	}
+	cmd.Annotations = map[string]string{annEnv: envDSNHelp}
+	return cmd
 }
 
-// openExisting is open for the commands of readCatalog, which only read
-// the catalog or change rows that must already be in it (ls, leases,
-// deregister, reap, backup): it opens an existing catalog as it is, creating
+// existingCatalog is readCatalog for the commands that only read the
+// catalog or change rows that must already be in it (ls, leases,
+// deregister, reap, backup; not watch, which may start before anything
+// registered): it opens an existing catalog as it is, creating
 // no file and running no migration the schema does not need; where there is
 // none it fails with "no catalog at PATH (nothing has registered there
 // yet)", exit 1.
-func (g *globals) openExisting(ctx context.Context, c config.Config) (switchboard.Catalog, error) {
+func (g *globals) existingCatalog(ctx context.Context) (config.Config, switchboard.Catalog, error) {
+	c, err := g.readConfig()
+	if err != nil {
+		return config.Config{}, nil, err
+	}
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil {
-		return nil, usage(g.nameSource(err))
+		return config.Config{}, nil, usage(g.nameSource(err))
 	}
 	if d.Memory {
-		return nil, usage(g.nameSource(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
+		return config.Config{}, nil, usage(g.nameSource(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
 			Reason: "an in-memory catalog lives in one process; use sqlite://PATH or postgres://… (only `demo` runs in one process)"}))
 	}
 	opts := c.Options()
@@ -83,9 +86,9 @@ func (g *globals) openExisting(ctx context.Context, c config.Config) (switchboar
 	cat, err := switchboard.Open(ctx, c.Discovery.DSN, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
-			return nil, usage(g.nameSource(err))
+			return config.Config{}, nil, usage(g.nameSource(err))
 		}
-		return nil, err
+		return config.Config{}, nil, err
 	}
-	return cat, nil
+	return c, cat, nil
 }

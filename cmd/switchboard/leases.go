@@ -43,7 +43,7 @@ array of {name, holder, token, ttl, expires_at, held}; --json is the same).`,
 				return err
 			}
 			ctx := cmd.Context()
-			c, cat, err := g.readCatalog(ctx)
+			c, cat, err := g.existingCatalog(ctx)
 			if err != nil {
 				return err
 			}

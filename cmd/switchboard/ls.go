@@ -42,7 +42,7 @@ is the same). An empty cell is "-".`,
 			if err != nil {
 				return err
 			}
-			_, cat, err := g.readCatalog(cmd.Context())
+			_, cat, err := g.existingCatalog(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -274,7 +274,7 @@ func (g *globals) readCatalog(ctx context.Context) (config.Config, switchboard.C
 	if err != nil {
 		return config.Config{}, nil, err
 	}
-	cat, err := g.openExisting(ctx, c)
+	cat, err := g.open(ctx, c, true)
 	return c, cat, err
 }
 
