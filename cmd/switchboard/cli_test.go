@@ -161,6 +161,7 @@ func rows(out string) [][]string {
 
 func TestLsOutputFormats(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
+		openCatalog(t, dsn) // ls reads only an existing catalog
 		code, _, stderr := cli(t, "ls", "--dsn", dsn)
 		if code != 0 || stderr != "no instances found\n" {
 			t.Fatalf("empty ls: exit %d stderr %q", code, stderr)
@@ -224,6 +225,7 @@ func TestLsOutputFormats(t *testing.T) {
 
 func TestLeasesOutputFormats(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
+		openCatalog(t, dsn) // leases reads only an existing catalog
 		code, _, stderr := cli(t, "leases", "--dsn", dsn)
 		if code != 0 || stderr != "no leases found\n" {
 			t.Fatalf("empty: exit %d stderr %q", code, stderr)
@@ -484,6 +486,7 @@ func TestHeartbeatFromTTL(t *testing.T) {
 		t.Fatalf("heartbeat from the environment: exit %d stderr %q", code, stderr)
 	}
 	// ls, watch, reap… never fail on heartbeat settings, even unparsable.
+	openCatalog(t, dsn)
 	for _, hb := range []string{"20s", "often"} {
 		t.Setenv(envHeartbeat, hb)
 		if code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json"); code != 0 || stdout != "[]\n" {

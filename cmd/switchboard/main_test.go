@@ -145,6 +145,7 @@ func TestInvalidInputExitsTwoAndWritesNothing(t *testing.T) {
 
 func TestDeregisterUnknown(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
+		openCatalog(t, dsn) // deregister works only on an existing catalog
 		code, _, stderr := cli(t, "deregister", "--dsn", dsn, "no-such-id")
 		if code != 1 || !strings.Contains(stderr, `no instance with id "no-such-id"`) {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -154,6 +155,7 @@ func TestDeregisterUnknown(t *testing.T) {
 
 func TestLsAndReapEmpty(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
+		openCatalog(t, dsn) // ls and reap read only an existing catalog
 		code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json")
 		if code != 0 || stdout != "[]\n" {
 			t.Fatalf("exit %d stdout %q stderr %q", code, stdout, stderr)
@@ -519,6 +521,7 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	if code, _, stderr := cli(t, "ls"); code != 2 || !strings.Contains(stderr, "SWITCHBOARD_DISCOVERY_DSN \"mysql:") {
 		t.Fatalf("bad DSN from the environment: exit %d stderr %q", code, stderr)
 	}
+	openCatalog(t, dsn)
 	if code, stdout, stderr := cli(t, "ls", "--dsn", dsn, "--json"); code != 0 || stdout != "[]\n" {
 		t.Fatalf("--dsn should win over the environment: exit %d stdout %q stderr %q", code, stdout, stderr)
 	}
