@@ -101,7 +101,7 @@ func TestFileDeletedUnderOpenCatalog(t *testing.T) {
 	if _, err := b.Get(tctx(t), "boot"); err != nil {
 		t.Fatalf("the bootstrap did not register again in the new file: %v", err)
 	}
-	if n := strings.Count(log.String(), "was deleted while open"); n != 1 {
+	if n := strings.Count(log.String(), "while open; opening the path again"); n != 1 {
 		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
 	}
 	// Writes of both handles meet in the new file.

@@ -269,7 +269,9 @@ func TestStaleRevivalIsLogged(t *testing.T) {
 	c, _ := newFile(t)
 	ctx := tctx(t)
 	in := sample("r")
-	in.TTL = 20 * time.Millisecond
+	// Long enough that a heartbeat right after another lands well before
+	// 0.8 × TTL (which would count as a late renewal) on a loaded machine.
+	in.TTL = 500 * time.Millisecond
 	a := mustRegister(t, c, in)
 	waitClock(t, c, a.LastSeen.Add(in.TTL))
 	if got, err := c.Get(ctx, "r"); err != nil || !got.Stale {

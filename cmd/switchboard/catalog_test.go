@@ -240,7 +240,7 @@ func TestCatalogFileDeletedAndRestoredUnderRunningProcesses(t *testing.T) {
 		os.Remove(m)
 	}
 	waitLive(t, "the registration back in a new file, the watcher exactly on it", dsn, set, "svc-1", reg, watch)
-	if !strings.Contains(reg.stderr.String(), "was deleted while open") {
+	if !strings.Contains(reg.stderr.String(), "while open; opening the path again") {
 		t.Errorf("register logged no warning:\n%s", reg.stderr)
 	}
 
