@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 
@@ -239,4 +240,74 @@ func size(in *switchboard.Instance) int {
 		n += 32 + len(k) + len(v)
 	}
 	return n
+}
+
+// transition emits, to every watcher, what changed between the old and the
+// new state of one instance (nil: absent).
+func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switchboard.Instance, curExpired bool, reason switchboard.Reason) {
+	if len(h.subs) == 0 {
+		return
+	}
+	same := old != nil && cur != nil && oldExpired == curExpired && sameContent(old, cur)
+	id := ""
+	if cur != nil {
+		id = cur.ID
+	} else if old != nil {
+		id = old.ID
+	}
+	for s := range h.subs {
+		was := old != nil && s.visible(old, oldExpired)
+		is := cur != nil && s.visible(cur, curExpired)
+		var event func() switchboard.Event
+		switch {
+		case !was && is:
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired)}
+			}
+		case was && !is:
+			r := reason
+			if r == "" {
+				r = switchboard.ReasonDeregistered
+				if curExpired {
+					r = switchboard.ReasonExpired
+				}
+			}
+			in := old
+			if cur != nil {
+				in = cur
+			}
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired)}
+			}
+		case was && is && !same:
+			event = func() switchboard.Event {
+				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired)}
+			}
+		default:
+			continue
+		}
+		if s.change(id, was, was && !is, cur == nil, event) {
+			h.log.Warn("watcher fell behind: its queue is full; coalescing its changes per instance until it reads again",
+				"queued_events", queueCap, "query", s.q)
+		}
+	}
+}
+
+func sameContent(a, b *switchboard.Instance) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
+		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
+		maps.Equal(a.Metadata, b.Metadata) && string(a.Components) == string(b.Components) &&
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt)
+}
+
+func view(in *switchboard.Instance, expired bool) switchboard.Instance {
+	out := in.Clone()
+	out.Stale = expired
+	return out
+}
+
+func (e *entry) view() switchboard.Instance { return view(&e.inst, e.expired) }
+
+func (e *entry) added() switchboard.Event {
+	return switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()}
 }
