@@ -93,5 +93,8 @@
 // holds one Watch of the catalog (its mirror), shared by every SSE
 // subscriber, which reads the shared history with its own cursor: no
 // per-subscriber queue, bounded memory. Heartbeats from all clients are
-// gathered for Options.HeartbeatWindow and renewed in one statement.
+// gathered for Options.HeartbeatWindow and renewed in one statement. A
+// registration or deregistration is answered once the server's mirror
+// shows it (at most 2 s), so a client that then watches through the same
+// server finds its own write in the snapshot.
 package httpapi
