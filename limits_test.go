@@ -101,3 +101,41 @@ func TestBootstrapHeartbeatAtMostHalfTTL(t *testing.T) {
 	}
 	r.Close()
 }
+
+func TestValidateLease(t *testing.T) {
+	if err := switchboard.ValidateLease("compactor-lock", "pod-7 (10.0.0.7)"); err != nil {
+		t.Fatal(err)
+	}
+	wantFieldErr(t, switchboard.ValidateLease("", "h"), "lease name", "must not be empty")
+	wantFieldErr(t, switchboard.ValidateLease("n", ""), "lease holder", "must not be empty")
+	wantFieldErr(t, switchboard.ValidateLease(strings.Repeat("n", 254), "h"), "lease name", "at most 253")
+	wantFieldErr(t, switchboard.ValidateLease("n", strings.Repeat("h", 1025)), "lease holder", "at most 1024")
+	wantFieldErr(t, switchboard.ValidateLease("n", "a\x00b"), "lease holder", "without NUL")
+}
+
+// FuzzRedactDSN: a password written in a DSN never survives redaction, and
+// redaction never panics, whatever the rest of the DSN.
+func FuzzRedactDSN(f *testing.F) {
+	f.Add("postgres", "user", "s3cr3t", "127.0.0.1:5432/db?sslmode=disable")
+	f.Add("postgresql", "u", "p%40ss", "h/db")
+	f.Add("postgres", "", "x", "h")
+	f.Fuzz(func(t *testing.T, scheme, user, pw, rest string) {
+		dsn := scheme + "://" + user + ":" + pw + "@" + rest
+		out := switchboard.RedactDSN(dsn)
+		_ = switchboard.RedactDSN(rest)
+		if len(pw) < 4 || strings.ContainsAny(pw+user, "@/?#:") || strings.ContainsAny(scheme, "@/?#:") ||
+			strings.Contains(scheme+user, pw) || strings.Contains(rest, pw) || pw == "xxxxx" {
+			return // ambiguous: the password is not the only place its text appears
+		}
+		if strings.Contains(out, pw) {
+			t.Fatalf("RedactDSN(%q) = %q shows the password", dsn, out)
+		}
+		q := "postgres://u@h/db?a=1&password=" + pw + "&b=2"
+		if strings.ContainsAny(pw, "&# ") {
+			return
+		}
+		if out := switchboard.RedactDSN(q); strings.Contains(out, pw) {
+			t.Fatalf("RedactDSN(%q) = %q shows the password", q, out)
+		}
+	})
+}

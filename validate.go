@@ -23,6 +23,10 @@ const (
 	// MaxHeartbeatIDs bounds the ids of one Heartbeat call (a process
 	// renews all its registrations in one call).
 	MaxHeartbeatIDs = 10000
+	// MaxLeaseName and MaxLeaseHolder bound a lease's name and holder
+	// identity (bytes).
+	MaxLeaseName   = 253
+	MaxLeaseHolder = 1024
 )
 
 // Normalize validates in and returns it in canonical form: the name
@@ -127,6 +131,26 @@ func ValidateHeartbeat(field string, interval, ttl time.Duration) error {
 	if interval > ttl/2 {
 		return invalid(ErrInvalid, field, interval.String(),
 			fmt.Sprintf("must be at most half the ttl (%s), so that one missed heartbeat does not expire the instance", ttl))
+	}
+	return nil
+}
+
+// ValidateLease checks a lease's name (1–253 bytes) and holder (1–1024
+// bytes), both UTF-8 without NUL: the same input must be valid on every
+// backend, and no request may store an unbounded identity.
+func ValidateLease(name, holder string) error {
+	for _, x := range []struct {
+		field, v string
+		max      int
+	}{{"lease name", name, MaxLeaseName}, {"lease holder", holder, MaxLeaseHolder}} {
+		switch {
+		case x.v == "":
+			return invalid(ErrInvalid, x.field, "", "must not be empty")
+		case len(x.v) > x.max:
+			return invalid(ErrInvalid, x.field, x.v, fmt.Sprintf("%d bytes; at most %d", len(x.v), x.max))
+		case !utf8.ValidString(x.v) || strings.IndexByte(x.v, 0) >= 0:
+			return invalid(ErrInvalid, x.field, "", "must be UTF-8 without NUL")
+		}
 	}
 	return nil
 }

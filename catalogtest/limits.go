@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ func RunLimits(t *testing.T, open Open) {
 		{"Capabilities", testCapabilityLimit},
 		{"MaxTTL", testMaxTTL},
 		{"HeartbeatIDs", testHeartbeatIDs},
+		{"LeaseNames", testLeaseLimits},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,5 +134,29 @@ func testHeartbeatIDs(t *testing.T, c switchboard.Catalog) {
 	}
 	if !after.LastSeen.After(good.LastSeen) {
 		t.Fatalf("the accepted heartbeat did not renew %s", good.ID)
+	}
+}
+
+func testLeaseLimits(t *testing.T, c switchboard.Catalog) {
+	l, ok := c.(switchboard.Leaser)
+	if !ok {
+		t.Skip("the catalog offers no leases")
+	}
+	name, holder := strings.Repeat("n", switchboard.MaxLeaseName), strings.Repeat("h", switchboard.MaxLeaseHolder)
+	if _, err := l.Acquire(ctx(t), name, holder, time.Minute); err != nil {
+		t.Fatalf("lease at the limits: %v", err)
+	}
+	for _, bad := range []struct{ name, holder, field string }{
+		{name + "n", "h", "lease name"},
+		{"n", holder + "h", "lease holder"},
+		{"n", "a\x00b", "lease holder"},
+		{"n\xff", "h", "lease name"},
+	} {
+		_, err := l.Acquire(ctx(t), bad.name, bad.holder, time.Minute)
+		wantField(t, err, bad.field)
+	}
+	ls, err := l.Leases(ctx(t))
+	if err != nil || len(ls) != 1 || ls[0].Name != name || ls[0].Holder != holder {
+		t.Fatalf("leases after rejected input: %+v %v", ls, err)
 	}
 }

@@ -33,13 +33,8 @@ func ttlMillis(ttl time.Duration) (int64, error) {
 	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
-// checkNames rejects a lease without a name or holder.
-func checkNames(name, holder string) error {
-	if name == "" || holder == "" {
-		return fmt.Errorf("%w: lease name and holder must not be empty", switchboard.ErrInvalid)
-	}
-	return nil
-}
+// checkNames checks a lease's name and holder (switchboard.ValidateLease).
+func checkNames(name, holder string) error { return switchboard.ValidateLease(name, holder) }
 
 // Acquire takes the lease if it is free, expired, or still held by holder,
 // in one atomic statement judged by the database clock. The token grows

@@ -26,15 +26,7 @@ func (r leaseRow) lease(name string) switchboard.Lease {
 	}
 }
 
-func checkNames(name, holder string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: lease name must not be empty", switchboard.ErrInvalid)
-	case holder == "":
-		return fmt.Errorf("%w: lease holder must not be empty", switchboard.ErrInvalid)
-	}
-	return nil
-}
+func checkNames(name, holder string) error { return switchboard.ValidateLease(name, holder) }
 
 // ttlMillis checks a lease TTL (at least a millisecond) and rounds it up to
 // whole milliseconds, as the PostgreSQL backend does.
