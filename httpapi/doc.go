@@ -37,8 +37,10 @@
 // X-Instance-Secret). Its SHA-256 is stored with the row, under a reserved
 // metadata key that the API strips from every response and event; the
 // secret itself is never stored, listed or logged. Heartbeat, deregister
-// and re-register of that id need the secret. Rows registered directly on
-// the backend have no secret.
+// and re-register of that id need the secret, until the row expires (its
+// owner stopped heartbeating): then anyone may register the id again and
+// gets a new secret. Rows registered directly on the backend have no
+// secret.
 //
 // # Watch (Server-Sent Events)
 //

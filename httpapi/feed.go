@@ -180,15 +180,16 @@ func (f *feed) parseEventID(id string) (int64, bool) {
 	return seq, true
 }
 
-// hash returns the secret hash the mirror holds for id (known false when
-// the mirror has no row for id).
-func (f *feed) hash(id string) (hash string, known bool) {
+// hash returns the secret hash the mirror holds for id and whether the
+// row has expired (known false when the mirror has no row for id).
+func (f *feed) hash(id string) (hash string, stale, known bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if _, ok := f.state[id]; !ok {
-		return "", false
+	st, ok := f.state[id]
+	if !ok {
+		return "", false, false
 	}
-	return f.hashes[id], true
+	return f.hashes[id], st.inst.Stale, true
 }
 
 // counts returns the mirrored instances, active and stale.

@@ -50,21 +50,27 @@ func validSecret(s string) bool {
 	return true
 }
 
-// storedHash returns the secret hash of id's row: from the mirror when it
-// has the row, else from the catalog (a row this server has not seen yet).
-// found is false when there is no row.
-func (s *Server) storedHash(ctx context.Context, id string) (hash string, found bool, err error) {
-	if h, ok := s.feed.hash(id); ok {
-		return h, true, nil
+// owner is what the server knows of a row's ownership.
+type owner struct {
+	hash  string // the secret's SHA-256; empty for a row registered directly on the backend
+	stale bool   // past its TTL: its owner stopped heartbeating
+	found bool
+}
+
+// owner returns the ownership of id's row: from the mirror when it has the
+// row, else from the catalog (a row this server has not seen yet).
+func (s *Server) owner(ctx context.Context, id string) (owner, error) {
+	if h, stale, ok := s.feed.hash(id); ok {
+		return owner{hash: h, stale: stale, found: true}, nil
 	}
 	in, err := s.cat.Get(ctx, id)
 	if errors.Is(err, switchboard.ErrNotFound) {
-		return "", false, nil
+		return owner{}, nil
 	}
 	if err != nil {
-		return "", false, err
+		return owner{}, err
 	}
-	return in.Metadata[secretKey], true, nil
+	return owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}, nil
 }
 
 // checkSecret enforces ownership: a row registered through the API has a
@@ -212,12 +218,15 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 		if err := switchboard.ValidateID(in.ID); err != nil {
 			return err
 		}
-		hash, found, err := s.storedHash(r.Context(), in.ID)
+		o, err := s.owner(r.Context(), in.ID)
 		if err != nil {
 			return err
 		}
-		if found {
-			if err := checkSecret(in.ID, hash, given); err != nil {
+		// An expired row's owner has stopped heartbeating: its id is free
+		// for a new registration (a crashed process restarting with the
+		// same --id takes it over after one TTL, not after the reap).
+		if o.found && !o.stale {
+			if err := checkSecret(in.ID, o.hash, given); err != nil {
 				return err
 			}
 		}
@@ -244,14 +253,14 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	hash, found, err := s.storedHash(r.Context(), id)
+	o, err := s.owner(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if !found {
+	if !o.found {
 		return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
 	}
-	if err := checkSecret(id, hash, r.Header.Get(SecretHeader)); err != nil {
+	if err := checkSecret(id, o.hash, r.Header.Get(SecretHeader)); err != nil {
 		return err
 	}
 	if err := s.cat.Deregister(r.Context(), id); err != nil {
@@ -306,15 +315,15 @@ func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) ([]string
 		if it.ID == "" {
 			return nil, badRequest("id", "heartbeat of an empty id")
 		}
-		hash, found, err := s.storedHash(ctx, it.ID)
+		o, err := s.owner(ctx, it.ID)
 		if err != nil {
 			return nil, err
 		}
-		if !found {
+		if !o.found {
 			missing = append(missing, it.ID)
 			continue
 		}
-		if err := checkSecret(it.ID, hash, it.Secret); err != nil {
+		if err := checkSecret(it.ID, o.hash, it.Secret); err != nil {
 			return nil, err
 		}
 		ids = append(ids, it.ID)

@@ -336,3 +336,42 @@ func TestServerReaper(t *testing.T) {
 		return len(all) == 1 && all[0].ID == long.Instance.ID
 	})
 }
+
+// TestExpiredRegistrationCanBeTakenOver: once a row has expired (its owner
+// stopped heartbeating), a new client may register the id without the old
+// secret; the old secret no longer works. A live row stays protected.
+func TestExpiredRegistrationCanBeTakenOver(t *testing.T) {
+	s := start(t, httpapi.Options{ReapInterval: -1})
+	body := instanceBody("restarting")
+	body["id"] = "fixed-id"
+	body["ttl"] = "2s"
+	old := register(t, s, body)
+	code, b := call(t, "PUT", s.url+"/v1/instances", body)
+	if code == 200 {
+		// On a slow machine the row may already have expired; then the
+		// takeover below is what happened here.
+		t.Logf("row expired before the live check: %s", b)
+	} else {
+		expectError(t, code, b, 401, "unauthorized", "")
+	}
+	testkit.WaitUntil(t, "the row to expire", func() bool {
+		all := listAll(t, s)
+		return len(all) == 1 && all[0].Stale
+	})
+	testkit.WaitUntil(t, "the server's mirror to see it expired", func() bool {
+		var info httpapi.Info
+		_, b := call(t, "GET", s.url+"/v1/info", nil)
+		json.Unmarshal(b, &info)
+		return info.Instances.Stale == 1
+	})
+	body["ttl"] = "1m"
+	taken := register(t, s, body)
+	if taken.Secret == old.Secret || taken.Instance.ID != "fixed-id" {
+		t.Fatalf("takeover: %+v", taken)
+	}
+	code, b = call(t, "PUT", s.url+"/v1/instances/fixed-id/heartbeat", nil, httpapi.SecretHeader, old.Secret)
+	expectError(t, code, b, 403, "forbidden", "")
+	if code, b := call(t, "PUT", s.url+"/v1/instances/fixed-id/heartbeat", nil, httpapi.SecretHeader, taken.Secret); code != 204 {
+		t.Fatalf("new owner's heartbeat: %d %s", code, b)
+	}
+}
