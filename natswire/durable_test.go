@@ -193,7 +193,7 @@ func TestBrokerRestart(t *testing.T) {
 					}
 				}
 			}()
-			defer func() { cancel(); <-done }()
+			defer func() { cancel(); waitDone(t, done) }()
 			waitUntilT(t, "traffic flows", func() bool { return ok.Load() >= 50 })
 			b.Shutdown()
 			time.Sleep(300 * time.Millisecond) // let both sides notice

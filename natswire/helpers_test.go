@@ -99,3 +99,22 @@ func fabric(t *testing.T, url string, opts Options, durable bool) routertest.Fab
 		},
 	}
 }
+
+// within returns the next value of ch, failing the test after waitFor.
+func within[T any](t testing.TB, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatal("nothing arrived in time")
+		var zero T
+		return zero
+	}
+}
+
+// waitDone waits for done, failing the test after waitFor.
+func waitDone(t testing.TB, done <-chan struct{}) {
+	t.Helper()
+	within(t, done)
+}

@@ -37,7 +37,7 @@ func TestMixedFleet(t *testing.T) {
 		defer close(done)
 		_ = grpcwire.ServeEcho(sctx, lis, "on-grpc", grpcwire.ServerOptions{Logger: quiet})
 	}()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() { stop(); waitDone(t, done) })
 
 	p := pool.New(pool.Options{Logger: quiet})
 	pctx, pcancel := context.WithCancel(context.Background())

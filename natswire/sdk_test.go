@@ -194,7 +194,7 @@ func TestFromSDKModuleCore(t *testing.T) {
 	if err != nil || string(reply.Data) != "sb:hi" || len(reply.Header) != 0 {
 		t.Fatalf("reply %+v err %v", reply, err)
 	}
-	m := <-seen
+	m := within(t, seen)
 	if m.From != "f.sdk-mod.src:out" || m.To != "f.sb-mod.n:in" || m.EdgeID != "edge-9" || m.Depth != 7 || m.Metadata["traceparent"] != traceparent {
 		t.Fatalf("handler saw %+v", m)
 	}
@@ -202,17 +202,17 @@ func TestFromSDKModuleCore(t *testing.T) {
 	if err != nil || len(reply.Data) != 0 || reply.Header.Get("x-empty") != "1" {
 		t.Fatalf("empty reply %+v err %v", reply, err)
 	}
-	<-seen
+	within(t, seen)
 	reply, err = sdkRequest(ctx, sdk, subject, "f.sb-mod.n:in", "e", 0, []byte("fail"))
 	if err != nil || reply.Header.Get("x-error") != "field x is missing" || reply.Header.Get("x-error-code") != "bad_input" || len(reply.Data) != 0 {
 		t.Fatalf("error reply %+v err %v", reply, err)
 	}
-	<-seen
+	within(t, seen)
 	reply, err = sdkRequest(ctx, sdk, subject, "f.sb-mod.n:in", "e", 0, []byte("plain"))
 	if err != nil || reply.Header.Get("x-error") != "plain failure second line" || reply.Header.Get("x-error-code") != router.CodeInternal {
 		t.Fatalf("plain error reply %+v err %v", reply.Header, err)
 	}
-	<-seen
+	within(t, seen)
 	// A malformed depth is refused, not read as another depth.
 	m2 := &nats.Msg{Subject: subject, Header: nats.Header{"x-to": {"f.sb-mod.n:in"}, "x-message-depth": {"x1"}}}
 	reply, err = sdk.RequestMsgWithContext(ctx, m2)
@@ -311,7 +311,7 @@ func TestSDKOnJetStream(t *testing.T) {
 			if err != nil || string(out) != "sdk:"+fmt.Sprint(i) {
 				t.Fatalf("send %d: out=%q err=%v", i, out, err)
 			}
-			g := <-got
+			g := within(t, got)
 			for k, v := range map[string]string{"x-from": "f.sb-mod.a:out", "x-to": "f.sdk-mod.b:in", "x-edge-id": "same-edge", "traceparent": traceparent} {
 				if g.h.Get(k) != v {
 					t.Errorf("header %s = %q, want %q", k, g.h.Get(k), v)
@@ -322,7 +322,7 @@ func TestSDKOnJetStream(t *testing.T) {
 			}
 		}
 		_, err = w.Send(ctx, &router.Message{To: "f.sdk-mod.b:in", Payload: []byte("fail")})
-		<-got
+		within(t, got)
 		if e := router.AsError(err); e.Code != "E1" || e.Retryable || e.Message != "nope" {
 			t.Fatalf("SDK error: %#v", err)
 		}

@@ -51,7 +51,7 @@ func TestTraceContextCrossesNATS(t *testing.T) {
 	if _, err := sdkRequest(ctx, sdk, prefix+".sb-trace.msg", "f.sb-trace.n:in", "e", 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if sc := <-seen; sc.TraceID() != tid {
+	if sc := within(t, seen); sc.TraceID() != tid {
 		t.Fatalf("handler ran in trace %s, want %s", sc.TraceID(), tid)
 	}
 }

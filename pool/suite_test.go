@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/router"
@@ -30,7 +31,14 @@ func TestRouterSuite(t *testing.T) {
 				defer close(done)
 				_ = grpcwire.Serve(sctx, lis, h, grpcwire.ServerOptions{Logger: quiet})
 			}()
-			t.Cleanup(func() { stop(); <-done })
+			t.Cleanup(func() {
+				stop()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Error("the gRPC server did not stop")
+				}
+			})
 			p.Register(module, lis.Addr().String())
 		},
 	})
