@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -409,4 +410,78 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// TestReadersNeverSeeHalfAChange moves instances between two capabilities
+// (and names) with single updates while readers take snapshots: in every
+// snapshot each instance is in exactly one of the two buckets, under every
+// index, and the picks agree. Run with -race, it also checks that readers
+// and the writer share nothing unpublished.
+func TestReadersNeverSeeHalfAChange(t *testing.T) {
+	const n = 200
+	fc := &chanCatalog{ch: make(chan switchboard.Event, n+1)}
+	mk := func(i int, side string) switchboard.Instance {
+		return switchboard.Instance{ID: fmt.Sprintf("m-%03d", i), Name: "svc-" + side, Type: side,
+			Address: "10.0.0.1:1", Capabilities: []string{"cap-" + side, "both"}}
+	}
+	for i := 0; i < n; i++ {
+		fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: mk(i, "a")}
+	}
+	fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	c, err := discovery.New(context.Background(), fc, discovery.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := c.Snapshot()
+				a, b := s.ByCapability("cap-a"), s.ByCapability("cap-b")
+				na, nb := s.ByName("svc-a"), s.ByName("svc-b")
+				switch {
+				case len(a)+len(b) != n, len(na)+len(nb) != n, s.Count(switchboard.Query{Capability: "both"}) != n:
+					errs <- fmt.Sprintf("half a change: %d + %d by capability, %d + %d by name", len(a), len(b), len(na), len(nb))
+					return
+				case len(a) != len(na) || len(a) != s.Count(switchboard.Query{Type: "a"}):
+					errs <- fmt.Sprintf("indexes disagree: %d by capability, %d by name", len(a), len(na))
+					return
+				}
+				if in, ok := s.PickRandom("cap-a"); ok && in.Name != "svc-a" {
+					errs <- "picked " + in.Name + " from cap-a"
+					return
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	side := make([]string, n)
+	for i := range side {
+		side[i] = "a"
+	}
+	for k := 0; k < 5000; k++ {
+		i := rng.IntN(n)
+		side[i] = map[string]string{"a": "b", "b": "a"}[side[i]]
+		fc.ch <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: mk(i, side[i])}
+	}
+	marker := switchboard.Instance{ID: "marker", Name: "marker", Address: "10.0.0.1:1"}
+	fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: marker}
+	testkit.WaitUntil(t, "the cache to apply every update", func() bool { _, ok := c.Get("marker"); return ok })
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	close(fc.ch)
 }
