@@ -53,9 +53,11 @@ type ServerOptions struct {
 	// it (mutual TLS). Nil: plaintext.
 	TLS *TLS
 	// TracerProvider and Propagator instrument the server with otelgrpc,
-	// as the TinySystems SDK does: the caller's trace context is read from
-	// the request metadata and every call is a server span (nil: the
-	// global provider; router.DefaultPropagator, W3C trace context).
+	// as the TinySystems SDK does, when the provider can record
+	// (router.Recording; set tracing up before creating the server): every
+	// call is a server span continuing the caller's trace (nil: the global
+	// provider; router.DefaultPropagator, W3C trace context). Either way
+	// the caller's traceparent reaches the handler's context.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
 	// DisableReflection leaves the server reflection service out (it is
@@ -66,8 +68,8 @@ type ServerOptions struct {
 }
 
 // Server serves module.ModuleService, the gRPC health service and (unless
-// disabled) server reflection. Every incoming message goes to one router.Handler, usually a
-// router's Dispatch.
+// disabled) server reflection. Every incoming message goes to one
+// router.Handler, usually a router's Dispatch.
 type Server struct {
 	gs     *grpc.Server
 	health *health.Server

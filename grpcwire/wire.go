@@ -9,6 +9,17 @@
 // do not decode details. The caller rebuilds a *router.Error, so errors.As
 // and retry policies work across the hop. The hop depth travels in the
 // x-message-depth request metadata.
+//
+// A status without that detail comes from a peer that is not Switchboard (a
+// TinySystems SDK module sends its handler errors as status Unknown with
+// the text only): it is a permanent "remote_error", never retried, while
+// transport failures (Unavailable) stay retryable; see FromStatus.
+//
+// TLS and mutual TLS (TLS, from [transport] tls_cert, tls_key, tls_ca) are
+// re-read when their files change; WatchHandshakes lets the pool tell a
+// security mismatch (CodeTLS, permanent) from a peer that is down. Trace
+// context travels in the request metadata (otelgrpc, as the TinySystems
+// SDK; PropagateTrace where spans are not recorded).
 package grpcwire
 
 import (

@@ -4,13 +4,17 @@
 // The pool keeps a module → instances table, each instance with its address
 // ("host:port"), and one *grpc.ClientConn per distinct address, shared by
 // every module and instance on it. A module with several live instances
-// receives messages round-robin over them; an instance that leaves stops
-// receiving at once. Connections are created single-flight (a thousand
+// receives messages round-robin over them, skipping connections that are not
+// READY while one is; an instance that leaves stops receiving at once.
+// Connections are created single-flight (a thousand
 // concurrent first sends make one connection), pre-warmed in the background
 // on registration, kept alive (10 s / 3 s, permit without stream), closed as
 // soon as no module uses their address any more, and all closed when the
 // pool's run context ends. Addresses that are not host:port (nats://…) are
-// never dialled.
+// never dialled. Connections are plaintext, or TLS / mutual TLS with
+// Options.TLS; a send without a deadline gets DefaultCallTimeout; the trace
+// context of a send travels in the request metadata (otelgrpc when spans
+// are recorded).
 //
 // Pool implements router.Wire; Follow keeps the table in step with a
 // switchboard.Catalog.
@@ -367,11 +371,14 @@ func (rt *route) pick() *conn {
 }
 
 // Send delivers msg to a live instance of its destination module, chosen
-// round-robin (READY connections preferred; see pick), over the shared connection of the instance's address. It
-// implements router.Wire. Failures are *router.Error: CodeModuleUnknown when
-// the module has no address (retryable), CodeNotDialable when it has only
-// nats:// addresses, CodeUnavailable when the connection fails, or the
-// remote side's error as it sent it.
+// round-robin (READY connections preferred; see pick), over the shared
+// connection of the instance's address, within CallTimeout when ctx has no
+// deadline. It implements router.Wire. Failures are *router.Error:
+// CodeModuleUnknown when the module has no address (retryable),
+// CodeNotDialable when it has only nats:// addresses, CodeUnavailable when
+// the connection fails, grpcwire.CodeTLS when the two sides' transport
+// security does not match (permanent), or the remote side's error as it
+// sent it.
 func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 	nn, err := router.ParseTo(msg.To)
 	if err != nil {
