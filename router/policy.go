@@ -22,6 +22,10 @@ const (
 // RetryPolicy is an edge's retry policy. The zero value means one attempt:
 // nothing retries implicitly. Zero fields take the defaults of SPEC §7
 // (WithDefaults); Validate rejects out-of-range values.
+//
+// Retries are at-least-once: an attempt that timed out or lost its
+// connection may have run the handler, and the next attempt runs it again.
+// Every attempt carries the same Message.ID, so a receiver can deduplicate.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts, first one included: 1–10,
 	// default 1 (no retry).
