@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,5 +69,47 @@ func TestLsKube(t *testing.T) {
 	// A namespace that is not an RFC 1123 label is bad input (exit 2).
 	if code, _, errOut := cli(t, "--dsn", "kube://Not_A_Namespace", "ls"); code != 2 {
 		t.Fatalf("bad namespace: exit %d (%s)", code, errOut)
+	}
+}
+
+// BenchmarkLsKube1000: `switchboard ls --dsn kube://NS` over 1,000 live
+// TinyModules (the table, in this process: open, two lists, render).
+func BenchmarkLsKube1000(b *testing.B) {
+	cfg, ns := kubetestenv.Setup(b)
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cat.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < 1000; i += 16 {
+				if _, err := cat.Register(context.Background(), switchboard.Instance{
+					Name: fmt.Sprintf("module-%04d", i), Type: kube.TypeModule,
+					Address: fmt.Sprintf("10.0.%d.%d:8483", i/250, i%250), TTL: time.Hour,
+				}); err != nil {
+					errs <- err
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"--dsn", "kube://" + ns, "ls"}, &out, &errb); code != 0 {
+			b.Fatalf("ls: exit %d: %s", code, errb.String())
+		}
+		if n := strings.Count(out.String(), "\n"); n != 1001 {
+			b.Fatalf("ls printed %d lines", n)
+		}
 	}
 }
