@@ -22,7 +22,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 	var name, listen string
 	var tf tlsFlags
 	cmd := &cobra.Command{
-		Use:   "echo --name M [--listen 127.0.0.1:0]",
+		Use:   "echo --name M [--listen 127.0.0.1:0] [--tls-cert F --tls-key F [--tls-ca F]]",
 		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
 		Long: `Run a module that answers every message with its payload: serve the gRPC ModuleService on
 --listen, register the real address in the catalog (printed as one JSON line), heartbeat until
@@ -109,7 +109,7 @@ func newSendCmd(g *globals) *cobra.Command {
 	var verbose bool
 	var tf tlsFlags
 	cmd := &cobra.Command{
-		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N] [--verbose]",
+		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N] [--verbose] [--tls-ca F [--tls-cert F --tls-key F]]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
 		Long: `Send one message to a node of a module, found in the catalog by its name, over the gRPC pool,
 and print the reply on stdout. A failure prints its code and whether it is retryable, and exits 1;
