@@ -87,7 +87,7 @@ func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error
 	if err != nil {
 		return nil, err
 	}
-	cat := &Catalog{c: c, opts: opts, m: newMirror(c, opts.Logger)}
+	cat := &Catalog{c: c, opts: opts, m: newMirror(c)}
 	cat.hub = hub.New(cat.m, hub.Options{PollInterval: opts.PollInterval, Logger: opts.Logger})
 	cat.m.hub = cat.hub
 	return cat, nil

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +31,6 @@ const maxLog = 4096
 // renewals (Lease renew times) in bulk. Plain renewals are not changes.
 type mirror struct {
 	c     *client
-	log   *slog.Logger
 	hub   *hub.Hub
 	epoch string // this mirror's log: positions mean nothing to another mirror
 
@@ -50,10 +48,10 @@ type mirror struct {
 	watchErr error        // the first of failed, nil when both informers reach the API server
 }
 
-func newMirror(c *client, log *slog.Logger) *mirror {
+func newMirror(c *client) *mirror {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &mirror{c: c, log: log, epoch: "kube-" + hex.EncodeToString(b[:])}
+	return &mirror{c: c, epoch: "kube-" + hex.EncodeToString(b[:])}
 }
 
 // start runs the informers and waits for their first lists.

@@ -328,6 +328,7 @@ func (m *Module) Close() error {
 	return nil
 }
 
+// String names the replica: "namespace/module (identity)".
 func (m *Module) String() string {
 	return fmt.Sprintf("%s/%s (%s)", m.cat.c.ns, m.name, m.cfg.Identity)
 }
