@@ -105,6 +105,9 @@ func (s *sub) mark(ev switchboard.Event) {
 	s.mu.Lock()
 	if !s.behind {
 		s.queue = append(s.queue, ev)
+		if len(s.queue) > queueCap { // a flapping catalog and a stalled reader
+			s.fallBehind()
+		}
 	}
 	s.mu.Unlock()
 	s.wakeUp()
