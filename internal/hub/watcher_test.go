@@ -227,3 +227,71 @@ func TestStalledWatcherIsBoundedAndCatchesUp(t *testing.T) {
 		return late.synced >= 2
 	})
 }
+
+// A watcher that fell behind while an instance it saw expired and was then
+// reaped hears of its removal, as expired, once it reads again.
+func TestBehindWatcherSeesExpiredThenReaped(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{PollInterval: time.Hour})
+	defer h.Close()
+	m.put(inst("a", 300*time.Millisecond))
+	m.put(inst("b", time.Hour))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More new instances than the queue, the reader's channel and the batch
+	// in hand hold together (each an added event).
+	for i := range 3 * queueCap {
+		m.put(inst(fmt.Sprintf("c%d", i), time.Hour))
+		h.Notify()
+	}
+	testkit.WaitUntil(t, "the mirror to hold them", func() bool { return h.Stats().Instances == 3*queueCap+2 })
+	behind := false
+	h.mu.Lock()
+	for s := range h.subs {
+		s.mu.Lock()
+		behind = s.behind
+		s.mu.Unlock()
+	}
+	h.mu.Unlock()
+	if !behind {
+		t.Fatal("the watcher did not fall behind")
+	}
+	testkit.WaitUntil(t, "a to expire", func() bool { return h.Stats().Active == 3*queueCap+1 })
+	m.del("a", switchboard.ReasonExpired)
+	h.Notify()
+	testkit.WaitUntil(t, "a to leave the mirror", func() bool { return h.Stats().Instances == 3*queueCap+1 })
+	v := &watcherView{set: map[string]string{}}
+	var reasons []switchboard.Reason
+	var mu sync.Mutex
+	go func() {
+		for ev := range ch {
+			if ev.Kind == switchboard.EventRemoved {
+				mu.Lock()
+				reasons = append(reasons, ev.Reason)
+				mu.Unlock()
+			}
+			v.mu.Lock()
+			switch ev.Kind {
+			case switchboard.EventAdded, switchboard.EventUpdated:
+				v.set[ev.Instance.ID] = ev.Instance.Metadata["n"]
+			case switchboard.EventRemoved:
+				delete(v.set, ev.Instance.ID)
+			}
+			v.mu.Unlock()
+		}
+	}()
+	testkit.WaitUntil(t, "the view to be exactly the catalog (b and the c's, not a)", func() bool {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		_, hasA := v.set["a"]
+		_, hasB := v.set["b"]
+		return len(v.set) == 3*queueCap+1 && hasB && !hasA
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reasons) != 1 || reasons[0] != switchboard.ReasonExpired {
+		t.Fatalf("removals of a: %v, want one expired", reasons)
+	}
+}
