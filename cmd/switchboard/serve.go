@@ -70,7 +70,9 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 				if err != nil {
 					return usage(fmt.Errorf("--tls-cert/--tls-key: %w", err))
 				}
-				tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+				// h2 first: a browser opens at most six HTTP/1.1 connections to
+				// a host, and each SSE stream holds one.
+				tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 			}
 			// The server is the only process that needs to see an in-memory
 			// catalog, so serve accepts sqlite::memory:.

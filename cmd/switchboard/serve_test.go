@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -141,6 +142,20 @@ func TestServeTLSAndToken(t *testing.T) {
 	srv, url := serveProc(t, "--dsn", dsn, "--tls-cert", certFile, "--tls-key", keyFile)
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("url %q", url)
+	}
+	// HTTP/2 is offered over TLS (browsers hold six HTTP/1.1 connections
+	// per host, one per SSE stream).
+	pemBytes, _ := os.ReadFile(certFile)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	resp, err := hc.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Fatalf("healthz over TLS: %d %s", resp.StatusCode, resp.Proto)
 	}
 	t.Setenv("SWITCHBOARD_HTTP_CA", certFile)
 	code, stdout, stderr := cli(t, "ls", "--dsn", url, "--json")
