@@ -285,3 +285,32 @@ func waitLive(t *testing.T, what, dsn string, set *watchSet, want string, procs 
 		return live == want && seen == want
 	})
 }
+
+func TestBackupCommand(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	cat := openCatalog(t, dsn)
+	if _, err := cat.Register(context.Background(), switchboard.Instance{ID: "kept", Name: "svc", Type: "writer",
+		Address: "127.0.0.1:1", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	code, stdout, stderr := cli(t, "backup", "--dsn", dsn, copyPath)
+	if code != 0 || !strings.HasPrefix(stdout, "backed up ") {
+		t.Fatalf("backup: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	if got := liveIDs(t, "sqlite://"+copyPath); got != "kept" {
+		t.Fatalf("the copy lists %q", got)
+	}
+	if code, _, stderr := cli(t, "backup", "--dsn", dsn, copyPath); code != 1 || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("backup onto an existing file: exit %d stderr %q", code, stderr)
+	}
+	if code, _, stderr := cli(t, "backup", "--dsn", dsn); code != 2 || !strings.Contains(stderr, "missing argument") {
+		t.Fatalf("backup without FILE: exit %d stderr %q", code, stderr)
+	}
+	pg := withPassword(t)
+	openCatalog(t, pg)
+	if code, _, stderr := cli(t, "backup", "--dsn", pg, filepath.Join(t.TempDir(), "x.db")); code != 2 ||
+		!strings.Contains(stderr, "pg_dump") || strings.Contains(stderr, "s3cr3t") {
+		t.Fatalf("backup of PostgreSQL: exit %d stderr %q", code, stderr)
+	}
+}
