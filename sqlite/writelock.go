@@ -37,7 +37,7 @@ type writeLock struct {
 const lockWait = busyTimeout * time.Millisecond
 
 func newWriteLock(dbPath string) (*writeLock, error) {
-	l := &writeLock{sem: make(chan struct{}, 1), path: dbPath + "-wlock", wait: lockWait, closeWait: 5 * time.Second}
+	l := &writeLock{sem: make(chan struct{}, 1), path: dbPath + "-wlock", wait: lockWait, closeWait: time.Second}
 	if dbPath == "" {
 		return l, nil
 	}
