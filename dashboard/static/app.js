@@ -1,0 +1,433 @@
+// Switchboard dashboard: one SSE stream (GET /v1/watch?all=true, read with
+// fetch so a token can be sent and Last-Event-ID resumed), /v1/info and
+// /v1/leases polled every 2 s, /v1/instances polled slowly for heartbeat
+// times (heartbeats are never events). DOM updates are batched per
+// animation frame; the instance table shows one page at a time.
+"use strict";
+(() => {
+  const PAGE = 100;          // instances per page
+  const LINGER = 6000;       // ms a removed instance stays visible
+  const FEED_MAX = 60;       // activity entries kept
+  const IDLE = 45000;        // ms without a byte (keep-alives come every 15 s) before reconnecting
+
+  const $ = (id) => document.getElementById(id);
+  const insts = new Map();   // id → {inst, state: active|stale|removed, reason, gone}
+  let token = sessionStorage.getItem("sb-token") || "";
+  let lastId = "";           // the id of the last event with one
+  let conn = "connecting";
+  let catalogDown = "";      // the error of the last "error" event, until "synced"
+  let lastSynced = 0;        // Date.now() of the last synced
+  let pending = null;        // Map while a snapshot is being received
+  let clockSkew = 0;         // catalog clock − local clock, ms
+  let page = 0;
+  let dirty = false, feedDirty = false;
+  let feed = [];
+  let info = null, leases = [];
+  let filter = parseFilter(new URLSearchParams(location.search).get("q") || "");
+  let detailId = "";
+
+  const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  const now = () => Date.now() + clockSkew;
+  const ms = (t) => { const v = Date.parse(t); return isNaN(v) ? 0 : v; };
+  function age(msAgo) {
+    if (msAgo < 0) msAgo = 0;
+    const s = msAgo / 1000;
+    if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
+    if (s < 3600) return Math.floor(s / 60) + " m " + Math.floor(s % 60) + " s";
+    if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " m";
+    return Math.floor(s / 86400) + " d";
+  }
+  function hhmmss(t) { return new Date(t).toTimeString().slice(0, 8); }
+  function api(path, opts = {}) {
+    const headers = Object.assign({}, opts.headers || {});
+    if (token) headers.Authorization = "Bearer " + token;
+    return fetch(path, Object.assign({}, opts, { headers, cache: "no-store" }));
+  }
+
+  // ---- filter ----
+  function parseFilter(q) {
+    const f = { q, text: [], name: "", type: "", cap: "" };
+    for (const tok of q.trim().toLowerCase().split(/\s+/).filter(Boolean)) {
+      const m = /^(name|type|cap|capability):(.*)$/.exec(tok);
+      if (m) f[m[1] === "capability" ? "cap" : m[1]] = m[2];
+      else f.text.push(tok);
+    }
+    return f;
+  }
+  function matches(e) {
+    const i = e.inst;
+    if (filter.name && !i.name.includes(filter.name)) return false;
+    if (filter.type && !(i.type || "").toLowerCase().includes(filter.type)) return false;
+    if (filter.cap && !i.capabilities.some((c) => c.toLowerCase().includes(filter.cap))) return false;
+    for (const t of filter.text) {
+      if (!(i.name.includes(t) || i.id.toLowerCase().includes(t) || (i.type || "").toLowerCase().includes(t) ||
+        (i.address || "").toLowerCase().includes(t) || i.capabilities.some((c) => c.toLowerCase().includes(t)))) return false;
+    }
+    return true;
+  }
+  function setFilter(q, fromInput) {
+    filter = parseFilter(q);
+    page = 0;
+    const u = new URL(location.href);
+    if (q) u.searchParams.set("q", q); else u.searchParams.delete("q");
+    history.replaceState(null, "", u);
+    if (!fromInput) $("filter").value = q;
+    schedule();
+  }
+
+  // ---- state changes ----
+  function apply(kind, data) {
+    const i = data.instance;
+    switch (kind) {
+      case "added":
+      case "updated": {
+        const prev = insts.get(i.id);
+        const state = i.stale ? "stale" : "active";
+        if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", i.id, state === "stale" ? "missed its heartbeats" : "heartbeating again");
+        else log(kind, i.id, kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
+        insts.set(i.id, { inst: i, state, reason: "", gone: 0 });
+        break;
+      }
+      case "removed": {
+        const e = insts.get(i.id) || { inst: i };
+        insts.set(i.id, { inst: e.inst || i, state: "removed", reason: data.reason || "removed", gone: Date.now() });
+        log("removed", i.id, data.reason || "");
+        break;
+      }
+    }
+    if (detailId === i.id) renderDetail();
+    schedule();
+  }
+  function log(what, who, note) {
+    feed.unshift({ t: Date.now(), what, who, note });
+    if (feed.length > FEED_MAX) feed.length = FEED_MAX;
+    feedDirty = true;
+    schedule();
+  }
+  function sweep() {
+    const t = Date.now();
+    for (const [id, e] of insts) if (e.state === "removed" && t - e.gone > LINGER) { insts.delete(id); dirty = true; }
+  }
+
+  // ---- SSE over fetch ----
+  let attempt = 0, abort = null, idleTimer = 0;
+  function setConn(s, text) {
+    conn = s;
+    const el = $("conn");
+    el.dataset.state = s;
+    el.textContent = text;
+    document.body.classList.toggle("stale-data", s !== "live" || !!catalogDown);
+    const b = $("banner");
+    let msg = "";
+    if (s === "reconnecting") msg = "Disconnected from the server — reconnecting. Showing the last known state" + (lastSynced ? " (as of " + hhmmss(lastSynced) + ")" : "") + "; it may be out of date.";
+    else if (catalogDown) msg = "The server cannot read the catalog (" + catalogDown + ") — showing the last known state; it may be out of date.";
+    b.hidden = !msg;
+    b.textContent = msg;
+  }
+  async function connect() {
+    abort = new AbortController();
+    const headers = { Accept: "text/event-stream" };
+    if (lastId) headers["Last-Event-ID"] = lastId;
+    let resp;
+    try {
+      resp = await api("/v1/watch?all=true", { headers, signal: abort.signal });
+    } catch (err) { return retry(); }
+    if (resp.status === 401 || resp.status === 403) { askToken(resp.status); return; }
+    if (!resp.ok || !resp.body) return retry();
+    attempt = 0;
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "", ev = { id: null, event: "message", data: [] };
+    const bump = () => { clearTimeout(idleTimer); idleTimer = setTimeout(() => abort.abort(), IDLE); };
+    bump();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        bump();
+        buf += value;
+        let nl;
+        while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + (buf[nl] === "\r" && buf[nl + 1] === "\n" ? 2 : 1));
+          if (line === "") {
+            if (ev.data.length) dispatch(ev.id, ev.event, ev.data.join("\n"));
+            ev = { id: null, event: "message", data: [] };
+            continue;
+          }
+          if (line[0] === ":") continue;
+          const c = line.indexOf(":");
+          const field = c < 0 ? line : line.slice(0, c);
+          let v = c < 0 ? "" : line.slice(c + 1);
+          if (v[0] === " ") v = v.slice(1);
+          if (field === "data") ev.data.push(v);
+          else if (field === "event") ev.event = v;
+          else if (field === "id") ev.id = v;
+        }
+      }
+    } catch (err) { /* dropped or aborted */ }
+    clearTimeout(idleTimer);
+    retry();
+  }
+  function retry() {
+    attempt++;
+    pending = null;
+    setConn("reconnecting", "reconnecting… (" + attempt + ")");
+    if (attempt === 1) log("conn", "stream", "disconnected");
+    setTimeout(connect, Math.min(1000 * attempt, 5000));
+  }
+  function dispatch(id, event, data) {
+    if (id) lastId = id;
+    let d;
+    try { d = JSON.parse(data); } catch (err) { return; }
+    switch (event) {
+      case "snapshot":
+        pending = new Map();
+        if (d.fresh) log("conn", "stream", "fresh snapshot (" + d.instances + ")");
+        break;
+      case "added":
+        if (pending) { const i = d.instance; pending.set(i.id, { inst: i, state: i.stale ? "stale" : "active", reason: "", gone: 0 }); break; }
+        apply(event, d);
+        break;
+      case "updated":
+      case "removed":
+        apply(event, d);
+        break;
+      case "synced":
+        if (pending) {
+          // Replace what we had: what is gone now went while we did not look.
+          for (const [iid, e] of insts) if (!pending.has(iid) && e.state !== "removed") {
+            pending.set(iid, { inst: e.inst, state: "removed", reason: "gone", gone: Date.now() });
+            log("removed", iid, "gone while disconnected");
+          }
+          insts.clear();
+          for (const [iid, e] of pending) insts.set(iid, e);
+          pending = null;
+          dirty = true;
+        }
+        catalogDown = "";
+        lastSynced = Date.now();
+        if (conn !== "live") log("conn", "stream", "live");
+        setConn("live", "live");
+        schedule();
+        refreshInfo();
+        break;
+      case "error":
+        catalogDown = d.error || "catalog unreachable";
+        log("error", "catalog", catalogDown);
+        setConn(conn === "live" ? "live" : conn, conn === "live" ? "live · catalog down" : $("conn").textContent);
+        $("conn").dataset.state = "catalog-down";
+        break;
+    }
+  }
+  function askToken(status) {
+    setConn("auth", status === 401 ? "token needed" : "wrong token");
+    $("tokenform").hidden = false;
+    $("token").focus();
+  }
+
+  // ---- polling: info, leases, heartbeat times ----
+  async function refreshInfo() {
+    try {
+      const r = await api("/v1/info");
+      if (r.status === 401 || r.status === 403) return;
+      info = r.ok ? await r.json() : { healthy: false, error: "HTTP " + r.status };
+    } catch (err) { info = null; }
+    try {
+      const r = await api("/v1/leases");
+      if (r.ok) leases = await r.json();
+    } catch (err) { /* keep the last known */ }
+    renderHeader(); renderLeases();
+  }
+  async function refreshClock() {
+    try {
+      const t0 = Date.now();
+      const r = await api("/v1/now");
+      const t1 = Date.now();
+      if (r.ok) { const d = await r.json(); clockSkew = ms(d.now) - (t0 + t1) / 2; }
+    } catch (err) { /* keep the last skew */ }
+  }
+  let seenTimer = 0;
+  async function refreshSeen() {
+    // Heartbeats are not events: read the rows' last_seen now and then, at a
+    // pace that keeps the cost flat as the fleet grows.
+    const next = Math.min(60000, Math.max(5000, insts.size * 5));
+    if (conn === "live") {
+      try {
+        const r = await api("/v1/instances?all=true");
+        if (r.ok) {
+          for (const i of await r.json()) {
+            const e = insts.get(i.id);
+            if (e && e.state !== "removed" && ms(i.last_seen) > ms(e.inst.last_seen)) e.inst = Object.assign({}, e.inst, { last_seen: i.last_seen });
+          }
+          dirty = true; schedule();
+        }
+      } catch (err) { /* next time */ }
+    }
+    seenTimer = setTimeout(refreshSeen, next);
+  }
+
+  // ---- rendering (once per animation frame) ----
+  let frame = 0;
+  function schedule() { dirty = true; if (!frame) frame = requestAnimationFrame(render); }
+  function render() {
+    frame = 0;
+    if (dirty) { dirty = false; renderRows(); renderCaps(); }
+    if (feedDirty) { feedDirty = false; renderFeed(); }
+  }
+  let sorted = [];
+  function renderRows() {
+    sorted = [];
+    for (const e of insts.values()) if (matches(e)) sorted.push(e);
+    sorted.sort((a, b) => a.inst.name < b.inst.name ? -1 : a.inst.name > b.inst.name ? 1 : a.inst.id < b.inst.id ? -1 : a.inst.id > b.inst.id ? 1 : 0);
+    const pages = Math.max(1, Math.ceil(sorted.length / PAGE));
+    if (page >= pages) page = pages - 1;
+    const slice = sorted.slice(page * PAGE, page * PAGE + PAGE);
+    // group counts over the whole filtered set
+    const groups = new Map();
+    for (const e of sorted) {
+      const g = groups.get(e.inst.name) || { active: 0, stale: 0, removed: 0 };
+      g[e.state]++;
+      groups.set(e.inst.name, g);
+    }
+    const t = now();
+    let h = "", cur = null;
+    for (const e of slice) {
+      const i = e.inst;
+      if (i.name !== cur) {
+        cur = i.name;
+        const g = groups.get(cur);
+        h += '<tr class="grp" data-group="' + esc(cur) + '"><td colspan="7">' + esc(cur) + '<span class="gcount">' + g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "") + "</span></td></tr>";
+      }
+      const label = e.state === "removed" ? (e.reason || "removed") : e.state;
+      h += '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '">' +
+        '<td><span class="state ' + e.state + '">' + esc(label) + "</span></td>" +
+        '<td><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(i.id) + "</button></td>" +
+        "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
+        '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
+        '<td class="mono">' + esc(i.version) + "</td>" +
+        '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td></tr>";
+    }
+    $("rows").innerHTML = h;
+    $("empty").hidden = slice.length > 0;
+    $("empty").textContent = insts.size ? "No instance matches the filter." : "No instances registered.";
+    $("page").textContent = (page + 1) + " / " + pages;
+    $("prev").disabled = page === 0;
+    $("next").disabled = page >= pages - 1;
+    $("shown").textContent = sorted.length === insts.size ? insts.size + " instances" : sorted.length + " of " + insts.size + " shown";
+  }
+  function renderCaps() {
+    const caps = new Map();
+    for (const e of sorted) {
+      if (e.state === "removed") continue;
+      for (const c of e.inst.capabilities) {
+        const v = caps.get(c) || { active: [], stale: 0 };
+        if (e.state === "active") v.active.push(e.inst.id); else v.stale++;
+        caps.set(c, v);
+      }
+    }
+    let h = "";
+    for (const c of [...caps.keys()].sort()) {
+      const v = caps.get(c);
+      const who = v.active.slice(0, 6).join(", ") + (v.active.length > 6 ? " +" + (v.active.length - 6) : "");
+      h += '<li data-cap="' + esc(c) + '"><button type="button" class="link capbtn" data-cap-filter="' + esc(c) + '" aria-label="Filter by capability ' + esc(c) + '">' + esc(c) + '</button><span class="cnt num">' + v.active.length + " active" + (v.stale ? " · " + v.stale + " stale" : "") + '</span><span class="who">' + (esc(who) || "no active instance") + "</span></li>";
+    }
+    $("caps").innerHTML = h || '<li class="muted">No capabilities.</li>';
+  }
+  function renderFeed() {
+    $("feed").innerHTML = feed.map((f) => '<li class="' + esc(f.what) + (f.what === "conn" && f.note === "live" ? " up" : "") + '"><span class="num muted">' + hhmmss(f.t) + '</span><span class="what">' + esc(f.what === "conn" ? "connection" : f.what) + '</span><span class="who" title="' + esc(f.who + " " + f.note) + '">' + esc(f.who + (f.note ? " — " + f.note : "")) + "</span></li>").join("");
+  }
+  function renderHeader() {
+    if (!info) { $("health").dataset.health = "unknown"; $("health").textContent = "unreachable"; return; }
+    $("backend").textContent = info.backend || "–";
+    $("dsn").textContent = info.dsn || "–";
+    $("dsn").title = info.dsn || "";
+    $("health").dataset.health = info.healthy ? "ok" : "down";
+    $("health").textContent = info.healthy ? "healthy" : "unhealthy";
+    $("health").title = info.error || "";
+    if (info.instances) { $("n-active").textContent = info.instances.active; $("n-stale").textContent = info.instances.stale; }
+    const sp = info.self_preservation;
+    $("selfpres").textContent = !sp ? "n/a" : sp.active ? "ON · holding " + sp.held_expirations : "off";
+    $("selfpres").title = sp ? "entered " + sp.events + " times" : "this backend does not report it";
+  }
+  function renderLeases() {
+    const t = now();
+    $("leases").innerHTML = leases.length ? leases.map((l) => '<tr data-lease="' + esc(l.name) + '"><td title="' + esc(l.name) + '">' + esc(l.name) + '</td><td class="mono" title="' + esc(l.holder) + '">' + esc(l.holder) + '</td><td class="num">' + esc(l.token) + '</td><td class="num" data-expires="' + ms(l.expires_at) + '">' + expires(ms(l.expires_at) - t) + "</td></tr>").join("") : '<tr><td colspan="4" class="muted">No leases.</td></tr>';
+  }
+  function expires(d) { return d <= 0 ? "expired" : "in " + age(d); }
+  function tick() {
+    sweep();
+    const t = now();
+    for (const td of $("rows").querySelectorAll("[data-seen]")) td.textContent = age(t - Number(td.dataset.seen));
+    for (const td of $("leases").querySelectorAll("[data-expires]")) td.textContent = expires(Number(td.dataset.expires) - t);
+    if (dirty) schedule();
+  }
+
+  // ---- detail ----
+  function renderDetail() {
+    const e = insts.get(detailId);
+    if (!e) return;
+    const i = e.inst;
+    $("d-title").textContent = i.id;
+    const f = [["state", e.state === "removed" ? "removed (" + e.reason + ")" : e.state], ["name", i.name], ["type", i.type], ["address", i.address],
+      ["capabilities", i.capabilities.join(", ") || "–"], ["version", i.version || "–"], ["ttl", i.ttl], ["registered_at", i.registered_at], ["last_seen", i.last_seen],
+      ["metadata", Object.keys(i.metadata || {}).length ? Object.entries(i.metadata).map(([k, v]) => k + "=" + v).join("  ") : "–"]];
+    $("d-fields").innerHTML = f.map(([k, v]) => "<dt>" + esc(k) + "</dt><dd>" + esc(v) + "</dd>").join("");
+    $("d-components").innerHTML = i.components === undefined ? '<span class="muted">none</span>' : pretty(i.components);
+  }
+  function pretty(v) {
+    const json = JSON.stringify(v, null, 2);
+    return esc(json).replace(/(&quot;(?:[^&]|&(?!quot;))*?&quot;)(\s*:)?|\b(true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g, (m, str, colon, lit) => {
+      if (str) return '<span class="' + (colon ? "k" : "s") + '">' + str + "</span>" + (colon || "");
+      if (lit) return '<span class="b">' + m + "</span>";
+      return '<span class="n">' + m + "</span>";
+    });
+  }
+  function openDetail(id) { detailId = id; renderDetail(); $("detail").showModal(); }
+
+  // ---- wiring ----
+  function theme(next) {
+    const root = document.documentElement;
+    if (next) { root.dataset.theme = next; localStorage.setItem("sb-theme", next); }
+    else if (localStorage.getItem("sb-theme")) root.dataset.theme = localStorage.getItem("sb-theme");
+  }
+  function toggleTheme() {
+    const cur = document.documentElement.dataset.theme || (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+    theme(cur === "dark" ? "light" : "dark");
+  }
+  function init() {
+    theme();
+    $("filter").value = filter.q;
+    $("filter").addEventListener("input", (ev) => setFilter(ev.target.value, true));
+    $("filter").addEventListener("keydown", (ev) => { if (ev.key === "Escape") { setFilter("", false); ev.target.blur(); } });
+    $("theme").addEventListener("click", toggleTheme);
+    $("prev").addEventListener("click", () => { if (page > 0) { page--; schedule(); } });
+    $("next").addEventListener("click", () => { page++; schedule(); });
+    $("rows").addEventListener("click", (ev) => { const b = ev.target.closest("[data-open]"); if (b) openDetail(b.dataset.open); });
+    $("caps").addEventListener("click", (ev) => { const b = ev.target.closest("[data-cap-filter]"); if (b) setFilter("cap:" + b.dataset.capFilter, false); });
+    $("detail").addEventListener("close", () => { detailId = ""; });
+    $("tokenform").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      token = $("token").value.trim();
+      sessionStorage.setItem("sb-token", token);
+      $("tokenform").hidden = true;
+      setConn("connecting", "connecting…");
+      refreshInfo(); connect();
+    });
+    document.addEventListener("keydown", (ev) => {
+      const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName) || $("detail").open;
+      if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (ev.key === "/") { ev.preventDefault(); $("filter").focus(); $("filter").select(); }
+      else if (ev.key === "t") toggleTheme();
+      else if (ev.key === "]") $("next").click();
+      else if (ev.key === "[") $("prev").click();
+    });
+    setConn("connecting", "connecting…");
+    schedule();
+    refreshClock().then(() => { refreshInfo(); connect(); });
+    setInterval(refreshInfo, 2000);
+    setInterval(refreshClock, 60000);
+    setInterval(tick, 1000);
+    seenTimer = setTimeout(refreshSeen, 5000);
+  }
+  init();
+})();
