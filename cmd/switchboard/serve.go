@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
+	"github.com/switchboard-io/switchboard/dashboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 )
 
@@ -111,13 +112,14 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 }
 
 func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.Listener, c config.Config, secure, demo bool) error {
-	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, DSN: c.Discovery.DSN, Logger: g.log})
+	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	scheme := "http"
 	if secure {
 		scheme = "https"
 	}
 	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), httpapi.RedactDSN(c.Discovery.DSN))
+	fmt.Fprintf(g.stdout, "switchboard serve: dashboard at %s://%s/\n", scheme, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var wg sync.WaitGroup
