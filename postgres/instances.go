@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,51 +140,60 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	var change hub.Change
-	var at time.Time
-	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
-		var old row
-		err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
-		switch {
-		case err == nil:
-			prev, err := old.instance()
-			if err != nil {
-				return false, err
-			}
-			if sameStored(prev, in) {
-				// A concurrent registration already stored exactly this and
-				// revived it, or the row is live: only renew it. A stale
-				// row is upserted and logged below.
-				out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now()
-					WHERE id = $1 AND `+liveSQL+` RETURNING `+cols, in.ID))
-				if !errors.Is(err, pgx.ErrNoRows) {
-					return false, err
+	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
+		// The row lock orders registrations of one id. With no row to lock,
+		// the insert does nothing when a concurrent registration inserted
+		// the row first (it waits for that one to end): the loop then locks
+		// and compares that row, so identical registrations log once.
+		for attempt := 0; ; attempt++ {
+			var old row
+			err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
+			switch {
+			case err == nil:
+				prev, err := old.instance()
+				if err != nil {
+					return nil, err
 				}
+				if sameStored(prev, in) {
+					// A concurrent registration already stored exactly this
+					// and revived it, or the row is live: only renew it. A
+					// stale row is upserted and logged below.
+					out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now()
+						WHERE id = $1 AND `+liveSQL+` RETURNING `+cols, in.ID))
+					if !errors.Is(err, pgx.ErrNoRows) {
+						return nil, err
+					}
+				}
+			case !errors.Is(err, pgx.ErrNoRows):
+				return nil, err
 			}
-		case !errors.Is(err, pgx.ErrNoRows):
-			return false, err
-		}
-		out, err = scanInstance(tx.QueryRow(ctx, `INSERT INTO instances
-			(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
-			VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
-			ON CONFLICT (id) DO UPDATE SET
+			conflict := `ON CONFLICT (id) DO UPDATE SET
 				name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
 				capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
 				metadata = EXCLUDED.metadata, components = EXCLUDED.components,
-				ttl = EXCLUDED.ttl, last_seen = now()
-			RETURNING `+cols, args...))
-		if err != nil {
-			return false, err
+				ttl = EXCLUDED.ttl, last_seen = now()`
+			if err != nil && attempt < 3 {
+				conflict = `ON CONFLICT (id) DO NOTHING`
+			}
+			out, err = scanInstance(tx.QueryRow(ctx, `INSERT INTO instances
+				(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
+				VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
+				`+conflict+` RETURNING `+cols, args...))
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue // inserted by a concurrent registration meanwhile
+			}
+			if err != nil {
+				return nil, err
+			}
+			break
 		}
-		change = hub.Change{ID: in.ID, Instance: out, Found: true}
-		return true, tx.QueryRow(ctx, `INSERT INTO changes (id, op) VALUES ($1, 'upsert') RETURNING seq, clock_timestamp()`, in.ID).
-			Scan(&change.Seq, &at)
+		return &logWrite{sql: `INSERT INTO changes (id, op) VALUES ($1, 'upsert')`, args: []any{in.ID}}, nil
 	})
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
 	}
-	if change.Seq != 0 {
-		c.publish([]hub.Change{change}, at, epoch)
+	if len(logged) == 1 {
+		c.publish([]hub.Change{{ID: in.ID, Instance: out, Found: true, Seq: logged[0].seq}}, logged[0].at, epoch)
 	}
 	return out, nil
 }
@@ -206,29 +216,76 @@ func sameStored(a, b switchboard.Instance) bool {
 		maps.Equal(a.Metadata, mb) && bytes.Equal(a.Components, b.Components) && a.TTL == b.TTL
 }
 
-// changeTx runs fn in a transaction that may write change-log entries. It
-// takes the change-log lock first, so entries get their seq in commit
-// order and a reader that has seen seq N has seen everything before it.
-// When fn reports a change, the transaction also notifies Channel, now and
-// then trims the log, and reads the catalog's epoch, which it returns (the
-// hub applies a published write only within its cursor's history).
-func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (changed bool, err error)) (epoch string, err error) {
+// logWrite is the change-log insert of a change-writing transaction: an
+// INSERT INTO changes without a RETURNING clause (changeTx adds it).
+type logWrite struct {
+	sql  string
+	args []any
+}
+
+// logged is one change-log entry as written: its position, instance id and
+// the database's clock at the write.
+type logged struct {
+	seq int64
+	id  string
+	at  time.Time
+}
+
+// changeTx runs fn in a transaction that may write change-log entries: fn
+// makes its changes to the rows (their row locks order writers of one
+// instance) and returns the log insert, or nil when nothing changed. Only
+// then does changeTx take the change-log lock, and in one round trip it
+// inserts the entries, notifies Channel and reads the catalog's epoch (the
+// hub applies a published write only within its cursor's history); now and
+// then it trims the log. The lock is held from the entries' seq until the
+// commit, so seqs are in commit order and a reader that has seen seq N has
+// seen everything before it; the row work before it is not serialized.
+func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, error)) (entries []logged, epoch string, err error) {
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges); err != nil {
+		entries, epoch = nil, ""
+		w, err := fn(tx)
+		if err != nil || w == nil {
 			return err
 		}
-		changed, err := fn(tx)
-		if err != nil || !changed {
+		var b pgx.Batch
+		b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges)
+		b.Queue(w.sql+` RETURNING seq, id, clock_timestamp()`, w.args...)
+		b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '')`, Channel)
+		br := tx.SendBatch(ctx, &b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+		rows, err := br.Query()
+		if err == nil {
+			entries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (logged, error) {
+				var l logged
+				return l, r.Scan(&l.seq, &l.id, &l.at)
+			})
+		}
+		if err == nil {
+			// RETURNING follows the insert's order; sort to be sure.
+			slices.SortFunc(entries, func(a, b logged) int { return cmp.Compare(a.seq, b.seq) })
+			err = br.QueryRow().Scan(&epoch, nil)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 		if c.writes.Add(1)%trimEvery == 0 {
-			if err := c.trim(ctx, tx); err != nil {
-				return err
-			}
+			return c.trim(ctx, tx)
 		}
-		return tx.QueryRow(ctx, `SELECT `+epochSQL+`, pg_notify($1, '')`, Channel).Scan(&epoch, nil)
+		return nil
 	})
-	return epoch, err
+	return entries, epoch, err
+}
+
+// lockLog takes the change-log lock in tx (held until it ends).
+func lockLog(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges)
+	return err
 }
 
 // trim deletes the log entries that are both outside the last keepEntries
@@ -309,10 +366,9 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		}
 	}
 	if len(revived) > 0 {
-		_, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
-			tag, err := tx.Exec(ctx, `INSERT INTO changes (id, op)
-				SELECT id, 'upsert' FROM instances WHERE id = ANY($1::text[]) ORDER BY id`, revived)
-			return err == nil && tag.RowsAffected() > 0, err
+		_, _, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
+			return &logWrite{sql: `INSERT INTO changes (id, op)
+				SELECT id, 'upsert' FROM instances WHERE id = ANY($1::text[]) ORDER BY id`, args: []any{revived}}, nil
 		})
 		if err != nil {
 			return nil, c.wrap("heartbeat: log revived instances", err)
@@ -344,23 +400,24 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	change := hub.Change{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered, Instance: switchboard.Instance{ID: id}}
-	var at time.Time
-	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
 		tag, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if tag.RowsAffected() == 0 {
-			return false, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
+			return nil, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
 		}
-		return true, tx.QueryRow(ctx, `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2) RETURNING seq, clock_timestamp()`,
-			id, string(change.Reason)).Scan(&change.Seq, &at)
+		return &logWrite{sql: `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2)`,
+			args: []any{id, string(switchboard.ReasonDeregistered)}}, nil
 	})
 	if err != nil {
 		return c.wrap("deregister", err)
 	}
-	c.publish([]hub.Change{change}, at, epoch)
+	if len(logged) == 1 {
+		c.publish([]hub.Change{{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
+			Instance: switchboard.Instance{ID: id}, Seq: logged[0].seq}}, logged[0].at, epoch)
+	}
 	return nil
 }
 
@@ -434,43 +491,44 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if olderThan < 0 {
 		return 0, fmt.Errorf("postgres: reap: %w: olderThan must not be negative", switchboard.ErrInvalid)
 	}
-	var changes []hub.Change
-	var at time.Time
-	epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (bool, error) {
+	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
 		cond := `now() - last_seen > 2 * ttl`
 		var args []any
 		if olderThan > 0 {
 			cond, args = `now() - last_seen > $1::interval`, []any{olderThan}
 		}
-		rows, err := tx.Query(ctx, `WITH gone AS (
-				DELETE FROM instances WHERE id IN (
-					SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
-				RETURNING id),
-			logged AS (
-				INSERT INTO changes (id, op, reason) SELECT id, 'delete', '`+string(switchboard.ReasonExpired)+`' FROM gone ORDER BY id
-				RETURNING seq, id)
-			SELECT seq, id, clock_timestamp() FROM logged ORDER BY seq`, args...)
+		rows, err := tx.Query(ctx, `DELETE FROM instances WHERE id IN (
+				SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
+			RETURNING id`, args...)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		changes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hub.Change, error) {
-			ch := hub.Change{Deleted: true, Reason: switchboard.ReasonExpired}
-			err := r.Scan(&ch.Seq, &ch.ID, &at)
-			ch.Instance.ID = ch.ID
-			return ch, err
-		})
+		gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if len(changes) == 0 {
+		if len(gone) == 0 {
 			// Reaping runs in every process: let it keep the log short too.
-			return false, c.trim(ctx, tx)
+			if err := lockLog(ctx, tx); err != nil {
+				return nil, err
+			}
+			return nil, c.trim(ctx, tx)
 		}
-		return true, nil
+		return &logWrite{sql: `INSERT INTO changes (id, op, reason)
+			SELECT x, 'delete', '` + string(switchboard.ReasonExpired) + `' FROM unnest($1::text[]) AS x ORDER BY x`,
+			args: []any{gone}}, nil
 	})
 	if err != nil {
 		return 0, c.wrap("reap", err)
 	}
-	c.publish(changes, at, epoch)
+	if len(logged) == 0 {
+		return 0, nil
+	}
+	changes := make([]hub.Change, len(logged))
+	for i, l := range logged {
+		changes[i] = hub.Change{ID: l.id, Seq: l.seq, Deleted: true, Reason: switchboard.ReasonExpired,
+			Instance: switchboard.Instance{ID: l.id}}
+	}
+	c.publish(changes, logged[len(logged)-1].at, epoch)
 	return len(changes), nil
 }
