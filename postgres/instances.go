@@ -335,10 +335,15 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	var res []result
 	for attempt := 0; ; attempt++ {
 		// SET expressions read the row being replaced: revived says whether
-		// it had (nearly) gone stale. One pass, no index touched (HOT).
+		// it had (nearly) gone stale. One pass, no index touched (HOT). The
+		// commit does not wait for its WAL flush (synchronous_commit off
+		// for this statement's transaction only, set by the
+		// filter of every row it renews): a renewal lost in a
+		// server crash is repeated by the next heartbeat, and a row lost
+		// with it is reported missing, so bootstraps re-register it.
 		rows, err := c.pool.Query(ctx, `WITH renewed AS (
 				UPDATE instances SET last_seen = now(), revived = NOT (`+liveSQL+`)
-				WHERE id = ANY($1::text[])
+				WHERE id = ANY($1::text[]) AND set_config('synchronous_commit', 'off', true) = 'off'
 				RETURNING id, revived)
 			SELECT x, r.revived FROM unnest($1::text[]) AS x LEFT JOIN renewed r ON r.id = x
 			WHERE r.id IS NULL OR r.revived`, sorted)
