@@ -95,7 +95,8 @@ func browser(t *testing.T) context.Context {
 // server is httpapi with the dashboard over a SQLite catalog, restartable
 // on the same address.
 type server struct {
-	t    *testing.T
+	t     *testing.T
+	token string
 	cat  switchboard.Catalog
 	addr string
 	mu   sync.Mutex
@@ -103,8 +104,8 @@ type server struct {
 	hs   *http.Server
 }
 
-func startServer(t *testing.T) *server {
-	s := &server{t: t, cat: testkit.OpenSQLite(t), addr: "127.0.0.1:0"}
+func startServer(t *testing.T, token string) *server {
+	s := &server{t: t, cat: testkit.OpenSQLite(t), addr: "127.0.0.1:0", token: token}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -120,7 +121,7 @@ func (s *server) start() {
 	})
 	s.addr = ln.Addr().String()
 	api := httpapi.New(s.cat, httpapi.Options{
-		DSN: "sqlite:///var/lib/switchboard/catalog.db", UI: dashboard.Handler(),
+		DSN: "sqlite:///var/lib/switchboard/catalog.db", UI: dashboard.Handler(), Token: s.token,
 		ReapInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
@@ -162,6 +163,9 @@ func (s *server) call(method, path string, body any, out any, hdr ...string) int
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -262,7 +266,7 @@ func row(id string) string {
 // server went away and reconnects when it is back on the same address.
 func TestDashboardLive(t *testing.T) {
 	dir := artifacts(t)
-	s := startServer(t)
+	s := startServer(t, "")
 	// One instance before the page opens (it arrives in the snapshot).
 	keepSecret := s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001",
 		"capabilities": []string{"routing"}, "ttl": "1m", "components": map[string]any{"ports": []any{map[string]any{"name": "in", "port": 1}}}})
@@ -356,6 +360,33 @@ func TestDashboardLive(t *testing.T) {
 	s.register(map[string]any{"id": "late-1", "name": "api", "type": "router", "address": "127.0.0.1:9002", "capabilities": []string{"routing"}, "ttl": "1m"})
 	waitJS(t, ctx, "an instance registered after the restart", seen("late-1", "active", ""))
 	shot(t, ctx, dir, "07-reconnected")
+}
+
+// TestDashboardToken: against a server with an API token the page asks
+// for it, then streams with it (fetch sends the Authorization header that
+// EventSource cannot).
+func TestDashboardToken(t *testing.T) {
+	dir := artifacts(t)
+	s := startServer(t, "s3cret")
+	s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "1m"})
+	ctx := browser(t)
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := chromedp.Do(nctx, chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("token")))
+	cancel()
+	if err != nil {
+		t.Fatalf("open the page and see the token form: %v", err)
+	}
+	waitJS(t, ctx, "the page to say a token is needed", `document.getElementById("conn").dataset.state === "auth"`)
+	shot(t, ctx, dir, "01-token-needed")
+	nctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	err = chromedp.Do(nctx, chromedp.SendKeys(chromedp.ID("token"), "s3cret"+kb.Enter))
+	cancel()
+	if err != nil {
+		t.Fatalf("enter the token: %v", err)
+	}
+	waitJS(t, ctx, "the stream to be live with the token", `document.getElementById("conn").dataset.state === "live" && document.getElementById("tokenform").hidden`)
+	waitJS(t, ctx, "the instance", row("api-1")+` !== null`)
+	waitJS(t, ctx, "the header with the token", `document.getElementById("backend").textContent === "sqlite"`)
 }
 
 // TestDashboardBrowserRequired: with SWITCHBOARD_BROWSER_REQUIRED=1 a

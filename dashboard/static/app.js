@@ -83,7 +83,7 @@
       case "updated": {
         const prev = insts.get(i.id);
         const state = i.stale ? "stale" : "active";
-        if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", i.id, state === "stale" ? "missed its heartbeats" : "heartbeating again");
+        if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", i.id, state === "stale" ? "missed its heartbeats" : "active again");
         else log(kind, i.id, kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
         insts.set(i.id, { inst: i, state, reason: "", gone: 0 });
         break;
@@ -210,6 +210,7 @@
         setConn("live", "live");
         schedule();
         refreshInfo();
+        refreshSeen();
         break;
       case "error":
         catalogDown = d.error || "catalog unreachable";
@@ -246,11 +247,15 @@
       if (r.ok) { const d = await r.json(); clockSkew = ms(d.now) - (t0 + t1) / 2; }
     } catch (err) { /* keep the last skew */ }
   }
-  let seenTimer = 0;
+  let seenTimer = 0, seenBusy = false;
   async function refreshSeen() {
-    // Heartbeats are not events: read the rows' last_seen now and then, at a
-    // pace that keeps the cost flat as the fleet grows.
-    const next = Math.min(60000, Math.max(5000, insts.size * 5));
+    if (seenBusy) return;
+    seenBusy = true;
+    // Heartbeats are not events (a snapshot's last_seen is that of the last
+    // change): read the rows' last_seen now and then, at a pace that keeps
+    // the cost flat as the fleet grows (2 s for a few, 50 s for 10,000).
+    clearTimeout(seenTimer);
+    const next = Math.min(60000, Math.max(2000, insts.size * 5));
     if (conn === "live") {
       try {
         const r = await api("/v1/instances?all=true");
@@ -263,6 +268,7 @@
         }
       } catch (err) { /* next time */ }
     }
+    seenBusy = false;
     seenTimer = setTimeout(refreshSeen, next);
   }
 
@@ -427,7 +433,6 @@
     setInterval(refreshInfo, 2000);
     setInterval(refreshClock, 60000);
     setInterval(tick, 1000);
-    seenTimer = setTimeout(refreshSeen, 5000);
   }
   init();
 })();
