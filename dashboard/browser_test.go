@@ -97,11 +97,11 @@ func browser(t *testing.T) context.Context {
 type server struct {
 	t     *testing.T
 	token string
-	cat  switchboard.Catalog
-	addr string
-	mu   sync.Mutex
-	api  *httpapi.Server
-	hs   *http.Server
+	cat   switchboard.Catalog
+	addr  string
+	mu    sync.Mutex
+	api   *httpapi.Server
+	hs    *http.Server
 }
 
 func startServer(t *testing.T, token string) *server {
