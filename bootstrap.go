@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,16 +232,20 @@ func (b *beater) run() {
 		b.mu.Unlock()
 
 		// A renewal is worth landing until half the TTL has passed; a
-		// shorter timeout turns a slow catalog into lost heartbeats.
-		ctx, cancel := context.WithTimeout(context.Background(), max(b.key.every, maxTTL/2))
-		missing, err := b.key.cat.Heartbeat(ctx, ids...)
+		// shorter timeout turns a slow catalog into lost heartbeats. One
+		// call renews at most MaxHeartbeatIDs ids, so a larger process
+		// renews in several calls, each with its own deadline.
+		timeout := max(b.key.every, maxTTL/2)
+		var err error
+		for chunk := range slices.Chunk(ids, MaxHeartbeatIDs) {
+			if cerr := b.renew(timeout, chunk, regs); cerr != nil {
+				err = cerr
+			}
+		}
 		switch {
 		case err != nil:
 			if failingSince.IsZero() {
 				failingSince = time.Now()
-			}
-			for _, r := range regs {
-				r.failures.Add(1)
 			}
 			failing := time.Since(failingSince)
 			if failing > maxTTL && !escalated {
@@ -255,28 +260,45 @@ func (b *beater) run() {
 				b.log.Info("heartbeat recovered", "after", time.Since(failingSince).Round(time.Millisecond))
 				failingSince, escalated, healthySince, grace = time.Time{}, false, time.Now(), true
 			}
-			gone := make(map[string]bool, len(missing))
-			for _, id := range missing {
-				gone[id] = true
-			}
-			for id, r := range regs {
-				if !gone[id] {
-					r.heartbeats.Add(1)
-					continue
-				}
-				b.reregister(ctx, r)
-			}
 			// Reap about once per TTL (of the shortest registration here,
 			// at most every 5 s): rows expire by their own TTL in every
 			// watcher; the reaper only deletes them at 2 × TTL.
 			if reap && time.Since(lastReap) >= max(min(minTTL, reapEvery), b.key.every) {
 				lastReap = time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
 				b.reap(ctx, time.Since(healthySince), &grace)
+				cancel()
 			}
 		}
-		cancel()
 		b.iter.Unlock()
 	}
+}
+
+// renew heartbeats one call's worth of ids (at most MaxHeartbeatIDs) and
+// registers again those whose rows are gone. On failure it counts a failure
+// for each of them and returns the error.
+func (b *beater) renew(timeout time.Duration, ids []string, regs map[string]*Registration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	missing, err := b.key.cat.Heartbeat(ctx, ids...)
+	if err != nil {
+		for _, id := range ids {
+			regs[id].failures.Add(1)
+		}
+		return err
+	}
+	gone := make(map[string]bool, len(missing))
+	for _, id := range missing {
+		gone[id] = true
+	}
+	for _, id := range ids {
+		if r := regs[id]; gone[id] {
+			b.reregister(ctx, r)
+		} else {
+			r.heartbeats.Add(1)
+		}
+	}
+	return nil
 }
 
 // reap deletes the rows stale for twice their TTL. While rows may still be

@@ -3,6 +3,7 @@ package switchboard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -212,6 +213,94 @@ func TestBootstrapBatchesHeartbeats(t *testing.T) {
 		r.Close()
 		if s := r.Stats(); s.Failures != 0 || s.Heartbeats < 5 {
 			t.Errorf("stats %+v", s)
+		}
+	}
+}
+
+// bulkCatalog stores registrations in memory and checks heartbeats as every
+// backend does (ValidateHeartbeatIDs), so that a test can hold more
+// registrations than one Heartbeat call takes without writing 10,001 rows.
+type bulkCatalog struct {
+	switchboard.Catalog
+	mu   sync.Mutex
+	next int
+	rows map[string]bool
+}
+
+func (c *bulkCatalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rows == nil {
+		c.rows = map[string]bool{}
+	}
+	c.next++
+	in.ID = fmt.Sprintf("i-%d", c.next)
+	c.rows[in.ID] = true
+	return in, nil
+}
+
+func (c *bulkCatalog) Deregister(ctx context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.rows, id)
+	return nil
+}
+
+func (c *bulkCatalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var missing []string
+	for _, id := range ids {
+		if !c.rows[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// A process with more registrations than one Heartbeat call takes renews
+// them all, in calls under the limit.
+func TestBootstrapChunksHeartbeatsUnderTheLimit(t *testing.T) {
+	cat := &countingCatalog{Catalog: &bulkCatalog{Catalog: testkit.OpenSQLite(t)}}
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	n := switchboard.MaxHeartbeatIDs + 1
+	regs := make([]*switchboard.Registration, 0, n)
+	t.Cleanup(func() {
+		for _, r := range regs {
+			r.Close()
+		}
+	})
+	in := service("svc")
+	in.TTL = time.Minute
+	for range n {
+		r, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 500 * time.Millisecond, DisableReaper: true, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	testkit.WaitUntil(t, "every registration renewed", func() bool {
+		for _, r := range regs {
+			if r.Stats().Heartbeats == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	cat.mu.Lock()
+	defer cat.mu.Unlock()
+	for i, ids := range cat.calls {
+		if len(ids) > switchboard.MaxHeartbeatIDs {
+			t.Errorf("call %d renewed %d ids, over the limit of %d", i, len(ids), switchboard.MaxHeartbeatIDs)
+		}
+	}
+	for _, r := range regs {
+		if s := r.Stats(); s.Failures != 0 {
+			t.Fatalf("stats %+v", s)
 		}
 	}
 }
