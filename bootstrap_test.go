@@ -105,8 +105,13 @@ func TestStoppedHeartbeatExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The TTL is 60 heartbeat intervals: on a loaded machine a round can
+	// stall for a second without the live instance expiring, while the
+	// live one, registered first, would expire first if it stopped
+	// heartbeating.
+	const ttl = 3 * time.Second
 	in := service("q")
-	in.TTL = 300 * time.Millisecond
+	in.TTL = ttl
 	reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +120,7 @@ func TestStoppedHeartbeatExpires(t *testing.T) {
 	// Registered, then never heartbeating nor deregistering: what a crash
 	// looks like.
 	dead := service("crashed")
-	dead.TTL = 300 * time.Millisecond
+	dead.TTL = ttl
 	stored, err := cat.Register(ctx, dead)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +135,7 @@ func TestStoppedHeartbeatExpires(t *testing.T) {
 			}
 			ev = e
 		case <-timeout:
-			t.Fatal("the crashed instance did not expire within 30s (ttl 300ms)")
+			t.Fatalf("the crashed instance did not expire within 30s (ttl %v)", ttl)
 		}
 		if ev.Kind != switchboard.EventRemoved {
 			continue
