@@ -3,35 +3,17 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
-
-// RedactDSN returns dsn with the password of a URL-shaped DSN replaced.
-func RedactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return dsn
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 	var in Info
 	if d, err := switchboard.ParseDSN(s.opts.DSN); err == nil {
 		in.Backend = d.Scheme
 	}
-	in.DSN = RedactDSN(s.opts.DSN)
+	in.DSN = switchboard.RedactDSN(s.opts.DSN)
 	ready, healthy, lastErr := s.feed.health()
 	in.Healthy = ready && healthy
 	in.Error = lastErr

@@ -214,7 +214,7 @@ func testkit_WaitFeed(t *testing.T, s *srv, n int) {
 
 func TestInfoHealthzMetricsLeasesUI(t *testing.T) {
 	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("dashboard")) })
-	s := start(t, httpapi.Options{UI: ui, DSN: "postgres://sb:hunter2@db.example:5432/x?sslmode=disable"})
+	s := start(t, httpapi.Options{UI: ui, DSN: "postgres://sb:hunter2@db.example:5432/x?sslmode=require&sslpassword=keypass"})
 	register(t, s, instanceBody("a"))
 	testkit_WaitFeed(t, s, 1)
 	code, b := call(t, "GET", s.url+"/v1/info", nil)
@@ -222,7 +222,7 @@ func TestInfoHealthzMetricsLeasesUI(t *testing.T) {
 	if code != 200 || json.Unmarshal(b, &info) != nil {
 		t.Fatalf("info: %d %s", code, b)
 	}
-	if info.Backend != "postgres" || strings.Contains(info.DSN, "hunter2") || !strings.Contains(info.DSN, "db.example") ||
+	if info.Backend != "postgres" || strings.Contains(info.DSN, "hunter2") || strings.Contains(info.DSN, "keypass") || !strings.Contains(info.DSN, "db.example") ||
 		!info.Healthy || info.Instances.Active != 1 || info.SelfPreservation == nil {
 		t.Fatalf("info: %s", b)
 	}

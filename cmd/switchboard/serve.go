@@ -118,7 +118,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	if secure {
 		scheme = "https"
 	}
-	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), httpapi.RedactDSN(c.Discovery.DSN))
+	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), switchboard.RedactDSN(c.Discovery.DSN))
 	fmt.Fprintf(g.stdout, "switchboard serve: dashboard at %s://%s/\n", scheme, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
