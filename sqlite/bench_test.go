@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,4 +100,85 @@ func BenchmarkListCapability(b *testing.B) {
 			b.Fatalf("list: %d, %v", len(got), err)
 		}
 	}
+}
+
+// BenchmarkFleet100k is the 100,000-instance shape of issue 8 on one file:
+// 8 concurrent writers of one handle register 100,000 instances (2
+// capabilities each, one of them held by 1 % of the fleet, and 2 metadata
+// keys); then List by that capability (1,000 rows) runs b.N times; then a
+// new handle's Watch of everything runs until synced, b.N times.
+func BenchmarkFleet100k(b *testing.B) {
+	const n, writers = 100_000, 8
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "bench.db")
+	c, err := Open(ctx, fileDSN(path), quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < n; i += writers {
+				in := switchboard.Instance{ID: fmt.Sprintf("inst-%06d", i), Name: fmt.Sprint("svc-", i%200),
+					Type: switchboard.TypeWriter, Address: fmt.Sprintf("10.0.%d.%d:4317", i%250, i%200),
+					Capabilities: []string{"storage", fmt.Sprint("cap-", i%100)}, Version: "1.0.0",
+					Metadata: map[string]string{"zone": fmt.Sprint("z", i%3), "rack": fmt.Sprint("r", i%40)}, TTL: time.Hour}
+				if _, err := c.Register(ctx, in); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(n/time.Since(start).Seconds(), "registers/s")
+
+	var list time.Duration
+	for range b.N {
+		t0 := time.Now()
+		got, err := c.List(ctx, switchboard.Query{Capability: "cap-7"})
+		list += time.Since(t0)
+		if err != nil || len(got) != n/100 {
+			b.Fatalf("list: %d, %v", len(got), err)
+		}
+	}
+	b.ReportMetric(float64(list.Microseconds())/1000/float64(b.N), "ms/list")
+
+	var snap time.Duration
+	for range b.N {
+		w, err := Open(ctx, fileDSN(path), quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		t0 := time.Now()
+		ch, err := w.Watch(wctx, switchboard.Query{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		added := 0
+		for ev := range ch {
+			if ev.Kind == switchboard.EventAdded {
+				added++
+			}
+			if ev.Kind == switchboard.EventSynced || ev.Kind == switchboard.EventError {
+				break
+			}
+		}
+		snap += time.Since(t0)
+		cancel()
+		w.Close()
+		if added != n {
+			b.Fatalf("watch: %d added before synced (or an error), want %d", added, n)
+		}
+	}
+	b.ReportMetric(float64(snap.Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
