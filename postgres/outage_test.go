@@ -21,8 +21,8 @@ import (
 func TestDiscoveryOutage(t *testing.T) {
 	dsn := pgtest.Schema(t, testDSN)
 	u, _ := url.Parse(dsn)
-	proxy := newProxy(t, u.Host)
-	u.Host = proxy.addr()
+	proxy := testkit.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
 	client := openDSN(t, u.String(), switchboard.Options{PollInterval: time.Hour})
 	services := openDSN(t, dsn, switchboard.Options{})
 	ctx := ctxT(t)
@@ -62,7 +62,7 @@ func TestDiscoveryOutage(t *testing.T) {
 		t.Fatalf("cache before the outage: %v", got)
 	}
 
-	proxy.cutAll()
+	proxy.CutAll()
 	// The hub notices at the next TTL deadline, when it must read renewals.
 	testkit.WaitUntil(t, "the cache to say it is stale", func() bool { s, _ := cache.Stale(); return s })
 	if got := ids(); !slices.Equal(got, []string{"a", "b"}) {
@@ -78,7 +78,7 @@ func TestDiscoveryOutage(t *testing.T) {
 		t.Fatalf("cache during a long outage: %v, want the last known set", got)
 	}
 
-	proxy.restore()
+	proxy.Restore()
 	testkit.WaitUntil(t, "the cache to catch up", func() bool {
 		s, _ := cache.Stale()
 		return !s && slices.Equal(ids(), []string{"a", "c"})
@@ -109,10 +109,10 @@ func TestOutageForEveryone(t *testing.T) {
 	dsn := pgtest.Schema(t, testDSN)
 	u, _ := url.Parse(dsn)
 	// Two proxies, so the test can choose who gets the catalog back first.
-	clientProxy, serviceProxy := newProxy(t, u.Host), newProxy(t, u.Host)
-	u.Host = clientProxy.addr()
+	clientProxy, serviceProxy := testkit.NewProxy(t, u.Host), testkit.NewProxy(t, u.Host)
+	u.Host = clientProxy.Addr()
 	client := openDSN(t, u.String(), switchboard.Options{PollInterval: time.Hour})
-	u.Host = serviceProxy.addr()
+	u.Host = serviceProxy.Addr()
 	services := openDSN(t, u.String(), switchboard.Options{})
 	ctx := ctxT(t)
 
@@ -147,8 +147,8 @@ func TestOutageForEveryone(t *testing.T) {
 	defer cache.Close()
 
 	for _, outage := range []time.Duration{500 * time.Millisecond, 2500 * time.Millisecond} {
-		clientProxy.cutAll()
-		serviceProxy.cutAll()
+		clientProxy.CutAll()
+		serviceProxy.CutAll()
 		time.Sleep(outage)
 		if got := len(cache.ByCapability("query_execution")); got != 3 {
 			t.Fatalf("during a %v outage the cache serves %d instances, want the last known 3", outage, got)
@@ -156,13 +156,13 @@ func TestOutageForEveryone(t *testing.T) {
 		// The watcher gets the catalog back first and sees every service's
 		// last heartbeat far in the past; the services follow a moment
 		// later, within a heartbeat interval or so.
-		clientProxy.restore()
+		clientProxy.Restore()
 		testkit.WaitUntil(t, "the watcher to reach the catalog again", func() bool {
 			s, _ := cache.Stale()
 			return !s
 		})
 		time.Sleep(200 * time.Millisecond)
-		serviceProxy.restore()
+		serviceProxy.Restore()
 		// Two TTLs after recovery: every service has heartbeated again.
 		time.Sleep(2 * time.Second)
 		if got := len(cache.ByCapability("query_execution")); got != 3 {

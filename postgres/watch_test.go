@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -183,8 +184,8 @@ func testListenerReconnect(t *testing.T, trim bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newProxy(t, u.Host)
-	u.Host = proxy.addr()
+	proxy := testkit.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
 	watcher := openDSN(t, u.String(), switchboard.Options{PollInterval: time.Hour})
 	writer := openDSN(t, dsn, switchboard.Options{})
 	var listens atomic.Int32
@@ -205,7 +206,7 @@ func testListenerReconnect(t *testing.T, trim bool) {
 	r.waitFor(t, "push before the cut", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventAdded, "live") })
 	before := r.len()
 
-	proxy.cutAll()
+	proxy.CutAll()
 	reg(t, writer, "new", "h:5")
 	if err := writer.Deregister(ctxT(t), "gone"); err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func testListenerReconnect(t *testing.T, trim bool) {
 		}
 	}
 	start := time.Now()
-	proxy.restore()
+	proxy.Restore()
 	// No write after the restore: the reconnected listener's Notify (or the
 	// hub's own retry) must bring the changes.
 	want := []string{"added new", "removed deregistered gone", "updated moved"}

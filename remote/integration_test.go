@@ -20,9 +20,9 @@ import (
 func TestDiscoveryOverServer(t *testing.T) {
 	ctx := context.Background()
 	url, _ := serve(t, testkit.OpenSQLite(t), httpapi.Options{})
-	p := newProxy(t, url[len("http://"):])
+	p := testkit.NewProxy(t, url[len("http://"):])
 	writer := client(t, url, remote.Config{})
-	cache, err := discovery.New(ctx, client(t, "http://"+p.addr(), remote.Config{}), discovery.Options{})
+	cache, err := discovery.New(ctx, client(t, "http://"+p.Addr(), remote.Config{}), discovery.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +37,12 @@ func TestDiscoveryOverServer(t *testing.T) {
 		got, ok := cache.PickRoundRobin(switchboard.CapStorage)
 		return ok && got.ID == reg.ID()
 	})
-	p.cutAll()
+	p.CutAll()
 	testkit.WaitUntil(t, "cache to go stale", func() bool { stale, _ := cache.Stale(); return stale })
 	if _, ok := cache.PickRoundRobin(switchboard.CapStorage); !ok {
 		t.Fatal("stale cache dropped the last known set")
 	}
-	p.restore()
+	p.Restore()
 	testkit.WaitUntil(t, "cache to recover", func() bool { stale, _ := cache.Stale(); return !stale })
 	reg.Close()
 	testkit.WaitUntil(t, "deregistration to reach the cache", func() bool {

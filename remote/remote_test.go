@@ -95,9 +95,9 @@ func TestWatchResume(t *testing.T) {
 			ctx := context.Background()
 			cat := testkit.OpenSQLite(t)
 			url, _ := serve(t, cat, httpapi.Options{History: tc.history})
-			p := newProxy(t, strings.TrimPrefix(url, "http://"))
+			p := testkit.NewProxy(t, strings.TrimPrefix(url, "http://"))
 			writer := client(t, url, remote.Config{})
-			watcher := client(t, "http://"+p.addr(), remote.Config{})
+			watcher := client(t, "http://"+p.Addr(), remote.Config{})
 
 			a := mustRegister(t, writer, inst("a"))
 			b := mustRegister(t, writer, inst("b"))
@@ -112,7 +112,7 @@ func TestWatchResume(t *testing.T) {
 			if ev := w.next(); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired || ev.Instance.ID != m.ID {
 				t.Fatalf("expiry: %+v", ev)
 			}
-			p.cutAll()
+			p.CutAll()
 			if ev := w.next(); ev.Kind != switchboard.EventError {
 				t.Fatalf("want an error event on the lost stream, got %+v", ev)
 			}
@@ -132,7 +132,7 @@ func TestWatchResume(t *testing.T) {
 				st := writer.WatchStats()
 				return st.Instances == 3 // b, d, and mortal (stale, not reaped)
 			})
-			p.restore()
+			p.Restore()
 			want := []string{"added/ d", "removed/deregistered a", "updated/ b"}
 			if tc.history == 10000 {
 				// Replayed: c came and went, both seen.
@@ -155,9 +155,9 @@ func TestWatchResume(t *testing.T) {
 func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
 	cat := testkit.OpenSQLite(t)
 	url, _ := serve(t, cat, httpapi.Options{History: 1})
-	p := newProxy(t, strings.TrimPrefix(url, "http://"))
+	p := testkit.NewProxy(t, strings.TrimPrefix(url, "http://"))
 	writer := client(t, url, remote.Config{})
-	watcher := client(t, "http://"+p.addr(), remote.Config{})
+	watcher := client(t, "http://"+p.Addr(), remote.Config{})
 	mortal := inst("mortal")
 	mortal.TTL = 400 * time.Millisecond
 	mustRegister(t, writer, mortal)
@@ -165,14 +165,14 @@ func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
 	if got := w.untilSynced(); len(got) != 1 {
 		t.Fatalf("snapshot: %v", got)
 	}
-	p.cutAll()
+	p.CutAll()
 	mustRegister(t, writer, inst("x"))
 	mustRegister(t, writer, inst("y"))
 	testkit.WaitUntil(t, "mortal to expire", func() bool {
 		got, _ := writer.List(context.Background(), switchboard.Query{Name: "mortal"})
 		return len(got) == 0
 	})
-	p.restore()
+	p.Restore()
 	if got := w.untilSynced(); !slices.Equal(got, []string{"added/ x", "added/ y", "removed/expired mortal"}) {
 		t.Fatalf("diff: %v", got)
 	}

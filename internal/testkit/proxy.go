@@ -1,4 +1,4 @@
-package postgres
+package testkit
 
 import (
 	"io"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// tcpProxy forwards connections to a server and can cut them all and
+// Proxy forwards TCP connections to a server and can cut them all and
 // refuse new ones (closing each at once) until restored: a network outage
-// between one process and the database.
-type tcpProxy struct {
+// between one process and its database or server.
+type Proxy struct {
 	ln     net.Listener
 	target string
 
@@ -20,22 +20,25 @@ type tcpProxy struct {
 	wg    sync.WaitGroup
 }
 
-func newProxy(t testing.TB, target string) *tcpProxy {
+// NewProxy listens on 127.0.0.1:0 and forwards to target; it is closed at
+// cleanup.
+func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+// Addr is the proxy's address (host:port).
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *tcpProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -69,7 +72,7 @@ func (p *tcpProxy) accept() {
 	}
 }
 
-func (p *tcpProxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(dst, src)
 	dst.Close()
@@ -80,8 +83,8 @@ func (p *tcpProxy) pipe(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
-// cutAll closes every proxied connection and refuses new ones.
-func (p *tcpProxy) cutAll() {
+// CutAll closes every proxied connection and refuses new ones.
+func (p *Proxy) CutAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
@@ -90,15 +93,15 @@ func (p *tcpProxy) cutAll() {
 	}
 }
 
-// restore accepts connections again.
-func (p *tcpProxy) restore() {
+// Restore accepts connections again.
+func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
 	p.mu.Unlock()
 }
 
-func (p *tcpProxy) close() {
+func (p *Proxy) close() {
 	p.ln.Close()
-	p.cutAll()
+	p.CutAll()
 	p.wg.Wait()
 }
