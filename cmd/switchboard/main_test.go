@@ -377,16 +377,21 @@ func TestContention(t *testing.T) {
 			}
 		}
 	}()
+	// The TTL is 100 heartbeat intervals: what is tested is that writes
+	// under contention do not fail, and a loaded machine (load average
+	// 10–25 on two cores) stalls a SQLite writer for more than a second at
+	// times, which a 1 s TTL turned into a false expiry.
+	const ttl = 5 * time.Second
 	var procs []*proc
 	for i := 0; i < 4; i++ {
 		p := start(t, "register", "--dsn", dsn, "--name", fmt.Sprintf("proc-%d", i), "--type", "writer",
-			"--address", fmt.Sprintf("127.0.0.1:%d", 8000+i), "--heartbeat", "50ms", "--ttl", "1s", "--log-level", "warn")
+			"--address", fmt.Sprintf("127.0.0.1:%d", 8000+i), "--heartbeat", "50ms", "--ttl", ttl.String(), "--log-level", "warn")
 		p.line(t)
 		procs = append(procs, p)
 	}
 	var regs []*switchboard.Registration
 	for i := 0; i < 8; i++ {
-		in := switchboard.Instance{Name: fmt.Sprintf("local-%d", i), Type: "querier", Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), TTL: time.Second}
+		in := switchboard.Instance{Name: fmt.Sprintf("local-%d", i), Type: "querier", Address: fmt.Sprintf("127.0.0.1:%d", 9000+i), TTL: ttl}
 		r, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
