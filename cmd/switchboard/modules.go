@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -150,33 +149,18 @@ and print the reply on stdout. A failure prints its code and whether it is retry
 			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy, verbose); handled || err != nil {
 				return err
 			}
-			var out []byte
-			err = g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
+			return sendVia(ctx, g, to, data, policy, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {
 				// Follow only the target module: a one-shot send has no
 				// reason to pre-warm connections to every address in the
 				// catalog.
 				p := pool.New(pool.Options{Logger: g.log, TLS: tlsm, TracerProvider: tp})
-				defer p.Close()
 				p.Start(ctx)
 				if err := p.Follow(ctx, cat, switchboard.Query{Name: target.Module, Type: pool.ModuleType}); err != nil {
-					return err
+					p.Close()
+					return nil, nil, err
 				}
-				r, err := router.New(router.Options{Wire: p, Logger: g.log, TracerProvider: tp})
-				if err != nil {
-					return err
-				}
-				out, err = r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, policy)
-				return err
+				return p, func() { p.Close() }, nil
 			})
-			if err != nil {
-				var re *router.Error
-				if errors.As(err, &re) {
-					return fmt.Errorf("send to %s failed: %s (code %s, retryable %t)", to, re.Message, re.Code, re.Retryable)
-				}
-				return fmt.Errorf("send to %s failed: %w", to, err)
-			}
-			fmt.Fprintf(g.stdout, "%s\n", out)
-			return nil
 		},
 	}
 	f := cmd.Flags()

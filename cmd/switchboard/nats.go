@@ -196,15 +196,24 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, fmt.Errorf("send to %s: module %q is on NATS (%v) and %w", to, target.Module, addrs, err)
 	}
 	defer closeWire(w)
-	return true, sendVia(ctx, g, w, to, data, p, verbose)
+	return true, sendVia(ctx, g, to, data, p, verbose, func(context.Context, trace.TracerProvider) (router.Wire, func(), error) {
+		return w, func() {}, nil
+	})
 }
 
-// sendVia sends one message through a router over wire, traced as `send`
-// is, and prints the reply as `send` does.
-func sendVia(ctx context.Context, g *globals, wire router.Wire, to, data string, p router.RetryPolicy, verbose bool) error {
+// sendVia sends one message through a router over the wire that wire makes
+// (inside the send's trace; done releases it), and prints the reply: what
+// `send` does over NATS and over the connection pool.
+func sendVia(ctx context.Context, g *globals, to, data string, p router.RetryPolicy, verbose bool,
+	wire func(ctx context.Context, tp trace.TracerProvider) (w router.Wire, done func(), err error)) error {
 	var out []byte
 	err := g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
-		r, err := router.New(router.Options{Wire: wire, Logger: g.log, TracerProvider: tp})
+		w, done, err := wire(ctx, tp)
+		if err != nil {
+			return err
+		}
+		defer done()
+		r, err := router.New(router.Options{Wire: w, Logger: g.log, TracerProvider: tp})
 		if err != nil {
 			return err
 		}
