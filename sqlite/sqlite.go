@@ -224,8 +224,10 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 	d.wdb.SetMaxIdleConns(1)
 	d.rstmts, d.wstmts = newStmtCache(d.rdb), newStmtCache(d.wdb)
 	// The first connection creates the file (unless mustExist); its
-	// identity is taken after that, before anything is read.
-	if err := d.rdb.Ping(); err != nil {
+	// identity is taken after that, before anything is read. Switching a
+	// new file to WAL takes an exclusive lock without SQLite's busy
+	// handler, so processes creating one catalog together retry it.
+	if err := c.retry(context.Background(), d.rdb.Ping); err != nil {
 		d.rdb.Close()
 		d.wdb.Close()
 		if mustExist && isCantOpen(err) {
