@@ -41,22 +41,28 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func decodeLease(r *http.Request) (LeaseRequest, time.Duration, error) {
+// leaseRequest finds the catalog's leases and decodes the request's lease
+// (name, holder, token, ttl): what acquire, renew and release all start with.
+func (s *Server) leaseRequest(r *http.Request) (switchboard.Leaser, switchboard.Lease, error) {
+	l, err := s.leaser()
+	if err != nil {
+		return nil, switchboard.Lease{}, err
+	}
 	var req LeaseRequest
 	b, err := readBody(r)
 	if err != nil {
-		return req, 0, err
+		return nil, switchboard.Lease{}, err
 	}
 	if err := strictUnmarshal(b, &req); err != nil {
-		return req, 0, err
+		return nil, switchboard.Lease{}, err
 	}
 	var ttl time.Duration
 	if req.TTL != "" {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil {
-			return req, 0, badRequest("ttl", "ttl "+req.TTL+": want a duration like 15s")
+			return nil, switchboard.Lease{}, badRequest("ttl", "ttl "+req.TTL+": want a duration like 15s")
 		}
 	}
-	return req, ttl, nil
+	return l, switchboard.Lease{Name: req.Name, Holder: req.Holder, Token: req.Token, TTL: ttl}, nil
 }
 
 func (s *Server) leaseReply(w http.ResponseWriter, r *http.Request, le switchboard.Lease) error {
@@ -69,15 +75,11 @@ func (s *Server) leaseReply(w http.ResponseWriter, r *http.Request, le switchboa
 }
 
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.leaser()
+	l, req, err := s.leaseRequest(r)
 	if err != nil {
 		return err
 	}
-	req, ttl, err := decodeLease(r)
-	if err != nil {
-		return err
-	}
-	le, err := l.Acquire(r.Context(), req.Name, req.Holder, ttl)
+	le, err := l.Acquire(r.Context(), req.Name, req.Holder, req.TTL)
 	if err != nil {
 		return err
 	}
@@ -85,15 +87,11 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.leaser()
+	l, req, err := s.leaseRequest(r)
 	if err != nil {
 		return err
 	}
-	req, ttl, err := decodeLease(r)
-	if err != nil {
-		return err
-	}
-	le, err := l.Renew(r.Context(), switchboard.Lease{Name: req.Name, Holder: req.Holder, Token: req.Token, TTL: ttl})
+	le, err := l.Renew(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -101,15 +99,11 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
-	l, err := s.leaser()
+	l, req, err := s.leaseRequest(r)
 	if err != nil {
 		return err
 	}
-	req, ttl, err := decodeLease(r)
-	if err != nil {
-		return err
-	}
-	if err := l.Release(r.Context(), switchboard.Lease{Name: req.Name, Holder: req.Holder, Token: req.Token, TTL: ttl}); err != nil {
+	if err := l.Release(r.Context(), req); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
