@@ -405,24 +405,45 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
-		tag, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id)
-		if err != nil {
-			return nil, err
-		}
-		if tag.RowsAffected() == 0 {
-			return nil, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
-		}
-		return &logWrite{sql: `INSERT INTO changes (id, op, reason) VALUES ($1, 'delete', $2)`,
-			args: []any{id, string(switchboard.ReasonDeregistered)}}, nil
-	})
+	// One round trip: the batch is one implicit transaction. The delete
+	// takes the row lock first (as Register does, so the two never
+	// deadlock) and marks, in a transaction-local setting, whether it found
+	// the row; only then are the change-log lock, the entry and the NOTIFY
+	// taken and written (see changeTx for why the lock is held to the
+	// commit).
+	const found = `current_setting('switchboard.deregistered', true) = 'yes'`
+	var b pgx.Batch
+	b.Queue(`DELETE FROM instances WHERE id = $1 RETURNING set_config('switchboard.deregistered', 'yes', true)`, id)
+	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema())) WHERE `+found, lockChanges)
+	b.Queue(`INSERT INTO changes (id, op, reason) SELECT $1, 'delete', $2 WHERE `+found+`
+		RETURNING seq, clock_timestamp()`, id, string(switchboard.ReasonDeregistered))
+	b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '') WHERE `+found, Channel)
+	var (
+		l     logged
+		epoch string
+	)
+	br := c.pool.SendBatch(ctx, &b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&l.seq, &l.at)
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&epoch, nil)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.wrap("deregister", fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
+	}
 	if err != nil {
 		return c.wrap("deregister", err)
 	}
-	if len(logged) == 1 {
-		c.publish([]hub.Change{{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
-			Instance: switchboard.Instance{ID: id}, Seq: logged[0].seq}}, logged[0].at, epoch)
-	}
+	c.publish([]hub.Change{{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
+		Instance: switchboard.Instance{ID: id}, Seq: l.seq}}, l.at, epoch)
 	return nil
 }
 
