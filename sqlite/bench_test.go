@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -181,4 +182,60 @@ func BenchmarkFleet100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(snap.Microseconds())/1000/float64(b.N), "ms/snapshot")
+}
+
+// BenchmarkWriteChurn is the write-churn shape of issue 8 on one file: 12
+// writers, each with its own catalog handle (its own pools and write lock,
+// as 12 processes would have), each looping register → heartbeat →
+// deregister of a fresh instance, the deregister in 4 of 5 rounds. ops/s
+// counts every call (2.8 per round). The b.N rounds are shared.
+func BenchmarkWriteChurn(b *testing.B) {
+	const writers = 12
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "bench.db")
+	cats := make([]*Catalog, writers)
+	for i := range cats {
+		c, err := Open(ctx, fileDSN(path), quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cats[i] = c
+	}
+	var next, ops atomic.Int64
+	errs := make(chan error, writers)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w, c := range cats {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				in := sample(fmt.Sprintf("churn-%d-%d", w, i))
+				out, err := c.Register(ctx, in)
+				if err == nil {
+					_, err = c.Heartbeat(ctx, out.ID)
+				}
+				if err == nil && i%5 != 0 {
+					err = c.Deregister(ctx, out.ID)
+					ops.Add(1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				ops.Add(2)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(float64(ops.Load())/b.Elapsed().Seconds(), "ops/s")
 }
