@@ -96,6 +96,7 @@ func browser(t *testing.T) context.Context {
 // on the same address.
 type server struct {
 	t     *testing.T
+	dsn   string
 	token string
 	cat   switchboard.Catalog
 	addr  string
@@ -105,7 +106,12 @@ type server struct {
 }
 
 func startServer(t *testing.T, token string) *server {
-	s := &server{t: t, cat: testkit.OpenSQLite(t), addr: "127.0.0.1:0", token: token}
+	return startServerOn(t, testkit.OpenSQLite(t), "sqlite:///var/lib/switchboard/catalog.db", token)
+}
+
+// startServerOn serves cat; dsn is what /v1/info reports.
+func startServerOn(t *testing.T, cat switchboard.Catalog, dsn, token string) *server {
+	s := &server{t: t, cat: cat, dsn: dsn, addr: "127.0.0.1:0", token: token}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -121,7 +127,7 @@ func (s *server) start() {
 	})
 	s.addr = ln.Addr().String()
 	api := httpapi.New(s.cat, httpapi.Options{
-		DSN: "sqlite:///var/lib/switchboard/catalog.db", UI: dashboard.Handler(), Token: s.token,
+		DSN: s.dsn, UI: dashboard.Handler(), Token: s.token,
 		ReapInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}

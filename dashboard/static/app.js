@@ -123,6 +123,7 @@
     else if (catalogDown) msg = "The server cannot read the catalog (" + catalogDown + ") — showing the last known state; it may be out of date.";
     b.hidden = !msg;
     b.textContent = msg;
+    b.title = msg;
   }
   async function connect() {
     abort = new AbortController();
