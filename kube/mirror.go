@@ -46,6 +46,12 @@ type mirror struct {
 	changes  []hub.Change // the last maxLog changes, by Seq
 	failed   [2]error     // per informer (modules, leases): its last list/watch failure, nil once one succeeds
 	watchErr error        // the first of failed, nil when both informers reach the API server
+	// vanished holds, by module, the Lease last seen of a module whose
+	// live Lease was deleted while the module was not (yet): Deregister
+	// deletes both, and the two informers deliver the deletions in either
+	// order. Until the module goes too, it keeps that Lease and so goes
+	// stale at its deadline, as after a stopped heartbeat.
+	vanished map[string]*coordinationv1.Lease
 }
 
 func newMirror(c *client) *mirror {
@@ -152,10 +158,12 @@ func (m *mirror) append(c hub.Change) {
 	}
 }
 
+// leaseOf returns the module's Lease, or the one it had while it is
+// vanished. Called with m.mu held.
 func (m *mirror) leaseOf(module string) *coordinationv1.Lease {
 	obj, ok, _ := m.leaseInf.GetStore().GetByKey(m.c.ns + "/" + module + LeaseSuffix)
 	if !ok {
-		return nil
+		return m.vanished[module]
 	}
 	return obj.(*coordinationv1.Lease)
 }
@@ -199,11 +207,12 @@ func (m *mirror) moduleDeleted(obj any) {
 	}
 	// A module deleted after its Lease had expired (reaped) was already
 	// gone for its watchers: it leaves as expired, as reaped rows do.
+	m.mu.Lock()
 	reason := switchboard.ReasonDeregistered
 	if toInstance(tm, m.leaseOf(tm.Name), time.Now()).Stale {
 		reason = switchboard.ReasonExpired
 	}
-	m.mu.Lock()
+	delete(m.vanished, tm.Name)
 	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
 	m.mu.Unlock()
 	m.notify()
@@ -240,6 +249,17 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 		return
 	}
 	m.mu.Lock()
+	if hadOld && !hasCur && !now.After(ov.deadline()) {
+		// A live Lease deleted: most often the second half of a
+		// Deregister whose module deletion this informer saw first.
+		if m.vanished == nil {
+			m.vanished = map[string]*coordinationv1.Lease{}
+		}
+		m.vanished[module] = old
+		m.mu.Unlock()
+		return
+	}
+	delete(m.vanished, module)
 	m.logModule(tm, cur, switchboard.ReasonExpired)
 	m.mu.Unlock()
 	m.notify()

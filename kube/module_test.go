@@ -348,3 +348,54 @@ func TestNames(t *testing.T) {
 		t.Errorf("Identity() = %q: POD_NAME first", id)
 	}
 }
+
+// A live Lease deleted while its TinyModule stays (the order in which a
+// watcher may see the two deletions of a Deregister) is no change of the
+// module: it goes stale at that Lease's deadline, as after a stopped
+// heartbeat, and never shows as an update.
+func TestDeletedLiveLeaseExpiresAtItsDeadline(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in, err := cat.Register(ctx, switchboard.Instance{Name: "orphan", Type: kube.TypeModule, Address: "127.0.0.1:4317", TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := cat.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := coordclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := false
+	for !synced {
+		select {
+		case ev := <-events:
+			synced = ev.Kind == switchboard.EventSynced
+		case <-ctx.Done():
+			t.Fatal("no synced event")
+		}
+	}
+	if err := leases.Leases(ns).Delete(ctx, in.ID+kube.LeaseSuffix, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonExpired || ev.Instance.ID != in.ID {
+			t.Fatalf("after its live Lease was deleted: %s/%s %s, want removed/expired", ev.Kind, ev.Reason, ev.Instance.ID)
+		}
+		// Never before its Lease ran out (a lower bound cannot flake).
+		if lag := time.Since(in.LastSeen); lag < in.TTL {
+			t.Fatalf("expired %v after its last renewal, before its TTL %v", lag, in.TTL)
+		}
+	case <-ctx.Done():
+		t.Fatal("the module never expired")
+	}
+}
