@@ -303,14 +303,16 @@
       if (i.name !== cur) {
         cur = i.name;
         const g = groups.get(cur);
-        h += '<tr class="grp" data-group="' + esc(cur) + '"><td colspan="7">' + esc(cur) + '<span class="gcount">' + g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "") + "</span></td></tr>";
+        h += '<tr class="grp" data-group="' + esc(cur) + '"><td colspan="8">' + esc(cur) + '<span class="gcount">' + g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "") + "</span></td></tr>";
       }
       const label = e.state === "removed" ? (e.reason || "removed") : e.state;
+      const meta = Object.entries(i.metadata || {}).map(([k, v]) => k + "=" + v).join(" ");
       h += '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '">' +
         '<td><span class="state ' + e.state + '">' + esc(label) + "</span></td>" +
         '<td><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(i.id) + "</button></td>" +
         "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
         '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
+        '<td class="meta" title="' + esc(meta) + '">' + esc(meta) + "</td>" +
         '<td class="mono">' + esc(i.version) + "</td>" +
         '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td></tr>";
     }
