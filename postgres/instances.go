@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,62 +139,95 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
-		// The row lock orders registrations of one id. With no row to lock,
-		// the insert does nothing when a concurrent registration inserted
-		// the row first (it waits for that one to end): the loop then locks
-		// and compares that row, so identical registrations log once.
-		for attempt := 0; ; attempt++ {
-			var old row
-			err := tx.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1 FOR UPDATE`, in.ID).Scan(old.dest()...)
-			switch {
-			case err == nil:
-				prev, err := old.instance()
-				if err != nil {
-					return nil, err
-				}
-				if sameStored(prev, in) {
-					// A concurrent registration already stored exactly this
-					// and revived it, or the row is live: only renew it. A
-					// stale row is upserted and logged below.
-					out, err = scanInstance(tx.QueryRow(ctx, `UPDATE instances SET last_seen = now()
-						WHERE id = $1 AND `+liveSQL+` RETURNING `+cols, in.ID))
-					if !errors.Is(err, pgx.ErrNoRows) {
-						return nil, err
-					}
-				}
-			case !errors.Is(err, pgx.ErrNoRows):
-				return nil, err
+	// Otherwise one round trip: a pipelined batch is one implicit
+	// transaction. The upsert locks the row (the row lock orders
+	// registrations of one id; a concurrent insert of the same new id waits
+	// for the first to end, then conflicts); it changes the row unless the
+	// row already holds exactly this and is live, and marks in a
+	// transaction-local setting that it did. Only then are the change-log
+	// lock, the entry and the NOTIFY taken and written (see changeTx for why
+	// the lock is held to the commit); otherwise the row is only renewed,
+	// so identical concurrent registrations log once.
+	const changed = `current_setting('switchboard.registered', true) = 'yes'`
+	var b pgx.Batch
+	b.Queue(`INSERT INTO instances
+		(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
+		ON CONFLICT (id) DO UPDATE SET
+			name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
+			capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
+			metadata = EXCLUDED.metadata, components = EXCLUDED.components,
+			ttl = EXCLUDED.ttl, last_seen = now()
+		WHERE NOT (instances.name = EXCLUDED.name AND instances.type = EXCLUDED.type
+			AND instances.address = EXCLUDED.address AND instances.capabilities = EXCLUDED.capabilities
+			AND instances.version = EXCLUDED.version AND instances.metadata = EXCLUDED.metadata
+			AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
+			AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
+		RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
+	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema())) WHERE `+changed, lockChanges)
+	b.Queue(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed+`
+		RETURNING seq, clock_timestamp()`, in.ID)
+	b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '') WHERE `+changed, Channel)
+	b.Queue(`UPDATE instances SET last_seen = now()
+		WHERE id = $1 AND current_setting('switchboard.registered', true) IS DISTINCT FROM 'yes'
+		RETURNING `+cols, in.ID)
+	var (
+		l       logged
+		epoch   string
+		written bool
+	)
+	br := c.pool.SendBatch(ctx, &b)
+	var r row
+	err = br.QueryRow().Scan(append(r.dest(), nil)...)
+	switch {
+	case err == nil:
+		written = true
+		if out, err = r.instance(); err == nil {
+			if _, err = br.Exec(); err == nil {
+				err = br.QueryRow().Scan(&l.seq, &l.at)
 			}
-			conflict := `ON CONFLICT (id) DO UPDATE SET
-				name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
-				capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
-				metadata = EXCLUDED.metadata, components = EXCLUDED.components,
-				ttl = EXCLUDED.ttl, last_seen = now()`
-			if err != nil && attempt < 3 {
-				conflict = `ON CONFLICT (id) DO NOTHING`
+			if err == nil {
+				err = br.QueryRow().Scan(&epoch, nil)
 			}
-			out, err = scanInstance(tx.QueryRow(ctx, `INSERT INTO instances
-				(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
-				VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
-				`+conflict+` RETURNING `+cols, args...))
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue // inserted by a concurrent registration meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			break
 		}
-		return &logWrite{sql: `INSERT INTO changes (id, op) VALUES ($1, 'upsert')`, args: []any{in.ID}}, nil
-	})
+	case errors.Is(err, pgx.ErrNoRows):
+		// Unchanged and live: renewed by the last statement.
+		for range 3 {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			out, err = scanInstance(br.QueryRow())
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
 	}
-	if len(logged) == 1 {
-		c.publish([]hub.Change{{ID: in.ID, Instance: out, Found: true, Seq: logged[0].seq}}, logged[0].at, epoch)
+	if written {
+		if c.writes.Add(1)%trimEvery == 0 {
+			c.trimNow(ctx)
+		}
+		c.publish([]hub.Change{{ID: in.ID, Instance: out, Found: true, Seq: l.seq}}, l.at, epoch)
 	}
 	return out, nil
+}
+
+// trimNow trims the log in a transaction of its own, under the change-log
+// lock; a failure is logged, not returned (the next trim retries).
+func (c *Catalog) trimNow(ctx context.Context) {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := lockLog(ctx, tx); err != nil {
+			return err
+		}
+		return c.trim(ctx, tx)
+	})
+	if err != nil {
+		c.log.Warn("change log: trim failed", "err", switchboard.RedactError(err, c.dsn))
+	}
 }
 
 // liveSQL holds for a row that is neither stale nor within the last fifth of
@@ -203,18 +235,6 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 // that must be logged (Register and Heartbeat use the same margin, since a
 // watcher's estimate of the catalog clock may expire a row a little early).
 const liveSQL = `now() - last_seen <= ttl * 0.8`
-
-// sameStored reports whether the stored row a already holds everything of
-// the normalized instance b (last_seen aside).
-func sameStored(a, b switchboard.Instance) bool {
-	mb := b.Metadata
-	if len(mb) == 0 {
-		mb = nil
-	}
-	return a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
-		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
-		maps.Equal(a.Metadata, mb) && bytes.Equal(a.Components, b.Components) && a.TTL == b.TTL
-}
 
 // logWrite is the change-log insert of a change-writing transaction: an
 // INSERT INTO changes without a RETURNING clause (changeTx adds it).
