@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/internal/testkit/apitest"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
@@ -26,7 +26,6 @@ type srv struct {
 	url string
 	cat switchboard.Catalog
 	api *httpapi.Server
-	hs  *http.Server
 }
 
 func start(t *testing.T, opts httpapi.Options) *srv {
@@ -37,26 +36,11 @@ func start(t *testing.T, opts httpapi.Options) *srv {
 
 func serveOn(t *testing.T, cat switchboard.Catalog, opts httpapi.Options) *srv {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	if opts.DSN == "" {
 		opts.DSN = "sqlite:///tmp/test.db"
 	}
-	api := httpapi.New(cat, opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	t.Cleanup(func() {
-		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	})
-	return &srv{url: "http://" + ln.Addr().String(), cat: cat, api: api, hs: hs}
+	url, api := apitest.Serve(t, cat, opts)
+	return &srv{url: url, cat: cat, api: api}
 }
 
 // call does one request and returns the status and body.

@@ -3,15 +3,13 @@ package remote_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/internal/testkit/apitest"
 	_ "github.com/switchboard-io/switchboard/postgres"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 	"github.com/switchboard-io/switchboard/remote"
@@ -45,20 +43,7 @@ func serve(t testing.TB, cat switchboard.Catalog, opts httpapi.Options) (string,
 	if opts.ReapInterval == 0 {
 		opts.ReapInterval = -1
 	}
-	api := httpapi.New(cat, opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	t.Cleanup(func() {
-		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	})
-	return "http://" + ln.Addr().String(), api
+	return apitest.Serve(t, cat, opts)
 }
 
 // client opens the remote catalog of url, closed at cleanup.

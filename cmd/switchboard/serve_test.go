@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/internal/testkit/apitest"
 )
 
 // serveHTTP runs an API server in this process over the catalog at dsn on
@@ -33,21 +34,9 @@ func serveHTTP(t testing.TB, dsn string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(cat, httpapi.Options{DSN: dsn, Logger: slog.New(slog.DiscardHandler)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	t.Cleanup(func() {
-		api.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-		cat.Close()
-	})
-	return "http://" + ln.Addr().String()
+	t.Cleanup(func() { cat.Close() })
+	url, _ := apitest.Serve(t, cat, httpapi.Options{DSN: dsn})
+	return url
 }
 
 // serveProc starts `switchboard serve` (its environment is the test's) and
