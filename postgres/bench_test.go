@@ -193,3 +193,27 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
+
+// BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
+// of 100,000 rows hold (the shape of issue 8), straight from the catalog.
+func BenchmarkListByCapability1pct(b *testing.B) {
+	c, _ := benchCatalog(b, 100_000)
+	ctx := context.Background()
+	if _, err := c.pool.Exec(ctx, `UPDATE instances SET capabilities = capabilities || ('pct' || (substr(id, 6)::int % 100))`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.pool.Exec(ctx, `VACUUM ANALYZE instances`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	rows := 0
+	for i := 0; b.Loop(); i++ {
+		l, err := c.List(ctx, switchboard.Query{Capability: "pct" + strconv.Itoa(i%100)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = len(l)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
+	b.ReportMetric(float64(rows), "rows/list")
+}
