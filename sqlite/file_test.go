@@ -145,18 +145,7 @@ func TestFileReplacedByBackup(t *testing.T) {
 
 	// The restore procedure of the README: a copy next to the catalog,
 	// renamed over it.
-	data, err := os.ReadFile(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path+".restore", data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(path + "-wal")
-	os.Remove(path + "-shm")
-	if err := os.Rename(path+".restore", path); err != nil {
-		t.Fatal(err)
-	}
+	testkit.RestoreSQLite(t, backup, path)
 	set.WaitForSet(t, "the backup's rows and the bootstrap", func() string { return "boot old" })
 	b := openFile(t, path)
 	ins, err := b.List(tctx(t), switchboard.Query{All: true})

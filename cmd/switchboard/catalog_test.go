@@ -245,18 +245,7 @@ func TestCatalogFileDeletedAndRestoredUnderRunningProcesses(t *testing.T) {
 	}
 
 	// Restore the backup (it holds plain and svc-1) as the README says.
-	data, err := os.ReadFile(backup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path+".restore", data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(path + "-wal")
-	os.Remove(path + "-shm")
-	if err := os.Rename(path+".restore", path); err != nil {
-		t.Fatal(err)
-	}
+	testkit.RestoreSQLite(t, backup, path)
 	waitLive(t, "the watcher exactly on the restored catalog", dsn, set, "plain svc-1", reg, watch)
 
 	// Both processes still work on the file at the path.

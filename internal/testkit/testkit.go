@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -103,4 +104,23 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.once.Do(func() { c.l.Open.Add(-1) })
 	return c.Conn.Close()
+}
+
+// RestoreSQLite puts the backup file over the SQLite catalog at path by the
+// README's restore procedure: a copy next to the catalog, the WAL and
+// shared-memory files removed, the copy renamed over the catalog.
+func RestoreSQLite(t testing.TB, backup, path string) {
+	t.Helper()
+	data, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".restore", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path + "-wal")
+	os.Remove(path + "-shm")
+	if err := os.Rename(path+".restore", path); err != nil {
+		t.Fatal(err)
+	}
 }
