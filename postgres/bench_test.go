@@ -4,13 +4,12 @@ import (
 	"context"
 	"net/url"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -108,52 +107,16 @@ func clientCPU() time.Duration {
 func BenchmarkWriteChurn(b *testing.B) {
 	const writers = 12
 	dsn := pgtest.Schema(b, testDSN)
-	cats := make([]*Catalog, writers)
+	cats := make([]switchboard.Catalog, writers)
 	for i := range cats {
 		cats[i] = openDSN(b, dsn, switchboard.Options{})
 	}
-	ctx := context.Background()
-	var next atomic.Int64
-	var ops atomic.Int64
-	b.ResetTimer()
 	cpu0 := clientCPU()
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func(c *Catalog) {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				in, err := c.Register(ctx, inst("churn-"+strconv.Itoa(w), "10.0.0.1:"+strconv.Itoa(int(i%60000)), "cap"+strconv.Itoa(int(i%7))))
-				if err == nil {
-					_, err = c.Heartbeat(ctx, in.ID)
-				}
-				if err == nil && i%5 != 0 {
-					err = c.Deregister(ctx, in.ID)
-					ops.Add(1)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				ops.Add(2)
-			}
-		}(cats[w])
-	}
-	wg.Wait()
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	b.ReportMetric(float64(ops.Load())/b.Elapsed().Seconds(), "ops/s")
+	ops := catalogtest.WriteChurn(b, cats, func(w int, i int64) switchboard.Instance {
+		return inst("churn-"+strconv.Itoa(w), "10.0.0.1:"+strconv.Itoa(int(i%60000)), "cap"+strconv.Itoa(int(i%7)))
+	})
 	// The client side's CPU per call: steadier than ops/s on a busy machine.
-	b.ReportMetric(float64((clientCPU()-cpu0).Microseconds())/float64(ops.Load()), "client-cpu-µs/op")
+	b.ReportMetric(float64((clientCPU()-cpu0).Microseconds())/float64(ops), "client-cpu-µs/op")
 }
 
 // BenchmarkWatchSnapshot100k measures a new handle's Watch of everything
@@ -163,33 +126,13 @@ func BenchmarkWriteChurn(b *testing.B) {
 func BenchmarkWatchSnapshot100k(b *testing.B) {
 	const n = 100_000
 	seed, _ := benchCatalog(b, n)
-	ctx := context.Background()
 	dsn := seed.dsn
 	b.ResetTimer()
 	var total time.Duration
 	for range b.N {
 		c := openDSN(b, dsn, switchboard.Options{})
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		t0 := time.Now()
-		ch, err := c.Watch(wctx, switchboard.Query{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		added := 0
-		for ev := range ch {
-			if ev.Kind == switchboard.EventAdded {
-				added++
-			}
-			if ev.Kind == switchboard.EventSynced || ev.Kind == switchboard.EventError {
-				break
-			}
-		}
-		total += time.Since(t0)
-		cancel()
+		total += catalogtest.TimeSnapshot(b, c, n)
 		c.Close()
-		if added != n {
-			b.Fatalf("watch: %d added before synced (or an error), want %d", added, n)
-		}
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
 }

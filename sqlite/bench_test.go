@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
 )
 
 // cpuTime is the process's user+system CPU time so far.
@@ -159,27 +159,8 @@ func BenchmarkFleet100k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		t0 := time.Now()
-		ch, err := w.Watch(wctx, switchboard.Query{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		added := 0
-		for ev := range ch {
-			if ev.Kind == switchboard.EventAdded {
-				added++
-			}
-			if ev.Kind == switchboard.EventSynced || ev.Kind == switchboard.EventError {
-				break
-			}
-		}
-		snap += time.Since(t0)
-		cancel()
+		snap += catalogtest.TimeSnapshot(b, w, n)
 		w.Close()
-		if added != n {
-			b.Fatalf("watch: %d added before synced (or an error), want %d", added, n)
-		}
 	}
 	b.ReportMetric(float64(snap.Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
@@ -193,7 +174,7 @@ func BenchmarkWriteChurn(b *testing.B) {
 	const writers = 12
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "bench.db")
-	cats := make([]*Catalog, writers)
+	cats := make([]switchboard.Catalog, writers)
 	for i := range cats {
 		c, err := Open(ctx, fileDSN(path), quiet)
 		if err != nil {
@@ -202,40 +183,7 @@ func BenchmarkWriteChurn(b *testing.B) {
 		defer c.Close()
 		cats[i] = c
 	}
-	var next, ops atomic.Int64
-	errs := make(chan error, writers)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w, c := range cats {
-		wg.Go(func() {
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				in := sample(fmt.Sprintf("churn-%d-%d", w, i))
-				out, err := c.Register(ctx, in)
-				if err == nil {
-					_, err = c.Heartbeat(ctx, out.ID)
-				}
-				if err == nil && i%5 != 0 {
-					err = c.Deregister(ctx, out.ID)
-					ops.Add(1)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				ops.Add(2)
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	b.ReportMetric(float64(ops.Load())/b.Elapsed().Seconds(), "ops/s")
+	catalogtest.WriteChurn(b, cats, func(w int, i int64) switchboard.Instance {
+		return sample(fmt.Sprintf("churn-%d-%d", w, i))
+	})
 }
