@@ -30,6 +30,22 @@ func forbidden(msg string) error {
 	return &apiError{http.StatusForbidden, ErrorBody{Error: msg, Code: CodeForbidden}}
 }
 
+// catalogErrors are the catalog's sentinel errors with their status and
+// code, most specific first (ErrInvalidName and ErrInvalidAddress are also
+// ErrInvalid).
+var catalogErrors = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{switchboard.ErrInvalidName, http.StatusBadRequest, CodeInvalidName},
+	{switchboard.ErrInvalidAddress, http.StatusBadRequest, CodeInvalidAddress},
+	{switchboard.ErrInvalid, http.StatusBadRequest, CodeInvalid},
+	{switchboard.ErrNotFound, http.StatusNotFound, CodeNotFound},
+	{switchboard.ErrLeaseHeld, http.StatusConflict, CodeLeaseHeld},
+	{switchboard.ErrLeaseLost, http.StatusConflict, CodeLeaseLost},
+}
+
 // classify maps an error to its status and body. Catalog errors keep their
 // message (they never contain secrets: secrets are not passed to the
 // catalog); anything unknown is the catalog being unreachable.
@@ -47,26 +63,13 @@ func classify(err error) (int, ErrorBody) {
 	if errors.As(err, &fe) {
 		body.Field = fe.Field
 	}
-	switch {
-	case errors.Is(err, switchboard.ErrInvalidName):
-		body.Code = CodeInvalidName
-		return http.StatusBadRequest, body
-	case errors.Is(err, switchboard.ErrInvalidAddress):
-		body.Code = CodeInvalidAddress
-		return http.StatusBadRequest, body
-	case errors.Is(err, switchboard.ErrInvalid):
-		body.Code = CodeInvalid
-		return http.StatusBadRequest, body
-	case errors.Is(err, switchboard.ErrNotFound):
-		body.Code = CodeNotFound
-		return http.StatusNotFound, body
-	case errors.Is(err, switchboard.ErrLeaseHeld):
-		body.Code = CodeLeaseHeld
-		return http.StatusConflict, body
-	case errors.Is(err, switchboard.ErrLeaseLost):
-		body.Code = CodeLeaseLost
-		return http.StatusConflict, body
-	case errors.Is(err, context.Canceled):
+	for _, k := range catalogErrors {
+		if errors.Is(err, k.err) {
+			body.Code = k.code
+			return k.status, body
+		}
+	}
+	if errors.Is(err, context.Canceled) {
 		// The client went away; the status is never read.
 		body.Code = CodeUnavailable
 		return http.StatusServiceUnavailable, body
