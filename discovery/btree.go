@@ -118,15 +118,15 @@ func (n *node[T]) recount(from, to int, d int32) {
 	}
 }
 
-// split moves the upper part of an overfull n into a new right sibling:
-// half of it, or, when the element that overfilled it went last (ordered
-// loading, as a snapshot arrives), all but minNode+1, so that ordered
-// loading fills nodes to three quarters instead of one half.
-func (n *node[T]) split(ep uint64, last bool) *node[T] {
-	half := len(n.items) / 2
-	if last {
-		half = len(n.items) - minNode - 1
-	}
+// split moves the upper part of an overfull n into a new right sibling.
+// after is the index after the element that overfilled it: n keeps at
+// least half, and up to that element as long as the sibling gets more than
+// minNode. Elements that arrive in order, at the end of a node (as a
+// snapshot arrives) or at the end of a run inside it (a fleet arriving in
+// id order joins each name's run of a capability), then fill nodes to
+// three quarters instead of one half.
+func (n *node[T]) split(ep uint64, after int) *node[T] {
+	half := min(max(after, len(n.items)/2), len(n.items)-minNode-1)
 	r := &node[T]{epoch: ep, items: append(make([]T, 0, maxNode+1), n.items[half:]...)}
 	clear(n.items[half:])
 	n.items = n.items[:half]
@@ -197,7 +197,7 @@ func (n *node[T]) set(x T, ep uint64, cmp func(a, b T) int) (*node[T], bool) {
 	if len(n.items) <= maxNode {
 		return nil, true
 	}
-	return n.split(ep, i == len(n.items)), true
+	return n.split(ep, i), true
 }
 
 // delete removes the element equal to x; it reports whether there was one.
@@ -342,10 +342,14 @@ func find[T any, K cmp.Ordered](t *tree[T], k K, key func(T) K) (T, bool) {
 	}
 }
 
-// at returns the i-th element (0 ≤ i < t.n). The search for the child is
-// branch-free: a pick at a random index would otherwise mispredict half of
-// its comparisons.
-func (t *tree[T]) at(i int) T {
+// at returns the i-th element (0 ≤ i < t.n).
+func (t *tree[T]) at(i int) T { return *t.ptrAt(i) }
+
+// ptrAt returns the i-th element (0 ≤ i < t.n) where it is held, in its
+// leaf: read it, never write it. The search for the child is branch-free:
+// a pick at a random index would otherwise mispredict half of its
+// comparisons.
+func (t *tree[T]) ptrAt(i int) *T {
 	n := t.root
 	for !n.leaf() {
 		// The first k with cum[k] > i; it exists since i < the total.
@@ -363,7 +367,7 @@ func (t *tree[T]) at(i int) T {
 		}
 		n = n.kids[lo]
 	}
-	return n.items[i]
+	return &n.items[i]
 }
 
 // each calls fn for every element in order until fn returns false; it
@@ -386,6 +390,32 @@ func (n *node[T]) each(fn func(T) bool) bool {
 	}
 	for _, k := range n.kids {
 		if !k.each(fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// eachPtr is each, with each element passed where it is held (read it,
+// never write it): for elements too large to copy for every call.
+func (t *tree[T]) eachPtr(fn func(*T) bool) bool {
+	if t.root == nil {
+		return true
+	}
+	return t.root.eachPtr(fn)
+}
+
+func (n *node[T]) eachPtr(fn func(*T) bool) bool {
+	if n.leaf() {
+		for i := range n.items {
+			if !fn(&n.items[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range n.kids {
+		if !k.eachPtr(fn) {
 			return false
 		}
 	}

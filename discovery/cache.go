@@ -53,6 +53,7 @@ type Cache struct {
 	subMu  sync.Mutex // orders publishing and subscribing
 	subs   map[int]func(*Snapshot, []Change)
 	nextID int
+	pub    []Change // the changes handed to the subscribers, reused
 }
 
 // New starts a cache on cat and returns once it holds the catalog's current
@@ -136,8 +137,15 @@ func (c *Cache) publish() {
 		fns = append(fns, fn)
 	}
 	c.subMu.Unlock()
-	for _, fn := range fns {
-		fn(s, c.w.changes)
+	if len(fns) > 0 {
+		for _, ch := range c.w.changes {
+			c.pub = append(c.pub, ch.public())
+		}
+		for _, fn := range fns {
+			fn(s, c.pub)
+		}
+		clear(c.pub)
+		c.pub = c.pub[:0]
 	}
 	clear(c.w.changes)
 	c.w.changes = c.w.changes[:0]

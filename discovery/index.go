@@ -8,9 +8,27 @@ import (
 
 // Change is one instance's transition in the cache. Old is nil when the
 // instance was added, New is nil when it was removed; both are set for an
-// update. The instances are the cache's own: do not modify them.
+// update. The instances share their slices and maps with the cache: do not
+// modify them.
 type Change struct {
 	Old, New *switchboard.Instance
+}
+
+// change is a Change as the writer records it.
+type change struct{ old, new *rec }
+
+// public returns the change with its instances put back together.
+func (c change) public() Change {
+	var out Change
+	if c.old != nil {
+		in := c.old.instance()
+		out.Old = &in
+	}
+	if c.new != nil {
+		in := c.new.instance()
+		out.New = &in
+	}
+	return out
 }
 
 // writer applies events to the working version of the indexes, in time
@@ -19,13 +37,13 @@ type Change struct {
 type writer struct {
 	ep    uint64 // nodes and buckets of this epoch are unpublished: changed in place
 	ids   tree[idEntry]
-	all   tree[*switchboard.Instance]
-	names tree[*bucket]
-	types tree[*bucket]
-	caps  tree[*bucket]
+	all   tree[*rec]
+	names tree[*bucket[*rec]]
+	types tree[*bucket[*rec]]
+	caps  tree[*bucket[rec]] // records by value: see rec
 	in    *interner
 
-	changes []Change // since the last publish
+	changes []change // since the last publish
 	pending int      // events since the last publish
 	stale   bool     // an error event came, and no synced since
 	err     error    // that error
@@ -55,31 +73,31 @@ func (w *writer) put(in *switchboard.Instance) {
 	if old != nil {
 		// Leave the buckets p is not in; in the others p replaces old in
 		// place, unless the name (the buckets' order) changed.
-		renamed := old.Name != p.Name
+		renamed := old.sh.name != p.sh.name
 		if renamed {
 			w.all.delete(old, w.ep, cmpNameID)
-			w.leave(&w.names, old.Name, old)
+			leave(w, &w.names, old.sh.name, old, cmpNameID)
 		}
-		if renamed || old.Type != p.Type {
-			w.leave(&w.types, old.Type, old)
+		if renamed || old.sh.typ != p.sh.typ {
+			leave(w, &w.types, old.sh.typ, old, cmpNameID)
 		}
-		for _, c := range old.Capabilities {
-			if renamed || !p.HasCapability(c) {
-				w.leave(&w.caps, c, old)
+		for _, c := range old.sh.caps {
+			if renamed || !p.hasCapability(c) {
+				leave(w, &w.caps, c, *old, cmpRec)
 			}
 		}
 	}
 	w.ids.set(idEntry{h, p}, w.ep, cmpIDEntry)
 	w.all.set(p, w.ep, cmpNameID)
-	w.join(&w.names, p.Name, p, false)
-	w.join(&w.types, p.Type, p, false)
-	for _, c := range p.Capabilities {
-		w.join(&w.caps, c, p, true)
+	join(w, &w.names, p.sh.name, p, cmpNameID, false)
+	join(w, &w.types, p.sh.typ, p, cmpNameID, false)
+	for _, c := range p.sh.caps {
+		join(w, &w.caps, c, *p, cmpRec, true)
 	}
 	if old != nil {
 		w.in.release(old)
 	}
-	w.changes = append(w.changes, Change{Old: old, New: p})
+	w.changes = append(w.changes, change{old: old, new: p})
 }
 
 func (w *writer) remove(id string) {
@@ -90,54 +108,54 @@ func (w *writer) remove(id string) {
 	}
 	w.ids.delete(idEntry{h, old}, w.ep, cmpIDEntry)
 	w.all.delete(old, w.ep, cmpNameID)
-	w.leave(&w.names, old.Name, old)
-	w.leave(&w.types, old.Type, old)
-	for _, c := range old.Capabilities {
-		w.leave(&w.caps, c, old)
+	leave(w, &w.names, old.sh.name, old, cmpNameID)
+	leave(w, &w.types, old.sh.typ, old, cmpNameID)
+	for _, c := range old.sh.caps {
+		leave(w, &w.caps, c, *old, cmpRec)
 	}
 	w.in.release(old)
-	w.changes = append(w.changes, Change{Old: old})
+	w.changes = append(w.changes, change{old: old})
 }
 
 // mine returns b if it belongs to the current epoch, or a new version of
 // it (same members, cursor carried over) that does and replaces it in idx.
-func (w *writer) mine(idx *tree[*bucket], b *bucket) *bucket {
+func mine[T any](w *writer, idx *tree[*bucket[T]], b *bucket[T]) *bucket[T] {
 	if b.epoch == w.ep {
 		return b
 	}
-	nb := &bucket{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
-	idx.set(nb, w.ep, cmpBucket)
+	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
+	idx.set(nb, w.ep, cmpBucket[T])
 	return nb
 }
 
-// join puts p into the bucket key of idx; capability buckets get a
+// join puts x into the bucket key of idx; capability buckets get a
 // round-robin cursor.
-func (w *writer) join(idx *tree[*bucket], key string, p *switchboard.Instance, cursor bool) {
-	b, ok := find(idx, key, bucketKey)
+func join[T any](w *writer, idx *tree[*bucket[T]], key string, x T, cmp func(a, b T) int, cursor bool) {
+	b, ok := find(idx, key, bucketKey[T])
 	if !ok {
-		b = &bucket{key: key, epoch: w.ep}
+		b = &bucket[T]{key: key, epoch: w.ep}
 		if cursor {
 			b.rr = new(atomic.Uint64)
 		}
-		idx.set(b, w.ep, cmpBucket)
+		idx.set(b, w.ep, cmpBucket[T])
 	} else {
-		b = w.mine(idx, b)
+		b = mine(w, idx, b)
 	}
-	b.set.set(p, w.ep, cmpNameID)
+	b.set.set(x, w.ep, cmp)
 }
 
-// leave takes p out of the bucket key of idx, and the bucket out of idx
-// when p was its last member.
-func (w *writer) leave(idx *tree[*bucket], key string, p *switchboard.Instance) {
-	b, ok := find(idx, key, bucketKey)
-	if !ok || !b.set.has(p, cmpNameID) {
+// leave takes x out of the bucket key of idx, and the bucket out of idx
+// when x was its last member.
+func leave[T any](w *writer, idx *tree[*bucket[T]], key string, x T, cmp func(a, b T) int) {
+	b, ok := find(idx, key, bucketKey[T])
+	if !ok || !b.set.has(x, cmp) {
 		return
 	}
 	if b.set.n == 1 {
-		idx.delete(b, w.ep, cmpBucket)
+		idx.delete(b, w.ep, cmpBucket[T])
 		return
 	}
-	w.mine(idx, b).set.delete(p, w.ep, cmpNameID)
+	mine(w, idx, b).set.delete(x, w.ep, cmp)
 }
 
 // snapshot returns the working version as a Snapshot and starts a new

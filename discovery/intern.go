@@ -10,19 +10,20 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// interner shares the values that instances repeat — names, types,
-// versions, capability lists, metadata maps, component documents — so a
-// fleet of 100,000 replicas of a few services holds each of them once. Each
-// shared value is counted and forgotten when its last instance leaves.
-// Only the cache's goroutine uses it.
+// interner shares the values that instances repeat — their shapes (name,
+// type, version, capability list, components, TTL), metadata maps (their
+// keys and values) — so a fleet of 100,000 replicas of a few services holds
+// each of them once. Each shared value is counted and forgotten when its
+// last instance leaves. Only the cache's goroutine uses it.
 type interner struct {
-	strs  map[string]*shared[string]
-	caps  map[string]*shared[[]string]
-	metas map[uint64]*shared[map[string]string]
-	comps map[uint64]*shared[json.RawMessage]
-	seed  maphash.Seed
-	buf   []byte
-	keys  []string
+	strs   map[string]*shared[string]
+	caps   map[string]*shared[[]string]
+	metas  map[uint64]*shared[map[string]string]
+	comps  map[uint64]*shared[json.RawMessage]
+	shapes map[shapeKey]*shared[*shape]
+	seed   maphash.Seed
+	buf    []byte
+	keys   []string
 }
 
 type shared[V any] struct {
@@ -33,46 +34,77 @@ type shared[V any] struct {
 
 func newInterner() *interner {
 	return &interner{
-		strs:  map[string]*shared[string]{},
-		caps:  map[string]*shared[[]string]{},
-		metas: map[uint64]*shared[map[string]string]{},
-		comps: map[uint64]*shared[json.RawMessage]{},
-		seed:  maphash.MakeSeed(),
+		strs:   map[string]*shared[string]{},
+		caps:   map[string]*shared[[]string]{},
+		metas:  map[uint64]*shared[map[string]string]{},
+		comps:  map[uint64]*shared[json.RawMessage]{},
+		shapes: map[shapeKey]*shared[*shape]{},
+		seed:   maphash.MakeSeed(),
 	}
 }
 
-// acquire returns the cache's own copy of in, sharing what it can.
-func (it *interner) acquire(in *switchboard.Instance) *switchboard.Instance {
-	p := new(switchboard.Instance)
-	*p = *in
-	p.Name = it.str(in.Name)
-	p.Type = it.str(in.Type)
-	p.Version = it.str(in.Version)
-	p.Capabilities = it.capList(in.Capabilities)
-	p.Metadata = it.meta(in.Metadata)
-	p.Components = it.comp(in.Components)
-	return p
+// acquire returns the cache's record of in, sharing what it can.
+func (it *interner) acquire(in *switchboard.Instance) *rec {
+	return &rec{
+		id:       in.ID,
+		addr:     in.Address,
+		sh:       it.shape(in),
+		meta:     it.meta(in.Metadata),
+		regSec:   in.RegisteredAt.Unix(),
+		regNsec:  int32(in.RegisteredAt.Nanosecond()),
+		seenSec:  in.LastSeen.Unix(),
+		seenNsec: int32(in.LastSeen.Nanosecond()),
+	}
 }
 
-// release forgets what acquire shared for p.
-func (it *interner) release(p *switchboard.Instance) {
-	unref(it.strs, p.Name)
-	unref(it.strs, p.Type)
-	unref(it.strs, p.Version)
-	if len(p.Capabilities) > 0 {
-		k := it.capKey(p.Capabilities)
-		if e := it.caps[string(k)]; e != nil {
-			if e.n--; e.n == 0 {
-				delete(it.caps, string(k))
-				for _, c := range e.v {
-					unref(it.strs, c)
-				}
-			}
+// shape returns the shared shape of in. Its key is built from the interned
+// capability list and components where they exist (without counting a use
+// of them): a shape that exists holds them.
+func (it *interner) shape(in *switchboard.Instance) *shape {
+	probe := shape{name: in.Name, typ: in.Type, version: in.Version, caps: in.Capabilities, comps: in.Components,
+		ttl: in.TTL, regLoc: in.RegisteredAt.Location(), seenLoc: in.LastSeen.Location(), stale: in.Stale}
+	known := true
+	if len(in.Capabilities) > 0 {
+		if e := it.caps[string(it.capKey(in.Capabilities))]; e != nil {
+			probe.caps = e.v
+		} else {
+			known = false
 		}
 	}
-	if len(p.Metadata) > 0 {
-		h := maphash.Bytes(it.seed, it.metaKey(p.Metadata))
-		m := p.Metadata
+	if len(in.Components) > 0 {
+		if e := findShared(it.comps, maphash.Bytes(it.seed, in.Components), in.Components); e != nil {
+			probe.comps = e.v
+		} else {
+			known = false
+		}
+	}
+	if known {
+		if e := it.shapes[probe.key()]; e != nil {
+			e.n++
+			return e.v
+		}
+	}
+	sh := &shape{name: it.str(in.Name), typ: it.str(in.Type), version: it.str(in.Version),
+		caps: it.capList(in.Capabilities), comps: it.comp(in.Components),
+		ttl: probe.ttl, regLoc: probe.regLoc, seenLoc: probe.seenLoc, stale: probe.stale}
+	it.shapes[sh.key()] = &shared[*shape]{v: sh, n: 1}
+	return sh
+}
+
+func findShared(m map[uint64]*shared[json.RawMessage], h uint64, c json.RawMessage) *shared[json.RawMessage] {
+	for e := m[h]; e != nil; e = e.next {
+		if bytes.Equal(e.v, c) {
+			return e
+		}
+	}
+	return nil
+}
+
+// release forgets what acquire shared for r.
+func (it *interner) release(r *rec) {
+	if len(r.meta) > 0 {
+		h := maphash.Bytes(it.seed, it.metaKey(r.meta))
+		m := r.meta
 		if e := drop(it.metas, h, func(v map[string]string) bool { return maps.Equal(v, m) }); e != nil {
 			for k, x := range e.v {
 				unref(it.strs, k)
@@ -80,8 +112,32 @@ func (it *interner) release(p *switchboard.Instance) {
 			}
 		}
 	}
-	if len(p.Components) > 0 {
-		c := p.Components
+	k := r.sh.key()
+	e := it.shapes[k]
+	if e == nil {
+		return
+	}
+	if e.n--; e.n > 0 {
+		return
+	}
+	delete(it.shapes, k)
+	sh := e.v
+	unref(it.strs, sh.name)
+	unref(it.strs, sh.typ)
+	unref(it.strs, sh.version)
+	if len(sh.caps) > 0 {
+		ck := it.capKey(sh.caps)
+		if e := it.caps[string(ck)]; e != nil {
+			if e.n--; e.n == 0 {
+				delete(it.caps, string(ck))
+				for _, c := range e.v {
+					unref(it.strs, c)
+				}
+			}
+		}
+	}
+	if len(sh.comps) > 0 {
+		c := sh.comps
 		drop(it.comps, maphash.Bytes(it.seed, c), func(v json.RawMessage) bool { return bytes.Equal(v, c) })
 	}
 }
@@ -180,11 +236,9 @@ func (it *interner) comp(c json.RawMessage) json.RawMessage {
 		return c
 	}
 	h := maphash.Bytes(it.seed, c)
-	for e := it.comps[h]; e != nil; e = e.next {
-		if bytes.Equal(e.v, c) {
-			e.n++
-			return e.v
-		}
+	if e := findShared(it.comps, h, c); e != nil {
+		e.n++
+		return e.v
 	}
 	v := slices.Clone(c)
 	it.comps[h] = &shared[json.RawMessage]{v: v, n: 1, next: it.comps[h]}

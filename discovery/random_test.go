@@ -2,13 +2,16 @@ package discovery
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -43,7 +46,9 @@ func (m *model) view(q switchboard.Query) []switchboard.Instance {
 			out = append(out, in)
 		}
 	}
-	slices.SortFunc(out, func(a, b switchboard.Instance) int { return cmpNameID(&a, &b) })
+	slices.SortFunc(out, func(a, b switchboard.Instance) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
@@ -94,7 +99,33 @@ func (g *gen) instance(id string) switchboard.Instance {
 	if r.IntN(8) == 0 {
 		in.Components = []byte(fmt.Sprintf(`{"c":%d}`, r.IntN(3)))
 	}
+	// Times as a catalog sends them (UTC, or local, or zero), TTLs, and
+	// now and then an instance already past its TTL: the cache holds them
+	// apart from the instance's shape and must give them back unchanged.
+	in.RegisteredAt = g.time()
+	in.LastSeen = g.time()
+	in.TTL = []time.Duration{0, time.Second, 10 * time.Second}[r.IntN(3)]
+	in.Stale = r.IntN(10) == 0
 	return in
+}
+
+var rZone = time.FixedZone("r", 3600)
+
+func (g *gen) time() time.Time {
+	r := g.rng
+	t := time.Unix(1.7e9+r.Int64N(1e6), r.Int64N(1e9))
+	switch r.IntN(5) {
+	case 0:
+		return time.Time{}
+	case 1:
+		return t.Local()
+	case 2:
+		return t.In(rZone)
+	case 3:
+		return time.Unix(-1-r.Int64N(1e10), r.Int64N(1e9)).UTC() // before 1970
+	default:
+		return t.UTC()
+	}
 }
 
 // event returns the next event; target is the population it steers to.
@@ -144,7 +175,8 @@ func equal(a, b *switchboard.Instance) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
 		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
 		maps.Equal(a.Metadata, b.Metadata) && bytes.Equal(a.Components, b.Components) &&
-		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) && a.LastSeen.Equal(b.LastSeen) && a.Stale == b.Stale
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) && a.LastSeen.Equal(b.LastSeen) && a.Stale == b.Stale &&
+		a.RegisteredAt.Location() == b.RegisteredAt.Location() && a.LastSeen.Location() == b.LastSeen.Location()
 }
 
 // same compares a listing with the view built from scratch.
@@ -195,17 +227,24 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		same(t, "ByCapability("+c+")", s.ByCapability(c), want)
 		// Picks: round-robin visits every member once per cycle; random
 		// stays inside the set.
+		// Each pick is the whole instance as the last event said.
 		seen := map[string]bool{}
 		for range want {
 			in, ok := s.PickRoundRobin(c)
 			if !ok || !in.HasCapability(c) || seen[in.ID] {
 				t.Fatalf("PickRoundRobin(%s) = %s, %v (seen: %v)", c, in.ID, ok, seen[in.ID])
 			}
+			if w := m.set[in.ID]; !equal(&in, &w) {
+				t.Fatalf("PickRoundRobin(%s):\n got %+v\nwant %+v", c, in, w)
+			}
 			seen[in.ID] = true
 		}
 		in, ok := s.PickRandom(c)
 		if ok != (len(want) > 0) || (ok && !in.HasCapability(c)) {
 			t.Fatalf("PickRandom(%s) = %s, %v", c, in.ID, ok)
+		}
+		if w := m.set[in.ID]; ok && !equal(&in, &w) {
+			t.Fatalf("PickRandom(%s):\n got %+v\nwant %+v", c, in, w)
 		}
 	}
 	// Combined queries go through Lookup, Count and Instances.
@@ -234,15 +273,37 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
 		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
 	}
-	for _, idx := range []*tree[*bucket]{&s.names, &s.types, &s.caps} {
-		idx.each(func(b *bucket) bool {
+	for _, idx := range []*tree[*bucket[*rec]]{&s.names, &s.types} {
+		idx.each(func(b *bucket[*rec]) bool {
 			if b.set.n == 0 {
 				t.Fatalf("empty bucket %q kept", b.key)
 			}
-			check(t, &b.set, cmpNameID, slices.Collect(func(yield func(*switchboard.Instance) bool) { b.set.each(yield) }))
+			check(t, &b.set, cmpNameID, slices.Collect(func(yield func(*rec) bool) { b.set.each(yield) }))
 			return true
 		})
 	}
+	// A capability bucket holds copies of the records: each must be the
+	// record the index by id holds now.
+	s.caps.each(func(b *bucket[rec]) bool {
+		if b.set.n == 0 {
+			t.Fatalf("empty bucket %q kept", b.key)
+		}
+		check(t, &b.set, cmpRec, slices.Collect(func(yield func(rec) bool) { b.set.each(yield) }))
+		b.set.each(func(r rec) bool {
+			if p := lookupID(&s.ids, hashID(r.id), r.id); p == nil || !sameRec(p, &r) {
+				t.Fatalf("capability %s holds a record of %s that is not the current one", b.key, r.id)
+			}
+			return true
+		})
+		return true
+	})
+}
+
+// sameRec reports whether a and b are copies of one record.
+func sameRec(a, b *rec) bool {
+	return a.id == b.id && a.addr == b.addr && a.sh == b.sh &&
+		reflect.ValueOf(a.meta).Pointer() == reflect.ValueOf(b.meta).Pointer() &&
+		a.regSec == b.regSec && a.regNsec == b.regNsec && a.seenSec == b.seenSec && a.seenNsec == b.seenNsec
 }
 
 type kept struct {
@@ -299,7 +360,7 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 	if s.Len() != 0 || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
 		t.Fatalf("after removing everything: %d instances, %d capabilities, %d names, %d types, %d ids", s.Len(), s.caps.n, s.names.n, s.types.n, s.ids.n)
 	}
-	if n := len(w.in.strs) + len(w.in.caps) + len(w.in.metas) + len(w.in.comps); n != 0 {
+	if n := len(w.in.strs) + len(w.in.caps) + len(w.in.metas) + len(w.in.comps) + len(w.in.shapes); n != 0 {
 		var left []string
 		for k := range w.in.strs {
 			left = append(left, k)

@@ -15,11 +15,11 @@ import (
 // across all its indexes, and safe to read from any goroutine. Holding one
 // keeps that version alive; Cache's methods read the newest.
 type Snapshot struct {
-	ids   tree[idEntry]               // by hash of the id, then id
-	all   tree[*switchboard.Instance] // by name, then id
-	names tree[*bucket]
-	types tree[*bucket]
-	caps  tree[*bucket]
+	ids   tree[idEntry] // by hash of the id, then id
+	all   tree[*rec]    // by name, then id
+	names tree[*bucket[*rec]]
+	types tree[*bucket[*rec]]
+	caps  tree[*bucket[rec]]
 	stale bool
 	err   error
 
@@ -27,25 +27,26 @@ type Snapshot struct {
 }
 
 // bucket is the instances that share one name, type or capability, by
-// name then id, in one version. A new version of a bucket is made only when
-// its own members change.
-type bucket struct {
+// name then id, in one version: pointers to their records (T is *rec), or,
+// for a capability, the records themselves (T is rec). A new version of a
+// bucket is made only when its own members change.
+type bucket[T any] struct {
 	key   string
 	epoch uint64
-	set   tree[*switchboard.Instance]
+	set   tree[T]
 	rr    *atomic.Uint64                         // round-robin cursor of a capability, kept across versions
 	list  atomic.Pointer[[]switchboard.Instance] // the ordered listing, built on first use
 }
 
-func bucketKey(b *bucket) string { return b.key }
-func cmpBucket(a, b *bucket) int { return strings.Compare(a.key, b.key) }
+func bucketKey[T any](b *bucket[T]) string { return b.key }
+func cmpBucket[T any](a, b *bucket[T]) int { return strings.Compare(a.key, b.key) }
 
 // idEntry is an element of the index by id. It carries a hash of the id,
 // so that a search compares integers held in the node instead of following
 // a pointer to each instance it passes (a cache miss each).
 type idEntry struct {
 	h uint64
-	p *switchboard.Instance
+	p *rec
 }
 
 var idSeed = maphash.MakeSeed()
@@ -56,11 +57,11 @@ func cmpIDEntry(a, b idEntry) int {
 	if c := cmp.Compare(a.h, b.h); c != 0 {
 		return c
 	}
-	return strings.Compare(a.p.ID, b.p.ID)
+	return strings.Compare(a.p.id, b.p.id)
 }
 
-// lookupID returns the instance with that id (whose hash is h), or nil.
-func lookupID(t *tree[idEntry], h uint64, id string) *switchboard.Instance {
+// lookupID returns the record with that id (whose hash is h), or nil.
+func lookupID(t *tree[idEntry], h uint64, id string) *rec {
 	n := t.root
 	if n == nil {
 		return nil
@@ -69,13 +70,13 @@ func lookupID(t *tree[idEntry], h uint64, id string) *switchboard.Instance {
 		lo, hi := 0, len(n.items)
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if e := n.items[m]; e.h < h || e.h == h && e.p.ID < id {
+			if e := n.items[m]; e.h < h || e.h == h && e.p.id < id {
 				lo = m + 1
 			} else {
 				hi = m
 			}
 		}
-		if lo < len(n.items) && n.items[lo].h == h && n.items[lo].p.ID == id {
+		if lo < len(n.items) && n.items[lo].h == h && n.items[lo].p.id == id {
 			if n.leaf() {
 				return n.items[lo].p
 			}
@@ -89,17 +90,9 @@ func lookupID(t *tree[idEntry], h uint64, id string) *switchboard.Instance {
 	}
 }
 
-// cmpNameID is the order of every listing: by name, then id.
-func cmpNameID(a, b *switchboard.Instance) int {
-	if c := strings.Compare(a.Name, b.Name); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ID, b.ID)
-}
-
-// bucket returns the bucket key of idx, or nil. It is find, written out
-// for buckets: lookups are the hot path.
-func (s *Snapshot) bucket(idx *tree[*bucket], key string) *bucket {
+// lookupBucket returns the bucket key of idx, or nil. It is find, written
+// out for buckets: lookups are the hot path.
+func lookupBucket[T any](idx *tree[*bucket[T]], key string) *bucket[T] {
 	n := idx.root
 	if n == nil {
 		return nil
@@ -128,31 +121,54 @@ func (s *Snapshot) bucket(idx *tree[*bucket], key string) *bucket {
 	}
 }
 
-// listing returns the members of set as a slice, building it on first use
-// and keeping it in slot for the other readers of this version. Building
-// it copies the bucket (O(k)); the writer never does, so a large bucket
-// costs nothing per change unless somebody lists it.
-func listing(set *tree[*switchboard.Instance], slot *atomic.Pointer[[]switchboard.Instance]) []switchboard.Instance {
+// members is what a query reads: one index, whose elements are pointers to
+// records or (a capability bucket) records.
+type members struct {
+	ptrs *tree[*rec]
+	vals *tree[rec]
+}
+
+func (m members) len() int {
+	if m.vals != nil {
+		return m.vals.n
+	}
+	return m.ptrs.n
+}
+
+// each calls fn for every record in order until fn returns false.
+func (m members) each(fn func(*rec) bool) {
+	if m.vals != nil {
+		m.vals.eachPtr(fn)
+	} else {
+		m.ptrs.each(fn)
+	}
+}
+
+// listing returns the members as a slice, building it on first use and
+// keeping it in slot for the other readers of this version. Building it
+// copies the bucket (O(k)); the writer never does, so a large bucket costs
+// nothing per change unless somebody lists it.
+func listing(m members, slot *atomic.Pointer[[]switchboard.Instance]) []switchboard.Instance {
 	if l := slot.Load(); l != nil {
 		return *l
 	}
-	if set.n == 0 {
+	if m.len() == 0 {
 		return nil
 	}
-	l := make([]switchboard.Instance, 0, set.n)
-	set.each(func(p *switchboard.Instance) bool {
-		l = append(l, *p)
+	l := make([]switchboard.Instance, 0, m.len())
+	m.each(func(r *rec) bool {
+		l = append(l, r.instance())
 		return true
 	})
 	slot.Store(&l)
 	return l
 }
 
-func (b *bucket) listing() []switchboard.Instance {
+func (b *bucket[T]) listing(m members) []switchboard.Instance {
 	if b == nil {
 		return nil
 	}
-	return listing(&b.set, &b.list)
+	return listing(m, &b.list)
 }
 
 // ByCapability returns the active instances having capability cp, ordered
@@ -160,24 +176,36 @@ func (b *bucket) listing() []switchboard.Instance {
 // after the capability's members changed builds it (O(its size)); later
 // calls on the same version cost a lookup.
 func (s *Snapshot) ByCapability(cp string) []switchboard.Instance {
-	return s.bucket(&s.caps, cp).listing()
+	b := lookupBucket(&s.caps, cp)
+	if b == nil {
+		return nil
+	}
+	return b.listing(members{vals: &b.set})
 }
 
 // ByName returns the active instances named name, by id (shared; do not
 // modify; built on first use per version, as ByCapability).
 func (s *Snapshot) ByName(name string) []switchboard.Instance {
-	return s.bucket(&s.names, name).listing()
+	b := lookupBucket(&s.names, name)
+	if b == nil {
+		return nil
+	}
+	return b.listing(members{ptrs: &b.set})
 }
 
 // ByType returns the active instances of type typ, by name then id
 // (shared; do not modify; built on first use per version).
 func (s *Snapshot) ByType(typ string) []switchboard.Instance {
-	return s.bucket(&s.types, typ).listing()
+	b := lookupBucket(&s.types, typ)
+	if b == nil {
+		return nil
+	}
+	return b.listing(members{ptrs: &b.set})
 }
 
 // All returns every active instance, by name then id (shared; do not
 // modify; built on first use per version: O(n)).
-func (s *Snapshot) All() []switchboard.Instance { return listing(&s.all, &s.allList) }
+func (s *Snapshot) All() []switchboard.Instance { return listing(members{ptrs: &s.all}, &s.allList) }
 
 // Len returns the number of active instances.
 func (s *Snapshot) Len() int { return s.all.n }
@@ -185,13 +213,13 @@ func (s *Snapshot) Len() int { return s.all.n }
 // Count returns how many active instances q selects, without listing them
 // when q has one field (O(log n)).
 func (s *Snapshot) Count(q switchboard.Query) int {
-	set, single := s.source(q)
+	m, single := s.source(q)
 	if single {
-		return set.n
+		return m.len()
 	}
 	n := 0
-	set.each(func(p *switchboard.Instance) bool {
-		if q.Matches(p) {
+	m.each(func(r *rec) bool {
+		if in := r.instance(); q.Matches(&in) {
 			n++
 		}
 		return true
@@ -199,28 +227,46 @@ func (s *Snapshot) Count(q switchboard.Query) int {
 	return n
 }
 
-var emptySet tree[*switchboard.Instance]
+var (
+	emptySet  tree[*rec]
+	emptyVals tree[rec]
+)
 
 // source returns the smallest index that holds what q selects, and whether
 // every member of it is selected.
-func (s *Snapshot) source(q switchboard.Query) (*tree[*switchboard.Instance], bool) {
-	set, fields := &s.all, 0
-	consider := func(idx *tree[*bucket], key string) {
-		if key == "" {
-			return
-		}
+func (s *Snapshot) source(q switchboard.Query) (members, bool) {
+	m, fields := members{ptrs: &s.all}, 0
+	consider := func(b members, found bool) {
 		fields++
-		b := s.bucket(idx, key)
-		if b == nil {
-			set = &emptySet
-		} else if b.set.n < set.n || fields == 1 {
-			set = &b.set
+		switch {
+		case !found:
+			m = members{ptrs: &emptySet}
+		case b.len() < m.len() || fields == 1:
+			m = b
 		}
 	}
-	consider(&s.caps, q.Capability)
-	consider(&s.names, q.Name)
-	consider(&s.types, q.Type)
-	return set, fields <= 1
+	if q.Capability != "" {
+		b := lookupBucket(&s.caps, q.Capability)
+		if b != nil {
+			consider(members{vals: &b.set}, true)
+		} else {
+			consider(members{vals: &emptyVals}, false)
+		}
+	}
+	for _, f := range []struct {
+		idx *tree[*bucket[*rec]]
+		key string
+	}{{&s.names, q.Name}, {&s.types, q.Type}} {
+		if f.key == "" {
+			continue
+		}
+		if b := lookupBucket(f.idx, f.key); b != nil {
+			consider(members{ptrs: &b.set}, true)
+		} else {
+			consider(members{ptrs: &emptySet}, false)
+		}
+	}
+	return m, fields <= 1
 }
 
 // Instances iterates, by name then id, over the active instances q
@@ -228,20 +274,21 @@ func (s *Snapshot) source(q switchboard.Query) (*tree[*switchboard.Instance], bo
 // its slices and maps with the cache (do not modify them).
 func (s *Snapshot) Instances(q switchboard.Query) iter.Seq[switchboard.Instance] {
 	return func(yield func(switchboard.Instance) bool) {
-		set, _ := s.source(q)
-		set.each(func(p *switchboard.Instance) bool {
-			return !q.Matches(p) || yield(*p)
+		m, _ := s.source(q)
+		m.each(func(r *rec) bool {
+			in := r.instance()
+			return !q.Matches(&in) || yield(in)
 		})
 	}
 }
 
 // Get returns the active instance with that id.
 func (s *Snapshot) Get(id string) (switchboard.Instance, bool) {
-	p := lookupID(&s.ids, hashID(id), id)
-	if p == nil {
+	r := lookupID(&s.ids, hashID(id), id)
+	if r == nil {
 		return switchboard.Instance{}, false
 	}
-	return *p, true
+	return r.instance(), true
 }
 
 // Lookup returns the active instances selected by q, by name then id (a
@@ -262,19 +309,19 @@ func (s *Snapshot) Stale() (bool, error) { return s.stale, s.err }
 // through them in name, id order; false when there is none. The cursor is
 // the capability's, shared by every version.
 func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
-	b := s.bucket(&s.caps, cp)
+	b := lookupBucket(&s.caps, cp)
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
 	n := b.rr.Add(1) - 1
-	return *b.set.at(int(n % uint64(b.set.n))), true
+	return b.set.ptrAt(int(n % uint64(b.set.n))).instance(), true
 }
 
 // PickRandom returns a uniformly random instance with capability cp.
 func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
-	b := s.bucket(&s.caps, cp)
+	b := lookupBucket(&s.caps, cp)
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
-	return *b.set.at(rand.IntN(b.set.n)), true
+	return b.set.ptrAt(rand.IntN(b.set.n)).instance(), true
 }
