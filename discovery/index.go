@@ -38,9 +38,9 @@ type writer struct {
 	ep    uint64 // nodes and buckets of this epoch are unpublished: changed in place
 	ids   tree[idEntry]
 	all   tree[*rec]
-	names tree[*bucket[*rec]]
-	types tree[*bucket[*rec]]
-	caps  tree[*bucket[rec]] // records by value: see rec
+	names tree[keyed[*rec]]
+	types tree[keyed[*rec]]
+	caps  tree[keyed[rec]] // records by value: see rec
 	in    *interner
 
 	changes []change // since the last publish
@@ -119,43 +119,45 @@ func (w *writer) remove(id string) {
 
 // mine returns b if it belongs to the current epoch, or a new version of
 // it (same members, cursor carried over) that does and replaces it in idx.
-func mine[T any](w *writer, idx *tree[*bucket[T]], b *bucket[T]) *bucket[T] {
+func mine[T any](w *writer, idx *tree[keyed[T]], h uint64, b *bucket[T]) *bucket[T] {
 	if b.epoch == w.ep {
 		return b
 	}
 	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
-	idx.set(nb, w.ep, cmpBucket[T])
+	idx.set(keyed[T]{h, nb}, w.ep, cmpKeyed[T])
 	return nb
 }
 
 // join puts x into the bucket key of idx; capability buckets get a
 // round-robin cursor.
-func join[T any](w *writer, idx *tree[*bucket[T]], key string, x T, cmp func(a, b T) int, cursor bool) {
-	b, ok := find(idx, key, bucketKey[T])
-	if !ok {
+func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int, cursor bool) {
+	h := hashID(key)
+	b := lookupBucket(idx, h, key)
+	if b == nil {
 		b = &bucket[T]{key: key, epoch: w.ep}
 		if cursor {
 			b.rr = new(atomic.Uint64)
 		}
-		idx.set(b, w.ep, cmpBucket[T])
+		idx.set(keyed[T]{h, b}, w.ep, cmpKeyed[T])
 	} else {
-		b = mine(w, idx, b)
+		b = mine(w, idx, h, b)
 	}
 	b.set.set(x, w.ep, cmp)
 }
 
 // leave takes x out of the bucket key of idx, and the bucket out of idx
 // when x was its last member.
-func leave[T any](w *writer, idx *tree[*bucket[T]], key string, x T, cmp func(a, b T) int) {
-	b, ok := find(idx, key, bucketKey[T])
-	if !ok || !b.set.has(x, cmp) {
+func leave[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
+	h := hashID(key)
+	b := lookupBucket(idx, h, key)
+	if b == nil || !b.set.has(x, cmp) {
 		return
 	}
 	if b.set.n == 1 {
-		idx.delete(b, w.ep, cmpBucket[T])
+		idx.delete(keyed[T]{h, b}, w.ep, cmpKeyed[T])
 		return
 	}
-	mine(w, idx, b).set.delete(x, w.ep, cmp)
+	mine(w, idx, h, b).set.delete(x, w.ep, cmp)
 }
 
 // snapshot returns the working version as a Snapshot and starts a new

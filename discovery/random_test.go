@@ -273,8 +273,12 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
 		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
 	}
-	for _, idx := range []*tree[*bucket[*rec]]{&s.names, &s.types} {
-		idx.each(func(b *bucket[*rec]) bool {
+	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
+		idx.each(func(e keyed[*rec]) bool {
+			b := e.b
+			if e.h != hashID(b.key) {
+				t.Fatalf("bucket %q under another hash", b.key)
+			}
 			if b.set.n == 0 {
 				t.Fatalf("empty bucket %q kept", b.key)
 			}
@@ -284,7 +288,11 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	}
 	// A capability bucket holds copies of the records: each must be the
 	// record the index by id holds now.
-	s.caps.each(func(b *bucket[rec]) bool {
+	s.caps.each(func(e keyed[rec]) bool {
+		b := e.b
+		if e.h != hashID(b.key) {
+			t.Fatalf("bucket %q under another hash", b.key)
+		}
 		if b.set.n == 0 {
 			t.Fatalf("empty bucket %q kept", b.key)
 		}

@@ -17,9 +17,9 @@ import (
 type Snapshot struct {
 	ids   tree[idEntry] // by hash of the id, then id
 	all   tree[*rec]    // by name, then id
-	names tree[*bucket[*rec]]
-	types tree[*bucket[*rec]]
-	caps  tree[*bucket[rec]]
+	names tree[keyed[*rec]]
+	types tree[keyed[*rec]]
+	caps  tree[keyed[rec]]
 	stale bool
 	err   error
 
@@ -38,8 +38,20 @@ type bucket[T any] struct {
 	list  atomic.Pointer[[]switchboard.Instance] // the ordered listing, built on first use
 }
 
-func bucketKey[T any](b *bucket[T]) string { return b.key }
-func cmpBucket[T any](a, b *bucket[T]) int { return strings.Compare(a.key, b.key) }
+// keyed is an element of an index of buckets: the bucket with a hash of
+// its key, so that a lookup compares integers held in the node instead of
+// following a pointer to each bucket it passes, and then its key.
+type keyed[T any] struct {
+	h uint64
+	b *bucket[T]
+}
+
+func cmpKeyed[T any](a, b keyed[T]) int {
+	if c := cmp.Compare(a.h, b.h); c != 0 {
+		return c
+	}
+	return strings.Compare(a.b.key, b.b.key)
+}
 
 // idEntry is an element of the index by id. It carries a hash of the id,
 // so that a search compares integers held in the node instead of following
@@ -90,9 +102,8 @@ func lookupID(t *tree[idEntry], h uint64, id string) *rec {
 	}
 }
 
-// lookupBucket returns the bucket key of idx, or nil. It is find, written
-// out for buckets: lookups are the hot path.
-func lookupBucket[T any](idx *tree[*bucket[T]], key string) *bucket[T] {
+// lookupBucket returns the bucket key (whose hash is h) of idx, or nil.
+func lookupBucket[T any](idx *tree[keyed[T]], h uint64, key string) *bucket[T] {
 	n := idx.root
 	if n == nil {
 		return nil
@@ -101,15 +112,15 @@ func lookupBucket[T any](idx *tree[*bucket[T]], key string) *bucket[T] {
 		lo, hi := 0, len(n.items)
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if n.items[m].key < key {
+			if e := &n.items[m]; e.h < h || e.h == h && e.b.key < key {
 				lo = m + 1
 			} else {
 				hi = m
 			}
 		}
-		if lo < len(n.items) && n.items[lo].key == key {
+		if lo < len(n.items) && n.items[lo].h == h && n.items[lo].b.key == key {
 			if n.leaf() {
-				return n.items[lo]
+				return n.items[lo].b
 			}
 			n = n.kids[lo]
 			continue
@@ -176,7 +187,7 @@ func (b *bucket[T]) listing(m members) []switchboard.Instance {
 // after the capability's members changed builds it (O(its size)); later
 // calls on the same version cost a lookup.
 func (s *Snapshot) ByCapability(cp string) []switchboard.Instance {
-	b := lookupBucket(&s.caps, cp)
+	b := lookupBucket(&s.caps, hashID(cp), cp)
 	if b == nil {
 		return nil
 	}
@@ -186,7 +197,7 @@ func (s *Snapshot) ByCapability(cp string) []switchboard.Instance {
 // ByName returns the active instances named name, by id (shared; do not
 // modify; built on first use per version, as ByCapability).
 func (s *Snapshot) ByName(name string) []switchboard.Instance {
-	b := lookupBucket(&s.names, name)
+	b := lookupBucket(&s.names, hashID(name), name)
 	if b == nil {
 		return nil
 	}
@@ -196,7 +207,7 @@ func (s *Snapshot) ByName(name string) []switchboard.Instance {
 // ByType returns the active instances of type typ, by name then id
 // (shared; do not modify; built on first use per version).
 func (s *Snapshot) ByType(typ string) []switchboard.Instance {
-	b := lookupBucket(&s.types, typ)
+	b := lookupBucket(&s.types, hashID(typ), typ)
 	if b == nil {
 		return nil
 	}
@@ -246,7 +257,7 @@ func (s *Snapshot) source(q switchboard.Query) (members, bool) {
 		}
 	}
 	if q.Capability != "" {
-		b := lookupBucket(&s.caps, q.Capability)
+		b := lookupBucket(&s.caps, hashID(q.Capability), q.Capability)
 		if b != nil {
 			consider(members{vals: &b.set}, true)
 		} else {
@@ -254,13 +265,13 @@ func (s *Snapshot) source(q switchboard.Query) (members, bool) {
 		}
 	}
 	for _, f := range []struct {
-		idx *tree[*bucket[*rec]]
+		idx *tree[keyed[*rec]]
 		key string
 	}{{&s.names, q.Name}, {&s.types, q.Type}} {
 		if f.key == "" {
 			continue
 		}
-		if b := lookupBucket(f.idx, f.key); b != nil {
+		if b := lookupBucket(f.idx, hashID(f.key), f.key); b != nil {
 			consider(members{ptrs: &b.set}, true)
 		} else {
 			consider(members{ptrs: &emptySet}, false)
@@ -309,7 +320,7 @@ func (s *Snapshot) Stale() (bool, error) { return s.stale, s.err }
 // through them in name, id order; false when there is none. The cursor is
 // the capability's, shared by every version.
 func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
-	b := lookupBucket(&s.caps, cp)
+	b := lookupBucket(&s.caps, hashID(cp), cp)
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
@@ -319,7 +330,7 @@ func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 
 // PickRandom returns a uniformly random instance with capability cp.
 func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
-	b := lookupBucket(&s.caps, cp)
+	b := lookupBucket(&s.caps, hashID(cp), cp)
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
