@@ -104,25 +104,22 @@ func clock(ctx context.Context, tx *txn) (int64, error) {
 	return now, err
 }
 
-// logChange appends one entry to the change log, trims the log when due,
-// and returns the entry's sequence number.
-func (c *Catalog) logChange(ctx context.Context, tx *txn, now int64, id, op string, reason switchboard.Reason) (int64, error) {
+// logChange appends one entry to the change log and returns its sequence
+// number. (The group that ran the write trims the log when due.)
+func logChange(ctx context.Context, tx *txn, now int64, id, op string, reason switchboard.Reason) (int64, error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO changes (id, op, reason, at) VALUES (?, ?, ?, ?)`, id, op, string(reason), now)
 	if err != nil {
 		return 0, err
 	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
-	}
-	return seq, c.maybeTrim(ctx, tx, now)
+	return res.LastInsertId()
 }
 
 // Register validates and upserts in; see switchboard.Catalog. Re-registering
 // identical content only renews last_seen (a heartbeat: no change-log entry
 // unless the row was stale); any other difference is logged as an upsert in
-// the same transaction.
+// the same transaction. Concurrent writes of this handle share one
+// transaction (see writeQueue).
 func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
 	n, err := switchboard.Normalize(in)
 	if err != nil {
@@ -142,67 +139,39 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
 	}
 	var out switchboard.Instance
-	err = c.writeChange(ctx, func(tx *txn) (*hub.Batch, error) {
+	err = c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		var seq int64 // the change-log entry this write made, if any
-		now, err := clock(ctx, tx)
+		w := want
+		// A new row is the common case: one statement tells.
+		res, err := tx.ExecContext(ctx, `INSERT INTO instances
+			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			w.id, w.name, w.typ, w.address, w.caps, w.version, w.metadata,
+			w.components, w.ttlMS, now, now)
 		if err != nil {
 			return nil, err
 		}
-		old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, n.ID))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO instances
-				(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				want.id, want.name, want.typ, want.address, want.caps, want.version, want.metadata,
-				want.components, want.ttlMS, now, now); err != nil {
-				return nil, err
-			}
-			if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
-				return nil, err
-			}
-			if seq, err = c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-				return nil, err
-			}
-			want.registeredAt = now
-		case err != nil:
-			return nil, err
-		case old.sameContent(want):
-			if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, n.ID); err != nil {
-				return nil, err
-			}
-			want.registeredAt = old.registeredAt
-		default:
-			if _, err := tx.ExecContext(ctx, `UPDATE instances SET
-				name = ?, type = ?, address = ?, capabilities = ?, version = ?, metadata = ?,
-				components = ?, ttl_ms = ?, last_seen = ? WHERE id = ?`,
-				want.name, want.typ, want.address, want.caps, want.version, want.metadata,
-				want.components, want.ttlMS, now, n.ID); err != nil {
-				return nil, err
-			}
-			if old.caps != want.caps {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, n.ID); err != nil {
-					return nil, err
-				}
-				if err := insertCaps(ctx, tx, n.ID, n.Capabilities); err != nil {
-					return nil, err
-				}
-			}
-			// A row (nearly) stale was logged by the instances_revived
-			// trigger.
-			if now-old.lastSeen <= old.ttlMS*800 {
-				if seq, err = c.logChange(ctx, tx, now, n.ID, "upsert", ""); err != nil {
-					return nil, err
-				}
-			}
-			want.registeredAt = old.registeredAt
-		}
-		want.lastSeen = now
-		out, err = want.instance(now)
-		if err != nil || seq == 0 {
+		inserted, err := res.RowsAffected()
+		if err != nil {
 			return nil, err
 		}
-		return &hub.Batch{Changes: []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true}}, Seq: seq, Now: out.LastSeen}, nil
+		if inserted == 1 {
+			if err := insertCaps(ctx, tx, w.id, w.caps); err != nil {
+				return nil, err
+			}
+			if seq, err = logChange(ctx, tx, now, w.id, "upsert", ""); err != nil {
+				return nil, err
+			}
+			w.registeredAt = now
+		} else if seq, w.registeredAt, err = reRegister(ctx, tx, now, w); err != nil {
+			return nil, err
+		}
+		w.lastSeen = now
+		out = registered(n, w)
+		if seq == 0 {
+			return nil, nil
+		}
+		return []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true}}, nil
 	})
 	if err != nil {
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
@@ -210,21 +179,82 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return out, nil
 }
 
-func insertCaps(ctx context.Context, tx *txn, id string, caps []string) error {
-	for _, cp := range caps {
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO instance_capabilities (instance_id, capability) VALUES (?, ?)`, id, cp); err != nil {
-			return err
+// reRegister updates the existing row of want.id: only last_seen when the
+// content is the same, everything otherwise (logged as an upsert). It
+// returns the change-log entry it wrote (0: none) and the row's
+// registered_at.
+func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registeredAt int64, err error) {
+	old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, want.id))
+	if err != nil {
+		return 0, 0, err
+	}
+	if old.sameContent(want) {
+		// A row (nearly) stale is logged by the instances_revived trigger.
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, want.id)
+		return 0, old.registeredAt, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE instances SET
+		name = ?, type = ?, address = ?, capabilities = ?, version = ?, metadata = ?,
+		components = ?, ttl_ms = ?, last_seen = ? WHERE id = ?`,
+		want.name, want.typ, want.address, want.caps, want.version, want.metadata,
+		want.components, want.ttlMS, now, want.id); err != nil {
+		return 0, 0, err
+	}
+	if old.caps != want.caps {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, want.id); err != nil {
+			return 0, 0, err
+		}
+		if err := insertCaps(ctx, tx, want.id, want.caps); err != nil {
+			return 0, 0, err
 		}
 	}
-	return nil
+	// A row (nearly) stale was logged by the instances_revived trigger.
+	if now-old.lastSeen <= old.ttlMS*800 {
+		if seq, err = logChange(ctx, tx, now, want.id, "upsert", ""); err != nil {
+			return 0, 0, err
+		}
+	}
+	return seq, old.registeredAt, nil
+}
+
+// registered is the instance Register stored: n (normalized) with the
+// stored TTL and times of w, as reading the row back would decode it.
+func registered(n switchboard.Instance, w row) switchboard.Instance {
+	out := n
+	out.TTL = time.Duration(w.ttlMS) * time.Millisecond
+	out.RegisteredAt = time.UnixMicro(w.registeredAt).UTC()
+	out.LastSeen = time.UnixMicro(w.lastSeen).UTC()
+	out.Stale = false
+	if out.Capabilities == nil {
+		out.Capabilities = []string{}
+	}
+	if out.Metadata == nil {
+		out.Metadata = map[string]string{}
+	}
+	out.Components = nil
+	if w.components.Valid {
+		out.Components = json.RawMessage(w.components.String)
+	}
+	return out
+}
+
+// insertCaps adds the capability rows of id, given as the JSON array it
+// stores, in one statement.
+func insertCaps(ctx context.Context, tx *txn, id, caps string) error {
+	if caps == "[]" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO instance_capabilities (instance_id, capability)
+		SELECT ?, value FROM json_each(?)`, id, caps)
+	return err
 }
 
 // Heartbeat renews last_seen of every id in one statement and returns the
 // ids that have no row. A renewal writes no change-log entry, except for a
 // row that was stale or within the last fifth of its TTL: its return is
 // logged as an upsert (by the instances_revived trigger), so that watchers
-// that expired it add it back at once.
+// that expired it add it back at once. Concurrent writes of this handle
+// share one transaction (see writeQueue).
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -248,31 +278,31 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		return nil, fmt.Errorf("sqlite: heartbeat: %w", err)
 	}
 	var missing []string
-	err = c.write(ctx, func(tx *txn) error {
+	err = c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		missing = nil
-		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = `+nowSQL+`
-			WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ?
+			WHERE id IN (SELECT value FROM json_each(?))`, now, string(list))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		n, err := res.RowsAffected()
 		if err != nil || n == int64(len(uniq)) {
-			return err
+			return nil, err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT j.value FROM json_each(?) j
 			WHERE NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = j.value) ORDER BY j.key`, string(list))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
-				return err
+				return nil, err
 			}
 			missing = append(missing, id)
 		}
-		return rows.Err()
+		return nil, rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: heartbeat %d ids: %w", len(uniq), err)
@@ -281,12 +311,13 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 }
 
 // Deregister deletes the row of id and logs its removal with reason
-// "deregistered"; switchboard.ErrNotFound when there is none.
+// "deregistered"; switchboard.ErrNotFound when there is none. Concurrent
+// writes of this handle share one transaction (see writeQueue).
 func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if c.closed.Load() {
 		return errClosed("deregister " + id)
 	}
-	err := c.writeChange(ctx, func(tx *txn) (*hub.Batch, error) {
+	err := c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
 		if err != nil {
 			return nil, err
@@ -297,16 +328,11 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 			}
 			return nil, err
 		}
-		now, err := clock(ctx, tx)
+		seq, err := logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
 		if err != nil {
 			return nil, err
 		}
-		seq, err := c.logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
-		if err != nil {
-			return nil, err
-		}
-		return &hub.Batch{Changes: []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered}},
-			Seq: seq, Now: time.UnixMicro(now).UTC()}, nil
+		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered}}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: deregister %s: %w", id, err)

@@ -8,8 +8,10 @@
 // IMMEDIATE, so two writers never deadlock on a lock upgrade, and are retried
 // with jittered backoff on SQLITE_BUSY / SQLITE_LOCKED. Writers of all
 // processes queue on an flock of "<db>-wlock" first, so none starves in
-// SQLite's sleeping busy handler. All times come from SQLite's clock, never
-// from the process.
+// SQLite's sleeping busy handler. Concurrent Register, Heartbeat and
+// Deregister calls of one handle are group-committed: one of them runs all
+// that are waiting in one transaction, each in its own savepoint (see
+// writeQueue). All times come from SQLite's clock, never from the process.
 //
 // Watch is served by the shared hub (internal/hub), fed by the change log of
 // this package: in-process writes are handed to it at once; each writer
@@ -93,6 +95,7 @@ type Catalog struct {
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
 
 	closed    atomic.Bool
+	wq        writeQueue // group commits of Register, Heartbeat, Deregister
 	mu        sync.Mutex // guards hub, detector and closing
 	hub       *hub.Hub
 	detector  *detector
@@ -289,6 +292,7 @@ func openMemory() (*dbs, error) {
 func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.wq.close(switchboard.ErrClosed)
 		if c.fileWatch != nil {
 			c.fileWatch.stop()
 		}
