@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,10 +143,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	// registrations of one id; a concurrent insert of the same new id waits
 	// for the first to end, then conflicts); it changes the row unless the
 	// row already holds exactly this and is live, and marks in a
-	// transaction-local setting that it did. Only then are the change-log
-	// lock, the entry and the NOTIFY taken and written (see changeTx for why
-	// the lock is held to the commit); otherwise the row is only renewed,
-	// so identical concurrent registrations log once.
+	// transaction-local setting that it did. Only then is the entry logged
+	// and notified (logEntrySQL); otherwise the row is only renewed, so
+	// identical concurrent registrations log once.
 	const changed = `current_setting('switchboard.registered', true) = 'yes'`
 	var b pgx.Batch
 	b.Queue(`INSERT INTO instances
@@ -164,10 +162,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 			AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
 			AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
 		RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
-	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema())) WHERE `+changed, lockChanges)
-	b.Queue(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed+`
-		RETURNING seq, clock_timestamp()`, in.ID)
-	b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '') WHERE `+changed, Channel)
+	b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $2, 'upsert' WHERE `+changed), Channel, in.ID)
 	b.Queue(`UPDATE instances SET last_seen = now()
 		WHERE id = $1 AND current_setting('switchboard.registered', true) IS DISTINCT FROM 'yes'
 		RETURNING `+cols, in.ID)
@@ -183,21 +178,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	case err == nil:
 		written = true
 		if out, err = r.instance(); err == nil {
-			if _, err = br.Exec(); err == nil {
-				err = br.QueryRow().Scan(&l.seq, &l.at)
-			}
-			if err == nil {
-				err = br.QueryRow().Scan(&epoch, nil)
-			}
+			err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil)
 		}
 	case errors.Is(err, pgx.ErrNoRows):
 		// Unchanged and live: renewed by the last statement.
-		for range 3 {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
-		if err == nil {
+		if _, err = br.Exec(); err == nil {
 			out, err = scanInstance(br.QueryRow())
 		}
 	}
@@ -216,117 +201,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return out, nil
 }
 
-// trimNow trims the log in a transaction of its own, under the change-log
-// lock; a failure is logged, not returned (the next trim retries).
-func (c *Catalog) trimNow(ctx context.Context) {
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if err := lockLog(ctx, tx); err != nil {
-			return err
-		}
-		return c.trim(ctx, tx)
-	})
-	if err != nil {
-		c.log.Warn("change log: trim failed", "err", switchboard.RedactError(err, c.dsn))
-	}
-}
-
 // liveSQL holds for a row that is neither stale nor within the last fifth of
 // its TTL: renewing it is not a change. Renewing any other row is a revival
 // that must be logged (Register and Heartbeat use the same margin, since a
 // watcher's estimate of the catalog clock may expire a row a little early).
 const liveSQL = `now() - last_seen <= ttl * 0.8`
-
-// logWrite is the change-log insert of a change-writing transaction: an
-// INSERT INTO changes without a RETURNING clause (changeTx adds it).
-type logWrite struct {
-	sql  string
-	args []any
-}
-
-// logged is one change-log entry as written: its position, instance id and
-// the database's clock at the write.
-type logged struct {
-	seq int64
-	id  string
-	at  time.Time
-}
-
-// changeTx runs fn in a transaction that may write change-log entries: fn
-// makes its changes to the rows (their row locks order writers of one
-// instance) and returns the log insert, or nil when nothing changed. Only
-// then does changeTx take the change-log lock, and in one round trip it
-// inserts the entries, notifies Channel and reads the catalog's epoch (the
-// hub applies a published write only within its cursor's history); now and
-// then it trims the log. The lock is held from the entries' seq until the
-// commit, so seqs are in commit order and a reader that has seen seq N has
-// seen everything before it; the row work before it is not serialized.
-func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, error)) (entries []logged, epoch string, err error) {
-	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		entries, epoch = nil, ""
-		w, err := fn(tx)
-		if err != nil || w == nil {
-			return err
-		}
-		var b pgx.Batch
-		b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges)
-		b.Queue(w.sql+` RETURNING seq, id, clock_timestamp()`, w.args...)
-		b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '')`, Channel)
-		br := tx.SendBatch(ctx, &b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
-		}
-		rows, err := br.Query()
-		if err == nil {
-			entries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (logged, error) {
-				var l logged
-				return l, r.Scan(&l.seq, &l.id, &l.at)
-			})
-		}
-		if err == nil {
-			// RETURNING follows the insert's order; sort to be sure.
-			slices.SortFunc(entries, func(a, b logged) int { return cmp.Compare(a.seq, b.seq) })
-			err = br.QueryRow().Scan(&epoch, nil)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		if c.writes.Add(1)%trimEvery == 0 {
-			return c.trim(ctx, tx)
-		}
-		return nil
-	})
-	return entries, epoch, err
-}
-
-// lockLog takes the change-log lock in tx (held until it ends).
-func lockLog(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockChanges)
-	return err
-}
-
-// trim deletes the log entries that are both outside the last keepEntries
-// and older than keepAge, and records how far the log was trimmed. The
-// caller holds the change-log lock.
-func (c *Catalog) trim(ctx context.Context, tx pgx.Tx) error {
-	var cut *int64
-	// least() skips NULLs: coalesce so "nothing old enough" trims nothing.
-	err := tx.QueryRow(ctx, `SELECT least(
-			(SELECT max(seq) FROM changes) - $1,
-			coalesce((SELECT max(seq) FROM changes WHERE at < now() - $2::interval), 0))`,
-		c.keepEntries, c.keepAge).Scan(&cut)
-	if err != nil || cut == nil || *cut <= 0 {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM changes WHERE seq <= $1`, *cut); err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, `UPDATE change_log SET trimmed_to = greatest(trimmed_to, $1)`, *cut)
-	return err
-}
 
 // Heartbeat renews last_seen of every id in one statement and returns the
 // ids that have no row, in the order given. A heartbeat is not a change and
@@ -428,16 +307,12 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	// One round trip: the batch is one implicit transaction. The delete
 	// takes the row lock first (as Register does, so the two never
 	// deadlock) and marks, in a transaction-local setting, whether it found
-	// the row; only then are the change-log lock, the entry and the NOTIFY
-	// taken and written (see changeTx for why the lock is held to the
-	// commit).
+	// the row; only then is the entry logged and notified (logEntrySQL).
 	const found = `current_setting('switchboard.deregistered', true) = 'yes'`
 	var b pgx.Batch
 	b.Queue(`DELETE FROM instances WHERE id = $1 RETURNING set_config('switchboard.deregistered', 'yes', true)`, id)
-	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema())) WHERE `+found, lockChanges)
-	b.Queue(`INSERT INTO changes (id, op, reason) SELECT $1, 'delete', $2 WHERE `+found+`
-		RETURNING seq, clock_timestamp()`, id, string(switchboard.ReasonDeregistered))
-	b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '') WHERE `+found, Channel)
+	b.Queue(logEntrySQL(`INSERT INTO changes (id, op, reason) SELECT $2, 'delete', $3 WHERE `+found),
+		Channel, id, string(switchboard.ReasonDeregistered))
 	var (
 		l     logged
 		epoch string
@@ -445,13 +320,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	br := c.pool.SendBatch(ctx, &b)
 	_, err := br.Exec()
 	if err == nil {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&l.seq, &l.at)
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&epoch, nil)
+		err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -555,9 +424,6 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 		}
 		if len(gone) == 0 {
 			// Reaping runs in every process: let it keep the log short too.
-			if err := lockLog(ctx, tx); err != nil {
-				return nil, err
-			}
 			return nil, c.trim(ctx, tx)
 		}
 		return &logWrite{sql: `INSERT INTO changes (id, op, reason)

@@ -10,13 +10,11 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Advisory lock classes (the first key of the two-key form; the second is
-// hashtext(current_schema()), so catalogs in different schemas of one
-// database do not serialize each other).
-const (
-	lockMigrate = 0x53424d47 // "SBMG": schema migrations
-	lockChanges = 0x53424348 // "SBCH": change-log writers
-)
+// lockMigrate is the advisory lock class of schema migrations (the first
+// key of the two-key form; the second is hashtext(current_schema()), so
+// catalogs in different schemas of one database do not serialize each
+// other): "SBMG".
+const lockMigrate = 0x53424d47
 
 // migrations are applied in order, each once, in its own transaction. Never
 // edit a released entry: append a new one.
@@ -85,6 +83,14 @@ ALTER TABLE instances ADD COLUMN revived boolean NOT NULL DEFAULT false;
 -- dropped and re-created schema resyncs from a snapshot instead of reading
 -- another history's entries (see epochSQL for restores).
 ALTER TABLE change_log ADD COLUMN epoch text NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text);
+`,
+	4: `
+-- Writers no longer serialise on a change-log lock; readers follow the
+-- watermark of watermark.go, which needs seqs handed out in the order they
+-- are drawn across sessions: no per-session cache (the default, made
+-- explicit). Programs from before this version assume the lock, so they
+-- refuse a catalog at this version instead of reading it wrongly.
+ALTER SEQUENCE changes_seq_seq CACHE 1;
 `,
 }
 

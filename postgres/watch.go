@@ -55,8 +55,9 @@ const (
 	listenPingWait   = 5 * time.Second
 )
 
-// listen keeps one connection LISTENing on Channel until Close and calls
-// Notify on every notification. After each (re)connection it calls Notify
+// listen keeps one connection LISTENing on Channel until Close and hands
+// every notification to the hub (onNotification). After each (re)connection
+// it calls Notify
 // too: the hub then reads the log from its cursor, so whatever changed while
 // the connection was down reaches the watchers exactly once.
 func (c *Catalog) listen() {
@@ -111,11 +112,11 @@ func (c *Catalog) listenOnce(connected func()) error {
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdlePing)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			h.Notify()
+			c.onNotification(h, n.Payload)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
@@ -129,6 +130,24 @@ func (c *Catalog) listenOnce(connected func()) error {
 			return err
 		}
 	}
+}
+
+// onNotification hands the hub the change a notification carries
+// (notice.go): the hub applies it at once when it directly follows what it
+// has seen, and reads the log otherwise. An empty payload, or one this
+// version cannot read, only makes it read the log.
+func (c *Catalog) onNotification(h *hub.Hub, payload string) {
+	if payload == "" {
+		h.Notify()
+		return
+	}
+	b, err := decodeNotice(payload)
+	if err != nil {
+		c.log.Debug("change listener: reading the log instead", "err", err)
+		h.Notify()
+		return
+	}
+	c.publishTo(h, b)
 }
 
 // source gives the hub its reads of the catalog.
@@ -145,13 +164,75 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginTxFunc(ctx, s.c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
-// Snapshot reads every row and the log position they are consistent with.
+// Snapshot reads every row and a log position P such that every entry up
+// to P that will ever commit is reflected in the rows. Under concurrent
+// writers some entries after P may be reflected too (they committed before
+// entries below them): reading them again from the log is harmless (an
+// upsert carries the row as it is now, and a deletion whose row exists
+// again is read as that row: see changesSince), and their notifications
+// are not applied over the snapshot (setReflected). Snapshot observes the
+// writers first and reads once all of them have ended: a writer holding
+// its transaction open is waited for, up to ctx; writers that began after
+// the observation are not.
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
-	var snap hub.Snapshot
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT greatest((SELECT max(seq) FROM changes), trimmed_to), `+epochSQL+`, now() FROM change_log`).
-			Scan(&snap.Seq, &snap.Epoch, &snap.Now); err != nil {
+	w, err := s.c.observeWriters(ctx)
+	if err != nil {
+		return hub.Snapshot{}, s.c.wrap("snapshot", err)
+	}
+	for attempt := 0; ; attempt++ {
+		snap, settled, err := s.snapshot(ctx, w)
+		if err != nil {
+			return hub.Snapshot{}, s.c.wrap("snapshot", err)
+		}
+		if settled {
+			return snap, nil
+		}
+		if attempt >= 2 {
+			// Writers in flight end within a commit; one that holds its
+			// transaction open is waited for, up to ctx.
+			select {
+			case <-ctx.Done():
+				return hub.Snapshot{}, s.c.wrap("snapshot", fmt.Errorf("change-log writers still in flight: %w", ctx.Err()))
+			case <-time.After(min(time.Duration(attempt)*time.Millisecond, 50*time.Millisecond)):
+			}
+		}
+	}
+}
+
+// snapshot is one attempt of Snapshot after observing w; settled is false
+// (and nothing is read) while w's writers have not all ended.
+func (s source) snapshot(ctx context.Context, w writers) (snap hub.Snapshot, settled bool, err error) {
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		var mvcc string
+		var trimmed int64
+		if err := tx.QueryRow(ctx, `SELECT trimmed_to, `+epochSQL+`, now(), `+snapshotSQL+` FROM change_log`).
+			Scan(&trimmed, &snap.Epoch, &snap.Now, &mvcc); err != nil {
 			return err
+		}
+		ms, err := parseSnapshot(mvcc)
+		if err != nil || !w.settledIn(ms) {
+			return err
+		}
+		settled = true
+		// Up to w.drawn everything is settled; after it, the entries that
+		// follow one another are too.
+		after, err := tx.Query(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, w.drawn)
+		if err != nil {
+			return err
+		}
+		above, err := pgx.CollectRows(after, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		snap.Seq = max(w.drawn, trimmed)
+		for _, seq := range above {
+			if seq != snap.Seq+1 {
+				break
+			}
+			snap.Seq = seq
+		}
+		if len(above) > 0 {
+			s.c.setReflected(snap.Epoch, above[len(above)-1])
 		}
 		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY name, id`)
 		if err != nil {
@@ -160,11 +241,8 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		snap.Instances, err = scanInstances(rows)
 		return err
 	})
-	if err != nil {
-		return hub.Snapshot{}, s.c.wrap("snapshot", err)
-	}
 	snap.Now = snap.Now.UTC()
-	return snap, nil
+	return snap, settled, err
 }
 
 // maxBatch bounds one ChangesSince read; the hub is notified again when more
@@ -172,19 +250,52 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 const maxBatch = 5000
 
 // ChangesSince reads the log after seq, each entry joined with the row as
-// it is now. A position the log no longer holds (trimmed), or one from the
-// future (the database was restored or recreated), is ErrCursorGone.
+// it is now, in seq order up to the watermark (watermark.go): when a gap
+// hides entries it may not pass yet, it returns those before the gap and
+// the catalog reads again soon. A position the log no longer holds
+// (trimmed), or one from the future (the database was restored or
+// recreated), is ErrCursorGone.
 func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
-	b := hub.Batch{Seq: seq}
+	b, blocked, err := s.changesSince(ctx, seq, nil)
+	if err == nil && blocked {
+		var w writers
+		if w, err = s.c.observeWriters(ctx); err == nil {
+			b, blocked, err = s.changesSince(ctx, seq, &w)
+		}
+	}
+	if err != nil {
+		return hub.Batch{}, s.c.wrap("changes", err)
+	}
+	s.c.recheck(blocked)
+	return b, nil
+}
+
+// changesSince is one read of ChangesSince. Without w it passes no gap;
+// with w, observed before the read, it passes the gaps up to w.drawn when
+// w's writers had all ended. blocked says that visible entries wait behind
+// a gap it could not pass.
+func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.Batch, blocked bool, err error) {
+	b = hub.Batch{Seq: seq}
 	more := false
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		var trimmed, last int64
-		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now() FROM change_log`).
-			Scan(&trimmed, &last, &b.Epoch, &b.Now); err != nil {
+		var mvcc string
+		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now(), `+snapshotSQL+` FROM change_log`).
+			Scan(&trimmed, &last, &b.Epoch, &b.Now, &mvcc); err != nil {
 			return err
 		}
 		if seq < trimmed || seq > last {
 			return fmt.Errorf("position %d (log holds %d..%d): %w", seq, trimmed, last, hub.ErrCursorGone)
+		}
+		var settledTo int64
+		if w != nil {
+			ms, err := parseSnapshot(mvcc)
+			if err != nil {
+				return err
+			}
+			if w.settledIn(ms) {
+				settledTo = w.drawn
+			}
 		}
 		rows, err := tx.Query(ctx, `SELECT c.seq, c.id, c.op, c.reason, i.id IS NOT NULL,
 				i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components::text, i.ttl,
@@ -207,9 +318,24 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			ch.Deleted = op == "delete"
-			ch.Reason = switchboard.Reason(reason)
-			if ch.Found && !ch.Deleted {
+			if ch.Seq > settledTo {
+				// Every seq up to settledTo that will ever be there was read.
+				b.Seq = max(b.Seq, settledTo)
+				if ch.Seq != b.Seq+1 {
+					blocked = true
+					break
+				}
+			}
+			// A deletion whose row exists again (a later entry, maybe not
+			// readable yet, re-created it) is read as the row: the state it
+			// leads to. A snapshot may reflect both entries while its
+			// position is before them (see Snapshot); a watcher that reads
+			// them in one batch saw no removal either way.
+			ch.Deleted = op == "delete" && !ch.Found
+			if ch.Deleted {
+				ch.Reason = switchboard.Reason(reason)
+			}
+			if ch.Found {
 				if ch.Instance, err = r.instance(); err != nil {
 					return err
 				}
@@ -220,16 +346,22 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 			b.Changes = append(b.Changes, ch)
 			b.Seq = ch.Seq
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if !more && !blocked {
+			b.Seq = max(b.Seq, settledTo)
+		}
+		return nil
 	})
 	if err != nil {
-		return hub.Batch{}, s.c.wrap("changes", err)
+		return hub.Batch{}, false, err
 	}
 	b.Now = b.Now.UTC()
 	if more {
 		s.c.notify()
 	}
-	return b, nil
+	return b, blocked, nil
 }
 
 // RenewedSince returns every row whose last_seen is after since, and now().
@@ -281,4 +413,30 @@ func (r *nullableRow) instance() (switchboard.Instance, error) {
 		Capabilities: r.caps, Version: *r.version, TTL: *r.ttl, RegisteredAt: *r.registeredAt,
 		LastSeen: *r.lastSeen, Stale: *r.stale}
 	return full.instance()
+}
+
+// Rechecks of a log read stopped at a gap: a writer that commits notifies,
+// one that rolls back does not, so the read is repeated after a delay that
+// grows while the gap stays.
+const (
+	recheckMin = 2 * time.Millisecond
+	recheckMax = 500 * time.Millisecond
+)
+
+// recheck schedules another read of the log when the last one was blocked
+// at a gap (at most one pending), and resets the delay when it was not.
+func (c *Catalog) recheck(blocked bool) {
+	if !blocked {
+		c.recheckDelay.Store(0)
+		return
+	}
+	if !c.recheckPending.CompareAndSwap(false, true) {
+		return
+	}
+	d := min(max(2*time.Duration(c.recheckDelay.Load()), recheckMin), recheckMax)
+	c.recheckDelay.Store(int64(d))
+	time.AfterFunc(d, func() {
+		c.recheckPending.Store(false)
+		c.notify()
+	})
 }

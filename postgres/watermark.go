@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The change log's watermark: which entries a reader may hand on without
+// ever handing on a lower seq later. Writers take no lock (changelog.go),
+// so in a reader's snapshot a seq below a visible entry may be missing
+// because its transaction is still in flight (it will commit later) or
+// because it rolled back (it never will). A reader consumes entries in seq
+// order and passes a missing seq only when it knows which it is:
+//
+//   - Consecutive seqs are always safe: nothing is missing between them.
+//   - Before its snapshot, a reader that meets a gap observes the writers
+//     (observeWriters): the last seq drawn so far, then the transactions
+//     holding the log's ROW EXCLUSIVE lock. Every seq drawn so far is held
+//     by one of those transactions or by a transaction that has already
+//     ended. If none of them is still in flight in the snapshot taken
+//     afterwards, every seq up to the observed one is settled there:
+//     committed and visible, or never to be. The reader consumes the
+//     visible entries up to it, skipping the gaps, and consecutive ones
+//     after it.
+//   - Otherwise it stops before the gap and reads again when a writer
+//     commits (its NOTIFY) or, for one that rolls back and notifies
+//     nobody, after a short delay (recheck).
+//
+// Only the writers of this catalog's log are waited for, never another
+// schema's, database's or long transaction that does not write the log
+// (a global xmin horizon would wait for all of them).
+
+// writers is one observation of the change log's writers.
+type writers struct {
+	drawn int64    // the last seq drawn before the observation (0: none yet)
+	xids  []uint32 // transaction ids holding the log open at the observation
+	// anonymous counts holders without a transaction id (a transaction
+	// only gets one at its first write): they cannot be followed, so a
+	// snapshot never settles them.
+	anonymous int
+}
+
+// observeWriters reads the last seq drawn and then (second statement, so
+// strictly later) the transactions that hold the log's ROW EXCLUSIVE lock,
+// with their transaction ids.
+func (c *Catalog) observeWriters(ctx context.Context) (writers, error) {
+	var w writers
+	var b pgx.Batch
+	b.Queue(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM changes_seq_seq`)
+	b.Queue(`SELECT count(*) FILTER (WHERE t.transactionid IS NULL),
+			coalesce(array_agg(t.transactionid::text::bigint) FILTER (WHERE t.transactionid IS NOT NULL), '{}')
+		FROM pg_locks r LEFT JOIN pg_locks t ON t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
+			AND t.granted AND t.virtualtransaction = r.virtualtransaction
+		WHERE r.locktype = 'relation' AND r.mode = 'RowExclusiveLock'
+			AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND r.relation = 'changes'::regclass`)
+	br := c.pool.SendBatch(ctx, &b)
+	var xids []int64
+	err := br.QueryRow().Scan(&w.drawn)
+	if err == nil {
+		err = br.QueryRow().Scan(&w.anonymous, &xids)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return writers{}, fmt.Errorf("observe change-log writers: %w", err)
+	}
+	for _, x := range xids {
+		w.xids = append(w.xids, uint32(x))
+	}
+	return w, nil
+}
+
+// snapshotSQL is the reader's MVCC snapshot as text, xmin:xmax:xip,...
+const snapshotSQL = `pg_current_snapshot()::text`
+
+// mvccSnapshot is a parsed pg_snapshot: transactions below xmin have ended,
+// those at or above xmax had not, and xip lists those in between that were
+// still in flight.
+type mvccSnapshot struct {
+	xmin, xmax uint64
+	xip        []uint64
+}
+
+func parseSnapshot(s string) (mvccSnapshot, error) {
+	var snap mvccSnapshot
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return snap, fmt.Errorf("snapshot %q: want xmin:xmax:xip", s)
+	}
+	var err error
+	if snap.xmin, err = strconv.ParseUint(parts[0], 10, 64); err != nil {
+		return snap, fmt.Errorf("snapshot %q: %w", s, err)
+	}
+	if snap.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
+		return snap, fmt.Errorf("snapshot %q: %w", s, err)
+	}
+	if parts[2] != "" {
+		for _, f := range strings.Split(parts[2], ",") {
+			x, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return snap, fmt.Errorf("snapshot %q: %w", s, err)
+			}
+			snap.xip = append(snap.xip, x)
+		}
+	}
+	return snap, nil
+}
+
+// ended reports whether the transaction with the 32-bit id x, which had
+// its id when the snapshot was taken, had ended (committed or rolled back)
+// by then.
+func (s mvccSnapshot) ended(x uint32) bool {
+	full := widen(x, s.xmax)
+	return full < s.xmax && (full < s.xmin || !slices.Contains(s.xip, full))
+}
+
+// widen gives a 32-bit transaction id (pg_locks shows those) its epoch: the
+// full id nearest to ref (a snapshot's xmax), which is the right one for
+// any transaction alive within 2^31 transactions of ref.
+func widen(x uint32, ref uint64) uint64 {
+	return uint64(int64(ref) + int64(int32(x-uint32(ref))))
+}
+
+// settledIn reports whether every seq up to w.drawn is settled in snap: all
+// the writers w saw had ended before snap was taken.
+func (w writers) settledIn(snap mvccSnapshot) bool {
+	if w.anonymous > 0 {
+		return false
+	}
+	for _, x := range w.xids {
+		if !snap.ended(x) {
+			return false
+		}
+	}
+	return true
+}
