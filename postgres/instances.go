@@ -123,34 +123,31 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	// Fast path, no transaction: a re-registration of an unchanged, live
-	// instance only renews it. A row that had gone stale falls through, so
-	// its revival is logged.
-	out, err := scanInstance(c.pool.QueryRow(ctx, `UPDATE instances SET last_seen = now()
+	// One round trip: a pipelined batch is one implicit transaction.
+	// First, a re-registration of an unchanged, live instance only renews
+	// it, and marks in a transaction-local setting that it did (a row that
+	// had gone stale falls through, so its revival is logged). Otherwise
+	// the upsert locks the row (the row lock orders registrations of one
+	// id; a concurrent insert of the same new id waits for the first to
+	// end, then conflicts); it changes the row unless the row holds exactly
+	// this and is live by now (a concurrent identical registration), and
+	// marks that it did. Only then is the entry logged and notified
+	// (logEntrySQL); otherwise the last statement renews the row, so
+	// identical concurrent registrations log once.
+	const (
+		renewed = `current_setting('switchboard.renewed', true) = 'yes'`
+		changed = `current_setting('switchboard.registered', true) = 'yes'`
+	)
+	var b pgx.Batch
+	b.Queue(`UPDATE instances SET last_seen = now()
 		WHERE id = $1 AND name = $2 AND type = $3 AND address = $4 AND capabilities = $5
 		  AND version = $6 AND metadata = $7::jsonb AND components::text IS NOT DISTINCT FROM $8::text
 		  AND ttl = $9 AND `+liveSQL+`
-		RETURNING `+cols, args...))
-	if err == nil {
-		return out, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return switchboard.Instance{}, c.wrap("register", err)
-	}
-
-	// Otherwise one round trip: a pipelined batch is one implicit
-	// transaction. The upsert locks the row (the row lock orders
-	// registrations of one id; a concurrent insert of the same new id waits
-	// for the first to end, then conflicts); it changes the row unless the
-	// row already holds exactly this and is live, and marks in a
-	// transaction-local setting that it did. Only then is the entry logged
-	// and notified (logEntrySQL); otherwise the row is only renewed, so
-	// identical concurrent registrations log once.
-	const changed = `current_setting('switchboard.registered', true) = 'yes'`
-	var b pgx.Batch
+		RETURNING `+cols+`, set_config('switchboard.renewed', 'yes', true)`, args...)
 	b.Queue(`INSERT INTO instances
 		(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::json, $9, now(), now())
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now()
+		WHERE NOT coalesce(`+renewed+`, false)
 		ON CONFLICT (id) DO UPDATE SET
 			name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
 			capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
@@ -164,27 +161,34 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
 	b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $2, 'upsert' WHERE `+changed), Channel, in.ID)
 	b.Queue(`UPDATE instances SET last_seen = now()
-		WHERE id = $1 AND current_setting('switchboard.registered', true) IS DISTINCT FROM 'yes'
+		WHERE id = $1 AND NOT coalesce(`+renewed+`, false) AND NOT coalesce(`+changed+`, false)
 		RETURNING `+cols, in.ID)
 	var (
+		out     switchboard.Instance
 		l       logged
 		epoch   string
 		written bool
+		r       row
 	)
 	br := c.pool.SendBatch(ctx, &b)
-	var r row
 	err = br.QueryRow().Scan(append(r.dest(), nil)...)
-	switch {
-	case err == nil:
-		written = true
-		if out, err = r.instance(); err == nil {
-			err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = br.QueryRow().Scan(append(r.dest(), nil)...)
+		switch {
+		case err == nil:
+			written = true
+			if err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil); err == nil {
+				_, err = br.Exec()
+			}
+		case errors.Is(err, pgx.ErrNoRows):
+			// Identical and live by now: renewed by the last statement.
+			if _, err = br.Exec(); err == nil {
+				err = br.QueryRow().Scan(r.dest()...)
+			}
 		}
-	case errors.Is(err, pgx.ErrNoRows):
-		// Unchanged and live: renewed by the last statement.
-		if _, err = br.Exec(); err == nil {
-			out, err = scanInstance(br.QueryRow())
-		}
+	}
+	if err == nil {
+		out, err = r.instance()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
