@@ -6,8 +6,10 @@
 // Each event is applied in time proportional to the change, not to the size
 // of the catalog: the indexes are persistent B+ trees, so a change copies
 // one path per index it touches and every published version stays intact
-// for its readers (see Snapshot). Repeated strings, capability lists and
-// metadata maps are shared between instances.
+// for its readers (see Snapshot). Each instance is held as a compact
+// record; what instances repeat (names, types, capability lists, metadata
+// maps) is shared between them, and capability buckets hold their members'
+// records in their leaves, so that a pick reads one leaf.
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service".
