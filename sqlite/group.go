@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -60,6 +61,9 @@ type writeQueue struct {
 	pending []*groupOp
 	leading bool // an op leads (or has been told to)
 	closed  bool
+	// lastGroup is the size of the last group: above 1, writers of this
+	// handle run concurrently, and the next leader lets them queue first.
+	lastGroup atomic.Int32
 }
 
 // group runs fn as one op of a group commit and returns its result. A
@@ -111,7 +115,9 @@ func (c *Catalog) group(ctx context.Context, fn opFunc) error {
 
 // gather lets the goroutines that are runnable (writers just handed their
 // results) queue their next op before the leader claims the queue: yielding
-// while the queue grows, a few times at most.
+// while the queue grows, a few times at most. It runs before the write lock
+// is taken: a yield while holding it would stall the writers of every other
+// handle and process.
 func gather(q *writeQueue) {
 	q.mu.Lock()
 	n := len(q.pending)
@@ -216,6 +222,9 @@ func (c *Catalog) lead(self *groupOp) {
 	}
 	q.mu.Unlock()
 
+	if q.lastGroup.Load() > 1 {
+		gather(q)
+	}
 	d, done := c.use()
 	defer done()
 	unlock, err := d.wlock.lock(self.ctx)
@@ -235,7 +244,6 @@ func (c *Catalog) lead(self *groupOp) {
 		q.mu.Unlock()
 		return
 	}
-	gather(q)
 	q.mu.Lock()
 	if q.closed {
 		// Close came while this leader waited: nothing queued starts.
@@ -269,6 +277,7 @@ func (c *Catalog) lead(self *groupOp) {
 			run = append(run, op)
 		}
 	}
+	q.lastGroup.Store(int32(len(run)))
 	var (
 		b        *hub.Batch
 		wrote    bool
