@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// etcdServer is the etcd this run started: one member on loopback ports,
+// its data in a temporary directory, fsync on (etcd's default).
+type etcdServer struct {
+	cmd     *exec.Cmd
+	dir     string
+	url     string
+	version string
+	exited  chan struct{}
+}
+
+// startEtcd starts bin (Debian's etcd-server) and waits until it serves.
+func startEtcd(bin string) (*etcdServer, error) {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %v (install it: apt-get install -y etcd-server)", bin, err)
+	}
+	version, _, _ := strings.Cut(string(out), "\n")
+	version = strings.TrimSpace(strings.TrimPrefix(version, "etcd Version:"))
+	dir, err := os.MkdirTemp("", "switchboard-bench-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin,
+		"--name", "bench", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "bench="+peer, "--initial-cluster-state", "new",
+		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the harness
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &etcdServer{cmd: cmd, dir: dir, url: client, version: version, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		c, err := dialEtcd(ctx, store{Kind: "etcd", DSN: client, Prefix: "/ready"})
+		if err == nil {
+			_, err = c.(*etcdClient).cli.Get(ctx, "ready")
+			c.close()
+			if err == nil {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("etcd exited: %s", log)
+		case <-ctx.Done():
+			s.stop()
+			return nil, fmt.Errorf("etcd at %s not ready after 60 s: %v", client, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *etcdServer) pid() int { return s.cmd.Process.Pid }
+
+// stop ends etcd and removes its data.
+func (s *etcdServer) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	os.RemoveAll(s.dir)
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// etcdClient is the same shape on etcd, written as an etcd user would: an
+// entry is a key under the measurement's prefix holding the instance's
+// JSON, put with the process's lease.
+type etcdClient struct {
+	cli    *clientv3.Client
+	prefix string
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID // the process's session lease, granted at the first register
+}
+
+func dialEtcd(ctx context.Context, st store) (client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{st.DSN},
+		DialTimeout: 10 * time.Second,
+		Context:     context.Background(),
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &etcdClient{cli: cli, prefix: st.Prefix + "/"}, nil
+}
+
+// sessionTTL is the lease of register, as switchboard.DefaultTTL.
+const sessionTTL = 10
+
+func (c *etcdClient) sessionLease(ctx context.Context) (clientv3.LeaseID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease == clientv3.NoLease {
+		l, err := c.cli.Grant(ctx, sessionTTL)
+		if err != nil {
+			return 0, err
+		}
+		c.lease = l.ID
+	}
+	return c.lease, nil
+}
+
+// register puts the entry with the process's lease (granted once, as an
+// etcd session does, not counted as an operation).
+func (c *etcdClient) register(ctx context.Context, name string, i int64, sent int64) (string, error) {
+	lease, err := c.sessionLease(ctx)
+	if err != nil {
+		return "", err
+	}
+	v, err := json.Marshal(entry(name, i, sent))
+	if err != nil {
+		return "", err
+	}
+	key := c.prefix + name + "/" + strconv.FormatInt(i, 10)
+	_, err = c.cli.Put(ctx, key, string(v), clientv3.WithLease(lease))
+	return key, err
+}
+
+// heartbeat is one keep-alive of the process's lease.
+func (c *etcdClient) heartbeat(ctx context.Context, _ string) error {
+	lease, err := c.sessionLease(ctx)
+	if err == nil {
+		_, err = c.cli.KeepAliveOnce(ctx, lease)
+	}
+	return err
+}
+
+func (c *etcdClient) deregister(ctx context.Context, key string) error {
+	_, err := c.cli.Delete(ctx, key)
+	return err
+}
+
+// watch watches the prefix; fn gets every created key's stamp, decoded
+// from its JSON as a Switchboard watcher decodes its instances.
+func (c *etcdClient) watch(ctx context.Context, fn func(sent int64)) error {
+	wch := c.cli.Watch(ctx, c.prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	first, ok := <-wch
+	if !ok {
+		return errors.New("etcd watch closed before it was created")
+	}
+	if err := first.Err(); err != nil {
+		return err
+	}
+	if !first.Created {
+		return errors.New("etcd watch: first response is not the creation")
+	}
+	go func() {
+		for resp := range wch {
+			for _, ev := range resp.Events {
+				if !ev.IsCreate() {
+					continue
+				}
+				var in switchboard.Instance
+				if json.Unmarshal(ev.Kv.Value, &in) != nil {
+					continue
+				}
+				if sent, err := strconv.ParseInt(in.Metadata["sent"], 10, 64); err == nil {
+					fn(sent)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// etcdFleetTTL makes the client's keep-alives one per second (it renews
+// every TTL/3).
+const etcdFleetTTL = 3
+
+// hold puts n keys with one lease of the process and keeps the lease alive
+// with the client's KeepAlive stream.
+func (c *etcdClient) hold(ctx context.Context, name string, n int) (func() holdStats, error) {
+	l, err := c.cli.Grant(ctx, etcdFleetTTL)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		v, err := json.Marshal(entry(name, int64(i), 0))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.cli.Put(ctx, c.prefix+name+"/"+strconv.Itoa(i), string(v), clientv3.WithLease(l.ID)); err != nil {
+			return nil, err
+		}
+	}
+	ka, err := c.cli.KeepAlive(ctx, l.ID)
+	if err != nil {
+		return nil, err
+	}
+	var renewals, failures atomic.Int64
+	go func() {
+		for range ka {
+			renewals.Add(int64(n)) // one response renews the n keys
+		}
+		if ctx.Err() == nil {
+			failures.Add(1) // the lease was lost
+		}
+	}()
+	return func() holdStats {
+		return holdStats{Renewals: renewals.Load(), Failures: failures.Load()}
+	}, nil
+}
+
+func (c *etcdClient) live(ctx context.Context) (int, error) {
+	resp, err := c.cli.Get(ctx, c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.Count), nil
+}
+
+func (c *etcdClient) close() error { return c.cli.Close() }

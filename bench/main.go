@@ -1,0 +1,243 @@
+// Command bench measures Switchboard side by side with etcd in one run, in
+// the shapes of issue 8: write churn from 12 processes, register → watcher
+// latency in other processes at 1, 10 and 100 watchers, and 200 processes
+// × 50 registrations renewed every second (CPU of the processes and of the
+// server). It starts its own etcd (Debian's etcd-server) on loopback ports
+// in a temporary directory, makes a fresh store of each system for each
+// measurement, and prints the results as the README's Markdown table on
+// stdout (progress on stderr).
+//
+// Run it with bench/run, which installs etcd-server, starts PostgreSQL,
+// builds the switchboard binary for the serve tier and passes its flags
+// on. It is a module of its own so that the main module never depends on
+// the etcd client, and it uses Switchboard's public API only.
+//
+// Children (the writers, watchers and fleet processes) are this program run
+// again with SWITCHBOARD_BENCH_ROLE set.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	parts, systems map[string]bool
+	etcdBin, sbBin string
+
+	churnProcs  int
+	churnWindow time.Duration
+
+	watchers   []int
+	watchProcs int
+	changes    int
+	interval   time.Duration
+
+	fleetProcs, fleetEach int
+	fleetWarmup           time.Duration
+	fleetWindow           time.Duration
+	pgMargin, pgProcs     int
+}
+
+func main() {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runChild(role))
+	}
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("bench: ")
+	var cfg config
+	var parts, systems, watchers string
+	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet)")
+	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, fleet only)")
+	flag.StringVar(&cfg.etcdBin, "etcd", "etcd", "the etcd server binary")
+	flag.StringVar(&cfg.sbBin, "switchboard", "", "the switchboard binary, for the serve tier (needed by -systems serve)")
+	flag.IntVar(&cfg.churnProcs, "churn-procs", 12, "write churn: writer processes")
+	flag.DurationVar(&cfg.churnWindow, "churn-window", 10*time.Second, "write churn: how long each system churns")
+	flag.StringVar(&watchers, "watchers", "1,10,100", "latency: numbers of watchers (comma-separated)")
+	flag.IntVar(&cfg.watchProcs, "watch-procs", 5, "latency: at most this many watcher processes, the watchers spread over them")
+	flag.IntVar(&cfg.changes, "changes", 300, "latency: registrations timed per number of watchers")
+	flag.DurationVar(&cfg.interval, "interval", 20*time.Millisecond, "latency: time between registrations")
+	flag.IntVar(&cfg.fleetProcs, "fleet-procs", 200, "fleet: processes")
+	flag.IntVar(&cfg.fleetEach, "fleet-each", 50, "fleet: registrations per process")
+	flag.DurationVar(&cfg.fleetWarmup, "fleet-warmup", 5*time.Second, "fleet: settling time after every process is ready, not measured")
+	flag.DurationVar(&cfg.fleetWindow, "fleet-window", 30*time.Second, "fleet: measured time")
+	flag.IntVar(&cfg.pgMargin, "pg-margin", 10, "fleet on PostgreSQL: connection slots left free for other users of the server")
+	flag.IntVar(&cfg.pgProcs, "pg-procs", 0, "fleet on PostgreSQL without serve: processes (0: as many as the free connection slots allow, at most -fleet-procs)")
+	flag.Parse()
+	cfg.parts, cfg.systems = set(parts), set(systems)
+	for _, w := range strings.Split(watchers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 {
+			log.Fatalf("-watchers: %q is not a positive number", w)
+		}
+		cfg.watchers = append(cfg.watchers, n)
+	}
+	if cfg.systems["serve"] && cfg.sbBin == "" {
+		log.Fatal("-systems serve needs -switchboard (the binary: go build -o DIR/switchboard ./cmd/switchboard)")
+	}
+	if err := run(context.Background(), cfg); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func set(csv string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range strings.Split(csv, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			m[s] = true
+		}
+	}
+	return m
+}
+
+// results are what the table shows, by system key.
+type results struct {
+	started, ended time.Time
+	loadStart      string
+	loadEnd        string
+	etcdVersion    string
+	pgVersion      string
+	names          map[string]string
+	order          []string // systems of the columns
+	churn          map[string]churnRow
+	lat            map[string]map[int]latRow
+	fleet          map[string]fleetRow
+	pgSlots        string
+	pgFleetProcs   int
+	errs           []string
+}
+
+func run(ctx context.Context, cfg config) error {
+	res := &results{started: time.Now().UTC(), loadStart: loadAvg(), names: map[string]string{},
+		churn: map[string]churnRow{}, lat: map[string]map[int]latRow{}, fleet: map[string]fleetRow{}}
+	tmp, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	var systems []system
+	if cfg.systems["etcd"] {
+		log.Printf("starting etcd (%s)", cfg.etcdBin)
+		e, err := startEtcd(cfg.etcdBin)
+		if err != nil {
+			return err
+		}
+		defer e.stop()
+		res.etcdVersion = e.version
+		log.Printf("etcd %s at %s (pid %d)", e.version, e.url, e.pid())
+		systems = append(systems, etcdSystem(e))
+	}
+	if cfg.systems["sqlite"] {
+		systems = append(systems, sqliteSystem(tmp))
+	}
+	var pg *pgServer
+	if cfg.systems["postgres"] || cfg.systems["serve"] {
+		if pg, err = connectPG(ctx); err != nil {
+			return err
+		}
+		defer pg.admin.Close(context.Background())
+		_ = pg.admin.QueryRow(ctx, `SHOW server_version`).Scan(&res.pgVersion)
+	}
+	if cfg.systems["postgres"] {
+		systems = append(systems, postgresSystem(pg, 0))
+	}
+	for _, s := range systems {
+		res.names[s.key] = s.name
+		res.order = append(res.order, s.key)
+	}
+	if cfg.systems["serve"] && !cfg.systems["postgres"] {
+		// The serve tier's row sits in the PostgreSQL column.
+		res.names["postgres"] = postgresSystem(pg, 0).name
+		res.order = append(res.order, "postgres")
+	}
+	note := func(what string, err error) {
+		log.Printf("%s: %v", what, err)
+		res.errs = append(res.errs, what+": "+err.Error())
+	}
+
+	if cfg.parts["churn"] {
+		for _, s := range systems {
+			log.Printf("write churn: %s, %d processes, %s", s.name, cfg.churnProcs, cfg.churnWindow)
+			row, err := measureChurn(ctx, s, cfg.churnProcs, cfg.churnWindow)
+			if err != nil {
+				note("write churn on "+s.name, err)
+				continue
+			}
+			log.Printf("  %.0f ops/s, %d errors; writers %.2f cores, server %.2f cores %s", row.OpsPerSec, row.Errors, row.ClientCores, row.ServerCores, row.FirstErr)
+			res.churn[s.key] = row
+		}
+	}
+	if cfg.parts["latency"] {
+		for _, w := range cfg.watchers {
+			for _, s := range systems {
+				log.Printf("register → %d watchers: %s", w, s.name)
+				row, err := measureLatency(ctx, s, w, cfg.watchProcs, cfg.changes, cfg.interval)
+				if err != nil {
+					note(fmt.Sprintf("latency at %d watchers on %s", w, s.name), err)
+					continue
+				}
+				log.Printf("  p50 %.2f ms, p99 %.2f ms (%d samples, %d missing)", row.P50, row.P99, row.Samples, row.Missing)
+				if res.lat[s.key] == nil {
+					res.lat[s.key] = map[int]latRow{}
+				}
+				res.lat[s.key][w] = row
+			}
+		}
+	}
+	if cfg.parts["fleet"] {
+		fleet := slices.Clone(systems)
+		if cfg.systems["postgres"] {
+			// Each process holds one connection (pool_max_conns=1): only as
+			// many processes as the server has free slots.
+			limit, reserved, inUse, err := pg.slots(ctx)
+			if err != nil {
+				return err
+			}
+			procs := min(cfg.fleetProcs, limit-reserved-inUse-cfg.pgMargin)
+			if cfg.pgProcs > 0 {
+				procs = cfg.pgProcs
+			}
+			res.pgSlots = fmt.Sprintf("max_connections %d, %d reserved for superusers, %d in use at the start, %d left free for others: %d processes fit at one connection each",
+				limit, reserved, inUse, cfg.pgMargin, procs)
+			fleet = slices.DeleteFunc(fleet, func(s system) bool { return s.key == "postgres" })
+			fleet = append(fleet, postgresSystem(pg, 1))
+			res.pgFleetProcs = procs
+		}
+		if cfg.systems["serve"] {
+			s := serveSystem(pg, cfg.sbBin)
+			fleet = append(fleet, s)
+			res.names[s.key] = s.name
+		}
+		for _, s := range fleet {
+			procs := cfg.fleetProcs
+			if s.key == "postgres" {
+				procs = res.pgFleetProcs
+			}
+			log.Printf("fleet: %s, %d processes × %d, 1 s renewals, %s measured", s.name, procs, cfg.fleetEach, cfg.fleetWindow)
+			row, err := measureFleet(ctx, s, procs, cfg.fleetEach, cfg.fleetWarmup, cfg.fleetWindow)
+			if err != nil {
+				note("fleet on "+s.name, err)
+				continue
+			}
+			log.Printf("  processes %.3f cores, server %.3f cores; %d failures (%d before the window), %d re-registrations, %d/%d live, %.0f renewals/s, %d server processes",
+				row.ClientCores, row.ServerCores, row.Failures, row.StartFailures, row.Reregs, row.Live, row.Want, row.RenewalsPerSec, row.ServerProcs)
+			res.fleet[s.key] = row
+		}
+	}
+	res.ended, res.loadEnd = time.Now().UTC(), loadAvg()
+	printTable(os.Stdout, cfg, res)
+	if len(res.errs) > 0 {
+		return fmt.Errorf("%d measurements failed", len(res.errs))
+	}
+	return nil
+}
+
+var nan = func() float64 { var z float64; return z / z }()
