@@ -30,8 +30,9 @@ type (
 		Missing int       // events the watchers had not seen after the wait
 	}
 	fleetArg struct {
-		Name string
-		N    int // entries this process holds
+		Name     string
+		N        int  // entries this process holds
+		NoReaper bool // Switchboard: Bootstrap with DisableReaper
 	}
 	fleetResult struct {
 		CPU      float64 // seconds of this process's CPU between "go" and "end"
@@ -196,7 +197,7 @@ func fleetChild(ctx context.Context, c client, wait func(string) (string, error)
 	if err := arg(&a); err != nil {
 		return nil, err
 	}
-	stats, err := c.hold(ctx, a.Name, a.N)
+	stats, err := c.hold(ctx, a.Name, a.N, !a.NoReaper)
 	if err != nil {
 		return nil, err
 	}

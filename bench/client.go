@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -37,8 +38,9 @@ type client interface {
 	// stamp of every entry added after that, on the watch's goroutine.
 	watch(ctx context.Context, fn func(sent int64)) error
 	// hold registers n entries of name and keeps them alive every second
-	// until ctx ends; stats reads its counters.
-	hold(ctx context.Context, name string, n int) (stats func() holdStats, err error)
+	// until ctx ends; stats reads its counters. reaper: Switchboard's
+	// Bootstrap runs this process's reaper (its default).
+	hold(ctx context.Context, name string, n int, reaper bool) (stats func() holdStats, err error)
 	// live counts the entries of the store that are alive now.
 	live(ctx context.Context) (int, error)
 	close() error
@@ -65,7 +67,15 @@ func dial(ctx context.Context, st store) (client, error) {
 	return nil, fmt.Errorf("unknown store kind %q", st.Kind)
 }
 
-var quiet = slog.New(slog.DiscardHandler)
+// quiet is the logger of the catalog handles and registrations: nothing,
+// or with SWITCHBOARD_BENCH_LOG=1 their warnings on stderr (a child's
+// stderr is shown when it fails).
+var quiet = func() *slog.Logger {
+	if os.Getenv("SWITCHBOARD_BENCH_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.DiscardHandler)
+}()
 
 // Entries carry what a small service registers: a name, a type, an
 // address, two capabilities and two metadata values, one of them the
@@ -140,19 +150,25 @@ func (c *sbClient) watch(ctx context.Context, fn func(sent int64)) error {
 	return nil
 }
 
-func (c *sbClient) hold(ctx context.Context, name string, n int) (func() holdStats, error) {
+func (c *sbClient) hold(ctx context.Context, name string, n int, reaper bool) (func() holdStats, error) {
 	regs := make([]*switchboard.Registration, 0, n)
+	var setup int64
 	for i := range n {
 		in := entry(name, int64(i), 0)
 		in.TTL = fleetTTL
-		r, err := switchboard.Bootstrap(ctx, c.cat, in, switchboard.BootstrapOptions{HeartbeatInterval: time.Second, Logger: quiet})
+		err := retry(ctx, &setup, func() error {
+			r, err := switchboard.Bootstrap(ctx, c.cat, in, switchboard.BootstrapOptions{HeartbeatInterval: time.Second, DisableReaper: !reaper, Logger: quiet})
+			if err == nil {
+				regs = append(regs, r)
+			}
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		regs = append(regs, r)
 	}
 	return func() holdStats {
-		var s holdStats
+		s := holdStats{Failures: setup}
 		for _, r := range regs {
 			st := r.Stats()
 			s.Renewals += st.Heartbeats
@@ -187,4 +203,23 @@ func (c *counter) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.lat)
+}
+
+// retry runs f until it succeeds, at most 10 times a second apart, as a
+// service retries its registration at start; each failure counts in
+// *failures.
+func retry(ctx context.Context, failures *int64, f func() error) error {
+	var err error
+	for range 10 {
+		if err = f(); err == nil {
+			return nil
+		}
+		*failures++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return err
 }

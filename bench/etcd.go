@@ -232,8 +232,19 @@ const etcdFleetTTL = 3
 
 // hold puts n keys with one lease of the process and keeps the lease alive
 // with the client's KeepAlive stream.
-func (c *etcdClient) hold(ctx context.Context, name string, n int) (func() holdStats, error) {
-	l, err := c.cli.Grant(ctx, etcdFleetTTL)
+func (c *etcdClient) hold(ctx context.Context, name string, n int, _ bool) (func() holdStats, error) {
+	var setup int64
+	var l *clientv3.LeaseGrantResponse
+	err := retry(ctx, &setup, func() (err error) {
+		l, err = c.cli.Grant(ctx, etcdFleetTTL)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Kept alive from the start: putting the keys may take longer than
+	// the TTL on a busy machine.
+	ka, err := c.cli.KeepAlive(ctx, l.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -242,15 +253,16 @@ func (c *etcdClient) hold(ctx context.Context, name string, n int) (func() holdS
 		if err != nil {
 			return nil, err
 		}
-		if _, err := c.cli.Put(ctx, c.prefix+name+"/"+strconv.Itoa(i), string(v), clientv3.WithLease(l.ID)); err != nil {
+		err = retry(ctx, &setup, func() error {
+			_, err := c.cli.Put(ctx, c.prefix+name+"/"+strconv.Itoa(i), string(v), clientv3.WithLease(l.ID))
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
-	ka, err := c.cli.KeepAlive(ctx, l.ID)
-	if err != nil {
-		return nil, err
-	}
 	var renewals, failures atomic.Int64
+	failures.Store(setup)
 	go func() {
 		for range ka {
 			renewals.Add(int64(n)) // one response renews the n keys

@@ -40,10 +40,10 @@ type config struct {
 	changes    int
 	interval   time.Duration
 
-	fleetProcs, fleetEach int
-	fleetWarmup           time.Duration
-	fleetWindow           time.Duration
-	pgMargin, pgProcs     int
+	fleetProcs int
+	fleet      fleetShape
+	pgMargin   int
+	pgProcs    int
 }
 
 func main() {
@@ -65,13 +65,17 @@ func main() {
 	flag.IntVar(&cfg.changes, "changes", 300, "latency: registrations timed per number of watchers")
 	flag.DurationVar(&cfg.interval, "interval", 20*time.Millisecond, "latency: time between registrations")
 	flag.IntVar(&cfg.fleetProcs, "fleet-procs", 200, "fleet: processes")
-	flag.IntVar(&cfg.fleetEach, "fleet-each", 50, "fleet: registrations per process")
-	flag.DurationVar(&cfg.fleetWarmup, "fleet-warmup", 5*time.Second, "fleet: settling time after every process is ready, not measured")
-	flag.DurationVar(&cfg.fleetWindow, "fleet-window", 30*time.Second, "fleet: measured time")
+	flag.IntVar(&cfg.fleet.each, "fleet-each", 50, "fleet: registrations per process")
+	reaper := flag.Bool("fleet-reaper", true, "fleet: Switchboard processes run Bootstrap's reaper (its default; false: DisableReaper)")
+	flag.DurationVar(&cfg.fleet.stagger, "fleet-stagger", 25*time.Millisecond, "fleet: time between process starts")
+	flag.DurationVar(&cfg.fleet.start, "fleet-start", 3*time.Minute, "fleet: how long the processes may take to register (after the last started); one not ready by then counts as failed")
+	flag.DurationVar(&cfg.fleet.warmup, "fleet-warmup", 5*time.Second, "fleet: settling time after every process is ready, not measured")
+	flag.DurationVar(&cfg.fleet.window, "fleet-window", 30*time.Second, "fleet: measured time")
 	flag.IntVar(&cfg.pgMargin, "pg-margin", 10, "fleet on PostgreSQL: connection slots left free for other users of the server")
 	flag.IntVar(&cfg.pgProcs, "pg-procs", 0, "fleet on PostgreSQL without serve: processes (0: as many as the free connection slots allow, at most -fleet-procs)")
 	flag.Parse()
 	cfg.parts, cfg.systems = set(parts), set(systems)
+	cfg.fleet.noReaper = !*reaper
 	for _, w := range strings.Split(watchers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 1 {
@@ -115,11 +119,26 @@ type results struct {
 }
 
 func run(ctx context.Context, cfg config) error {
+	res, err := measureAll(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printTable(os.Stdout, cfg, res)
+	if len(res.errs) > 0 {
+		return fmt.Errorf("%d measurements failed", len(res.errs))
+	}
+	return nil
+}
+
+// measureAll runs the parts of cfg on its systems. A measurement that fails
+// is noted in the results' errs; setting up a system that fails is an
+// error.
+func measureAll(ctx context.Context, cfg config) (*results, error) {
 	res := &results{started: time.Now().UTC(), loadStart: loadAvg(), names: map[string]string{},
 		churn: map[string]churnRow{}, lat: map[string]map[int]latRow{}, fleet: map[string]fleetRow{}}
 	tmp, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 
@@ -128,7 +147,7 @@ func run(ctx context.Context, cfg config) error {
 		log.Printf("starting etcd (%s)", cfg.etcdBin)
 		e, err := startEtcd(cfg.etcdBin)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer e.stop()
 		res.etcdVersion = e.version
@@ -141,7 +160,7 @@ func run(ctx context.Context, cfg config) error {
 	var pg *pgServer
 	if cfg.systems["postgres"] || cfg.systems["serve"] {
 		if pg, err = connectPG(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		defer pg.admin.Close(context.Background())
 		_ = pg.admin.QueryRow(ctx, `SHOW server_version`).Scan(&res.pgVersion)
@@ -199,7 +218,7 @@ func run(ctx context.Context, cfg config) error {
 			// many processes as the server has free slots.
 			limit, reserved, inUse, err := pg.slots(ctx)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			procs := min(cfg.fleetProcs, limit-reserved-inUse-cfg.pgMargin)
 			if cfg.pgProcs > 0 {
@@ -221,8 +240,8 @@ func run(ctx context.Context, cfg config) error {
 			if s.key == "postgres" {
 				procs = res.pgFleetProcs
 			}
-			log.Printf("fleet: %s, %d processes × %d, 1 s renewals, %s measured", s.name, procs, cfg.fleetEach, cfg.fleetWindow)
-			row, err := measureFleet(ctx, s, procs, cfg.fleetEach, cfg.fleetWarmup, cfg.fleetWindow)
+			log.Printf("fleet: %s, %d processes × %d, 1 s renewals, %s measured", s.name, procs, cfg.fleet.each, cfg.fleet.window)
+			row, err := measureFleet(ctx, s, procs, cfg.fleet)
 			if err != nil {
 				note("fleet on "+s.name, err)
 				continue
@@ -233,11 +252,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	res.ended, res.loadEnd = time.Now().UTC(), loadAvg()
-	printTable(os.Stdout, cfg, res)
-	if len(res.errs) > 0 {
-		return fmt.Errorf("%d measurements failed", len(res.errs))
-	}
-	return nil
+	return res, nil
 }
 
 var nan = func() float64 { var z float64; return z / z }()

@@ -139,18 +139,29 @@ type fleetRow struct {
 	Procs, Each    int
 	ClientCores    float64
 	ServerCores    float64
-	Failures       int64 // renewals failed and leases lost in the window, children failed
+	Failures       int64 // renewals failed and leases lost in the window, processes lost in it
 	StartFailures  int64 // renewals failed before the window (while the fleet registered)
+	Lost           int   // processes that failed to start
 	Reregs         int64
 	Live, Want     int
 	RenewalsPerSec float64
 	ServerProcs    int // server processes while the fleet ran (PostgreSQL: its backends)
 }
 
-// measureFleet starts procs processes, each holding each entries renewed
-// every second, lets them settle for warmup, then measures their CPU (each
-// its own getrusage) and the server's over window.
-func measureFleet(ctx context.Context, sys system, procs, each int, warmup, window time.Duration) (fleetRow, error) {
+// fleetShape is the fleet's size and timing.
+type fleetShape struct {
+	each           int           // registrations per process
+	noReaper       bool          // Switchboard: Bootstrap without this process's reaper
+	stagger, start time.Duration // between process starts; for every process to be ready
+	warmup, window time.Duration // settling, not measured; measured
+}
+
+// measureFleet starts procs processes, each holding f.each entries renewed
+// every second, lets them settle for f.warmup, then measures their CPU (each
+// its own getrusage) and the server's over f.window. A process not ready
+// within f.start counts as failed to start.
+func measureFleet(ctx context.Context, sys system, procs int, f fleetShape) (fleetRow, error) {
+	each, warmup, window := f.each, f.warmup, f.window
 	st, pids, cleanup, err := sys.fresh(ctx, "fleet")
 	if err != nil {
 		return fleetRow{}, err
@@ -160,16 +171,23 @@ func measureFleet(ctx context.Context, sys system, procs, each int, warmup, wind
 		return fleetRow{}, err
 	}
 	t0 := time.Now()
-	cs, err := spawnAll("fleet", st, procs, func(i int) any {
-		return fleetArg{Name: fmt.Sprintf("fleet-%d", i), N: each}
-	}, 5*time.Minute)
+	cs, failed, err := spawnSome("fleet", st, procs, func(i int) any {
+		return fleetArg{Name: fmt.Sprintf("fleet-%d", i), N: each, NoReaper: f.noReaper}
+	}, f.stagger, f.start)
 	if err != nil {
 		return fleetRow{}, err
 	}
 	defer stopAll(cs)
-	log.Printf("  %d processes × %d ready after %s", procs, each, time.Since(t0).Round(time.Millisecond))
+	log.Printf("  %d processes × %d ready after %s", len(cs), each, time.Since(t0).Round(time.Millisecond))
+	row := fleetRow{Procs: procs, Each: each, Want: procs * each, Lost: len(failed)}
+	if len(failed) > 0 {
+		// A process that could not register is a failure of the fleet.
+		log.Printf("  %d processes failed to start, the first: %v", len(failed), failed[0])
+		if len(cs) == 0 {
+			return fleetRow{}, failed[0]
+		}
+	}
 	time.Sleep(warmup)
-	row := fleetRow{Procs: procs, Each: each, Want: procs * each}
 	srv0 := cpuOf(pids())
 	row.ServerProcs = len(srv0)
 	start := time.Now()

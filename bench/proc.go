@@ -131,27 +131,47 @@ func (c *child) stop() {
 // spawnAll starts n children, child i with arg(i), and waits until every
 // one is ready. On error it stops those started.
 func spawnAll(role string, st store, n int, arg func(i int) any, timeout time.Duration) ([]*child, error) {
+	cs, failed, err := spawnSome(role, st, n, arg, 0, timeout)
+	if err == nil && len(failed) > 0 {
+		err = failed[0]
+		stopAll(cs)
+	}
+	return cs, err
+}
+
+// spawnSome starts n children, child i with arg(i), one every stagger,
+// and waits until each is ready or has failed (timeout after the last
+// start): it returns the ready ones and the failures. Only a child that
+// cannot be started is an error.
+func spawnSome(role string, st store, n int, arg func(i int) any, stagger, timeout time.Duration) (ready []*child, failed []error, err error) {
 	cs := make([]*child, 0, n)
 	for i := range n {
+		if i > 0 {
+			time.Sleep(stagger)
+		}
 		c, err := spawn(role, st, arg(i))
 		if err != nil {
 			stopAll(cs)
-			return nil, err
+			return nil, nil, err
 		}
 		cs = append(cs, c)
 	}
 	deadline := time.Now().Add(timeout)
+	var bad []*child
 	for _, c := range cs {
-		l, err := c.next(time.Until(deadline))
+		l, err := c.next(max(time.Until(deadline), time.Millisecond))
 		if err == nil && l != "ready" {
 			err = fmt.Errorf("%s child %d: %q instead of ready", role, c.cmd.Process.Pid, l)
 		}
 		if err != nil {
-			stopAll(cs)
-			return nil, err
+			failed = append(failed, err)
+			bad = append(bad, c)
+			continue
 		}
+		ready = append(ready, c)
 	}
-	return cs, nil
+	stopAll(bad)
+	return ready, failed, nil
 }
 
 // stopAll stops children concurrently.

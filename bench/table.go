@@ -125,8 +125,8 @@ func printTable(w io.Writer, cfg config, res *results) {
 			}
 			return fmt.Sprintf("**%.3f** (no server)", r.ClientCores)
 		}
-		row(fmt.Sprintf("%d processes × %d registrations renewed every second (etcd: one lease per process, TTL %d s; Switchboard: `Bootstrap`, TTL %s): CPU of the processes + the server = total (cores), over %s",
-			cfg.fleetProcs, cfg.fleetEach, etcdFleetTTL, fleetTTL, cfg.fleetWindow),
+		row(fmt.Sprintf("%d processes × %d registrations renewed every second (etcd: one lease per process, TTL %d s; Switchboard: `Bootstrap`, TTL %s%s): CPU of the processes + the server = total (cores), over %s",
+			cfg.fleetProcs, cfg.fleet.each, etcdFleetTTL, fleetTTL, reaperNote(cfg), cfg.fleet.window),
 			func(k string) string {
 				r, ok := res.fleet[k]
 				if !ok {
@@ -143,7 +143,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 				if k == "etcd" {
 					return "", false, false
 				}
-				return label(k) + " ≤ 0.5 core, 0 failures", ok, ok && r.ClientCores+r.ServerCores <= 0.5 && r.Failures == 0 && r.Live == r.Want
+				return label(k) + " ≤ 0.5 core, 0 failures", ok, ok && r.ClientCores+r.ServerCores <= 0.5 && r.Failures == 0 && r.Lost == 0 && r.Live == r.Want
 			}))
 		row("the same: failures in the window (and while the processes registered, before it); registrations live at the end; renewals/s", func(k string) string {
 			r, ok := res.fleet[k]
@@ -166,7 +166,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 		}
 		if r, ok := res.fleet["serve"]; ok || cfg.systems["serve"] {
 			row(fmt.Sprintf("%d processes × %d through one `switchboard serve` over PostgreSQL (clients use its `http://` DSN): CPU of the processes + serve and its database backends = total (cores); failures; live; renewals/s",
-				cfg.fleetProcs, cfg.fleetEach),
+				cfg.fleetProcs, cfg.fleet.each),
 				func(k string) string {
 					switch {
 					case k != "postgres":
@@ -180,7 +180,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 					if !ok {
 						return "≤ 0.5 core: not measured"
 					}
-					return "≤ 0.5 core, 0 failures: " + metOr(r.ClientCores+r.ServerCores <= 0.5 && r.Failures == 0 && r.Live == r.Want)
+					return "≤ 0.5 core, 0 failures: " + metOr(r.ClientCores+r.ServerCores <= 0.5 && r.Failures == 0 && r.Lost == 0 && r.Live == r.Want)
 				}())
 		}
 	}
@@ -191,6 +191,9 @@ func printTable(w io.Writer, cfg config, res *results) {
 
 func fleetHealth(r fleetRow) string {
 	s := fmt.Sprintf("%d failures (%d before the window); %s of %s live; %s/s", r.Failures, r.StartFailures, num(float64(r.Live)), num(float64(r.Want)), num(r.RenewalsPerSec))
+	if r.Lost > 0 {
+		s += fmt.Sprintf("; **%d processes failed to start**", r.Lost)
+	}
 	if r.Reregs > 0 {
 		s += fmt.Sprintf("; %d re-registrations", r.Reregs)
 	}
@@ -263,4 +266,11 @@ func num(x float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+func reaperNote(cfg config) string {
+	if cfg.fleet.noReaper {
+		return ", reaper off"
+	}
+	return ", each process's reaper on (the default)"
 }
