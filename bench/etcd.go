@@ -226,9 +226,11 @@ func (c *etcdClient) watch(ctx context.Context, fn func(sent int64)) error {
 	return nil
 }
 
-// etcdFleetTTL makes the client's keep-alives one per second (it renews
-// every TTL/3).
-const etcdFleetTTL = 3
+// etcdFleetTTL is the fleet's lease TTL, Switchboard's (fleetTTL): the
+// client's KeepAlive renews it every TTL/3, about every 1.7 s. (A TTL of
+// 3 s, for renewals every second, lost most leases at start on a machine
+// at load average 80.)
+const etcdFleetTTL = 5
 
 // hold puts n keys with one lease of the process and keeps the lease alive
 // with the client's KeepAlive stream.

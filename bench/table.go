@@ -125,7 +125,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 			}
 			return fmt.Sprintf("**%.3f** (no server)", r.ClientCores)
 		}
-		row(fmt.Sprintf("%d processes × %d registrations renewed every second (etcd: one lease per process, TTL %d s; Switchboard: `Bootstrap`, TTL %s%s): CPU of the processes + the server = total (cores), over %s",
+		row(fmt.Sprintf("%d processes × %d registrations renewed every second (etcd: one lease per process, TTL %d s, `KeepAlive`; Switchboard: `Bootstrap`, TTL %s%s): CPU of the processes + the server = total (cores), over %s",
 			cfg.fleetProcs, cfg.fleet.each, etcdFleetTTL, fleetTTL, reaperNote(cfg), cfg.fleet.window),
 			func(k string) string {
 				r, ok := res.fleet[k]
