@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
 
 // cols is the instance row as every read returns it; stale is judged by the
@@ -40,7 +41,8 @@ func (r *row) instance() (switchboard.Instance, error) {
 	in := r.in
 	in.Metadata = nil
 	if len(r.metadata) > 0 && !bytes.Equal(r.metadata, []byte("{}")) {
-		if err := json.Unmarshal(r.metadata, &in.Metadata); err != nil {
+		var err error
+		if in.Metadata, err = jsonfast.StringMap(string(r.metadata)); err != nil {
 			return switchboard.Instance{}, fmt.Errorf("metadata of %s: %w", in.ID, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
 
 // instanceCols are the columns scanInstance reads, in order.
@@ -44,17 +45,12 @@ func (r row) instance(now int64) (switchboard.Instance, error) {
 		LastSeen:     time.UnixMicro(r.lastSeen).UTC(),
 		Stale:        now-r.lastSeen > r.ttlMS*1000,
 	}
-	if err := json.Unmarshal([]byte(r.caps), &in.Capabilities); err != nil {
+	var err error
+	if in.Capabilities, err = jsonfast.Strings(r.caps); err != nil {
 		return in, fmt.Errorf("instance %s: capabilities: %w", r.id, err)
 	}
-	if in.Capabilities == nil {
-		in.Capabilities = []string{}
-	}
-	if err := json.Unmarshal([]byte(r.metadata), &in.Metadata); err != nil {
+	if in.Metadata, err = jsonfast.StringMap(r.metadata); err != nil {
 		return in, fmt.Errorf("instance %s: metadata: %w", r.id, err)
-	}
-	if in.Metadata == nil {
-		in.Metadata = map[string]string{}
 	}
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
@@ -412,12 +408,16 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 }
 
 func queryInstances(ctx context.Context, tx *txn, now int64, query string, args ...any) ([]switchboard.Instance, error) {
+	return appendInstances(ctx, tx, []switchboard.Instance{}, now, query, args...)
+}
+
+// appendInstances appends the instances query reads to out.
+func appendInstances(ctx context.Context, tx *txn, out []switchboard.Instance, now int64, query string, args ...any) ([]switchboard.Instance, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []switchboard.Instance{}
 	for rows.Next() {
 		r, err := scanRow(rows)
 		if err != nil {
