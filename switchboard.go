@@ -159,6 +159,9 @@ type Catalog interface {
 	// EventAdded, then EventSynced, then changes until ctx ends, when the
 	// channel is closed. A heartbeat alone is not a change; an instance past
 	// its TTL is removed with ReasonExpired (for q.All, updated with Stale).
+	// An event's Instance may share its Capabilities, Metadata and
+	// Components with other watchers of the same handle: treat them as
+	// read-only (Clone before modifying).
 	Watch(ctx context.Context, q Query) (<-chan Event, error)
 	// Reap deletes rows whose LastSeen is older than olderThan, or, when
 	// olderThan is zero, older than twice their own TTL. It returns how many

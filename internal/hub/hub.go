@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +51,7 @@ type Hub struct {
 	startMu sync.Mutex
 	started atomic.Bool
 	pumps   sync.WaitGroup // one per watcher; Close waits for them
+	resyncs sync.WaitGroup // the full resync in flight, if any
 	kick    chan struct{}
 	done    chan struct{}
 	stopped chan struct{}
@@ -60,6 +59,16 @@ type Hub struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	// order is the entries sorted by name then id, maintained lazily: an
+	// entry added or renamed waits in moved, a deleted one is only marked
+	// gone (counted in dropped) until the next Watch merges them (sorted).
+	order   []*entry
+	moved   []*entry
+	dropped int
+	gen     uint64 // generation of the last snapshot applied or reconciled
+	// touched holds the ids the log changed while a full resync is in
+	// flight (nil when none is; see resync.go).
+	touched map[string]struct{}
 	subs    map[*sub]struct{}
 	dl      deadlines
 	seq     int64
@@ -77,14 +86,21 @@ type Hub struct {
 	preserve
 }
 
+// entry is the mirror's state of one instance. inst is never modified once
+// the entry points at it (a change replaces the pointer), so watchers'
+// snapshots and events share it instead of copying it.
 type entry struct {
-	inst     switchboard.Instance
+	inst     *switchboard.Instance
 	deadline time.Time // catalog time: LastSeen + TTL
 	// notBefore (catalog time) is the end of the entry's own grace after
 	// an outage: recovery + its TTL.
 	notBefore time.Time
 	expired   bool
 	expiredAt time.Time // catalog time the hub expired it
+	// gone is set when the entry leaves the mirror, reorder while it waits
+	// in Hub.moved for its place in Hub.order (see sorted).
+	gone, reorder bool
+	mark          uint64 // resync generation that last saw it (see resync.go)
 }
 
 // due is when the entry may expire: its deadline, or the end of its grace.
@@ -168,6 +184,7 @@ func (h *Hub) Close() {
 			<-h.stopped
 		}
 		h.pumps.Wait()
+		h.resyncs.Wait()
 	})
 }
 
@@ -199,29 +216,16 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 		return nil, switchboard.ErrClosed
 	default:
 	}
-	ids := slices.Collect(maps.Keys(h.entries))
-	slices.SortFunc(ids, func(a, b string) int {
-		ea, eb := h.entries[a], h.entries[b]
-		if ea.inst.Name != eb.inst.Name {
-			if ea.inst.Name < eb.inst.Name {
-				return -1
-			}
-			return 1
-		}
-		if a < b {
-			return -1
-		}
-		return 1
-	})
-	for _, id := range ids {
-		e := h.entries[id]
-		if s.visible(&e.inst, e.expired) {
-			s.change(id, false, false, false, e.added)
+	// The current set, in name and id order, is handed to the watcher's
+	// pump as shared, immutable instances: nothing is copied per watcher.
+	for _, e := range h.sorted() {
+		if s.visible(e.inst, e.expired) {
+			s.initial = append(s.initial, snapItem{e.inst, e.expired})
 		}
 	}
-	s.mark(switchboard.Event{Kind: switchboard.EventSynced})
+	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced})
 	if !h.healthy {
-		s.mark(switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
+		s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 	}
 	h.subs[s] = struct{}{}
 	h.pumps.Add(1)
@@ -280,7 +284,6 @@ func (h *Hub) run() {
 			d = time.Hour
 		}
 		wake.Reset(d)
-		full := false
 		select {
 		case <-h.done:
 			return
@@ -295,11 +298,11 @@ func (h *Hub) run() {
 				}
 			}
 		case <-poll.C:
-			full = true
+			h.startResync() // in the background; the log is read now as usual
 		case <-wake.C:
 		}
 		wake.Stop()
-		switch err := h.step(full); {
+		switch err := h.step(); {
 		case err == nil, healthy:
 			retry = minRetry
 		default:
@@ -308,9 +311,10 @@ func (h *Hub) run() {
 	}
 }
 
-// step reads the log (or a full snapshot), then the renewals when an
-// expiry is due, and expires what is due.
-func (h *Hub) step(full bool) error {
+// step reads the log (or a full snapshot when the log no longer holds the
+// hub's position), then the renewals when an expiry is due, and expires
+// what is due.
+func (h *Hub) step() error {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
 	h.mu.Lock()
@@ -322,17 +326,15 @@ func (h *Hub) step(full bool) error {
 	var batch Batch
 	var err error
 	reset := false // the log no longer holds our cursor: the snapshot rules
-	if !full {
-		batch, err = h.src.ChangesSince(ctx, seq)
-		if errors.Is(err, ErrCursorGone) || (err == nil && batch.Epoch != epoch) {
-			// Trimmed past the cursor, or another history (the catalog was
-			// re-created or restored): its entries say nothing about ours.
-			full, reset = true, true
-		} else if err != nil {
-			return h.fail(err)
-		}
+	batch, err = h.src.ChangesSince(ctx, seq)
+	if errors.Is(err, ErrCursorGone) || (err == nil && batch.Epoch != epoch) {
+		// Trimmed past the cursor, or another history (the catalog was
+		// re-created or restored): its entries say nothing about ours.
+		reset = true
+	} else if err != nil {
+		return h.fail(err)
 	}
-	if full {
+	if reset {
 		s, err := h.src.Snapshot(ctx)
 		if err != nil {
 			return h.fail(err)
@@ -340,14 +342,9 @@ func (h *Hub) step(full bool) error {
 		snap = &s
 	}
 	h.mu.Lock()
-	switch {
-	case snap != nil && (reset || snap.Epoch != h.epoch || snap.Seq >= h.seq):
+	if snap != nil {
 		h.applySnapshot(*snap)
-	case snap != nil:
-		// Publish applied newer writes while we read: this snapshot would
-		// undo them. Read again.
-		h.Notify()
-	default:
+	} else {
 		h.applyBatch(batch)
 	}
 	if recovering {
@@ -374,11 +371,13 @@ func (h *Hub) step(full bool) error {
 	for _, r := range renewals {
 		if e := h.entries[r.ID]; e != nil && r.LastSeen.After(e.inst.LastSeen) {
 			wasExpired := e.expired
-			e.inst.LastSeen = r.LastSeen
+			renewed := *e.inst // shared maps and slices: only LastSeen changes
+			renewed.LastSeen = r.LastSeen
+			e.inst = &renewed
 			h.refresh(e, now, false)
 			if wasExpired && !e.expired {
 				// Only a revival is news: a renewal of a live entry is not.
-				h.transition(&e.inst, true, &e.inst, false, "")
+				h.transition(e.inst, true, e.inst, false, "")
 			}
 		}
 	}
@@ -451,13 +450,13 @@ func (h *Hub) catalogNow() time.Time {
 
 func (h *Hub) applySnapshot(s Snapshot) {
 	h.setClock(s.Now)
-	seen := make(map[string]bool, len(s.Instances))
-	for _, in := range s.Instances {
-		seen[in.ID] = true
-		h.upsert(in, s.Now)
+	h.gen++
+	for i := range s.Instances {
+		// The hub owns the snapshot: its entries point into it.
+		h.upsert(&s.Instances[i], s.Now).mark = h.gen
 	}
 	for id, e := range h.entries {
-		if seen[id] {
+		if e.mark == h.gen {
 			continue
 		}
 		// Deleted while we were not looking: a row past its TTL was reaped,
@@ -480,11 +479,13 @@ func (h *Hub) applyBatch(b Batch) {
 			continue
 		}
 		h.seq = c.Seq
+		h.touch(c.ID)
 		switch {
 		case c.Deleted:
 			h.delete(c.ID, c.Reason)
 		case c.Found:
-			h.upsert(c.Instance, b.Now)
+			in := c.Instance
+			h.upsert(&in, b.Now)
 		}
 	}
 	if b.Seq > h.seq {
@@ -492,23 +493,30 @@ func (h *Hub) applyBatch(b Batch) {
 	}
 }
 
-func (h *Hub) upsert(in switchboard.Instance, now time.Time) {
+// upsert makes in (which the hub owns from now on and never modifies
+// after this call) the state of its entry, and returns the entry.
+func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 	in.Stale = false
 	e := h.entries[in.ID]
 	if e == nil {
 		e = &entry{inst: in}
 		h.refresh(e, now, true)
 		h.entries[in.ID] = e
-		h.transition(nil, false, &e.inst, e.expired, "")
-		return
+		h.reposition(e)
+		h.transition(nil, false, e.inst, e.expired, "")
+		return e
 	}
 	old, oldExpired := e.inst, e.expired
 	if in.LastSeen.Before(old.LastSeen) {
 		in.LastSeen = old.LastSeen
 	}
 	e.inst = in
+	if in.Name != old.Name {
+		h.reposition(e)
+	}
 	h.refresh(e, now, false)
-	h.transition(&old, oldExpired, &e.inst, e.expired, "")
+	h.transition(old, oldExpired, e.inst, e.expired, "")
+	return e
 }
 
 func (h *Hub) delete(id string, reason switchboard.Reason) {
@@ -517,5 +525,8 @@ func (h *Hub) delete(id string, reason switchboard.Reason) {
 		return
 	}
 	delete(h.entries, id)
-	h.transition(&e.inst, e.expired, nil, false, reason)
+	e.gone = true
+	h.dropped++
+	h.tidyOrder()
+	h.transition(e.inst, e.expired, nil, false, reason)
 }

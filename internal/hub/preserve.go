@@ -92,7 +92,7 @@ func (h *Hub) expire(now time.Time) {
 			continue
 		}
 		e.expired, e.expiredAt = true, now
-		h.transition(&e.inst, false, &e.inst, true, switchboard.ReasonExpired)
+		h.transition(e.inst, false, e.inst, true, switchboard.ReasonExpired)
 		expired = true
 	}
 	h.held = len(h.heldItems)

@@ -44,8 +44,20 @@ type sub struct {
 	// changes.
 	behind  bool
 	pending map[string]pend
+	// initial is the set the watcher starts from and marks the markers
+	// that follow it (Synced, and Error while the catalog is unreachable),
+	// handed over before anything queued (only pump reads them).
+	initial []snapItem
+	marks   []switchboard.Event
 	wake    chan struct{}
 	out     chan switchboard.Event
+}
+
+// snapItem is one instance of a watcher's initial set: the mirror's own
+// (immutable) instance and whether it had expired.
+type snapItem struct {
+	inst    *switchboard.Instance
+	expired bool
 }
 
 // pend is what a watcher that fell behind saw of one instance.
@@ -164,7 +176,7 @@ func (h *Hub) catchUp(s *sub) []switchboard.Event {
 		p := s.pending[id]
 		delete(s.pending, id)
 		e := h.entries[id]
-		is := e != nil && s.visible(&e.inst, e.expired)
+		is := e != nil && s.visible(e.inst, e.expired)
 		switch {
 		case !p.was && is:
 			out = append(out, e.added())
@@ -200,6 +212,23 @@ func (h *Hub) pump(ctx context.Context, s *sub) {
 		delete(h.subs, s)
 		h.mu.Unlock()
 	}()
+	initial, marks := s.initial, s.marks
+	s.initial, s.marks = nil, nil
+	for i := range len(initial) + len(marks) {
+		var ev switchboard.Event
+		if i < len(initial) {
+			ev = switchboard.Event{Kind: switchboard.EventAdded, Instance: view(initial[i].inst, initial[i].expired)}
+		} else {
+			ev = marks[i-len(initial)]
+		}
+		select {
+		case s.out <- ev:
+		case <-ctx.Done():
+			return
+		case <-h.done:
+			return
+		}
+	}
 	for {
 		s.mu.Lock()
 		batch, behind := s.queue, s.behind
@@ -303,13 +332,16 @@ func sameContent(a, b *switchboard.Instance) bool {
 		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt)
 }
 
+// view is what a watcher is handed of an instance of the mirror. Its
+// slices and maps are the mirror's own, shared by every watcher and never
+// modified (Catalog.Watch documents them as read-only).
 func view(in *switchboard.Instance, expired bool) switchboard.Instance {
-	out := in.Clone()
+	out := *in
 	out.Stale = expired
 	return out
 }
 
-func (e *entry) view() switchboard.Instance { return view(&e.inst, e.expired) }
+func (e *entry) view() switchboard.Instance { return view(e.inst, e.expired) }
 
 func (e *entry) added() switchboard.Event {
 	return switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()}

@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// The mirror's order, maintained lazily, always holds exactly the mirror's
+// entries by name then id, through long random sequences of additions,
+// renames, updates and deletions, and every new watcher's initial set
+// follows it.
+func TestOrderFollowsRandomChanges(t *testing.T) {
+	h := New(newMem(), Options{PollInterval: time.Hour})
+	defer h.Close()
+	if _, err := h.Watch(t.Context(), switchboard.Query{}); err != nil { // starts the hub
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	now := time.Now()
+	for step := range 20_000 {
+		id := fmt.Sprintf("i%03d", rng.IntN(300))
+		h.mu.Lock()
+		switch rng.IntN(4) {
+		case 0:
+			h.delete(id, switchboard.ReasonDeregistered)
+		default:
+			in := inst(id, time.Hour)
+			in.Name = fmt.Sprintf("svc-%d", rng.IntN(7)) // a rename, often
+			in.LastSeen = now
+			h.upsert(&in, now)
+		}
+		ok := true
+		if rng.IntN(50) == 0 {
+			ok = h.checkOrder()
+		}
+		h.mu.Unlock()
+		if !ok {
+			t.Fatalf("step %d: the order does not hold exactly the mirror, sorted", step)
+		}
+		if step%2000 == 0 {
+			checkInitialSet(t, h)
+		}
+	}
+	checkInitialSet(t, h)
+}
+
+// checkInitialSet watches h and checks its initial set against the mirror
+// sorted from scratch.
+func checkInitialSet(t *testing.T, h *Hub) {
+	t.Helper()
+	h.mu.Lock()
+	var want []string
+	for _, e := range h.entries {
+		want = append(want, e.inst.Name+"/"+e.inst.ID)
+	}
+	h.mu.Unlock()
+	slices.Sort(want)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := h.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev := range ch {
+		if ev.Kind == switchboard.EventSynced {
+			break
+		}
+		got = append(got, ev.Instance.Name+"/"+ev.Instance.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("initial set:\n%s\nwant (the mirror, sorted):\n%s", strings.Join(got, " "), strings.Join(want, " "))
+	}
+}
+
+// blockingSource holds its Snapshot until released, having read the rows
+// first: a full resync read that takes long.
+type blockingSource struct {
+	*memSource
+	reading chan struct{} // receives once a Snapshot has read and waits
+	release chan struct{}
+	block   bool
+}
+
+func (b *blockingSource) Snapshot(ctx context.Context) (Snapshot, error) {
+	s, err := b.memSource.Snapshot(ctx)
+	b.mu.Lock()
+	block := b.block
+	b.mu.Unlock()
+	if block {
+		b.reading <- struct{}{}
+		<-b.release
+	}
+	return s, err
+}
+
+// Issue 15 / fleet scale: the periodic full resync reads in the background;
+// changes committed meanwhile reach watchers at once and are not undone
+// when the older snapshot is reconciled; what the log missed (a row changed
+// or deleted without an entry) is repaired.
+func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
+	m := newMem()
+	src := &blockingSource{memSource: m, reading: make(chan struct{}), release: make(chan struct{})}
+	for i := range 5 {
+		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
+	}
+	h := New(src, Options{PollInterval: time.Hour})
+	defer h.Close()
+	ch, err := h.Watch(t.Context(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if ev := next(t, ch); ev.Kind != switchboard.EventAdded {
+			t.Fatalf("got %s, want added", ev.Kind)
+		}
+	}
+	// Behind the log's back: i0 changed, i1 deleted (only a resync can tell).
+	m.mu.Lock()
+	ghost := m.rows["i0"]
+	ghost.Version = "silently-changed"
+	m.rows["i0"] = ghost
+	delete(m.rows, "i1")
+	m.mu.Unlock()
+
+	src.mu.Lock()
+	src.block = true
+	src.mu.Unlock()
+	h.startResync()
+	<-src.reading // the snapshot is read; the resync now waits
+
+	// Live changes while the resync is in flight: heard at once.
+	live := inst("i2", time.Hour)
+	live.Version = "live"
+	m.put(live)
+	m.put(inst("i9", time.Hour))
+	m.del("i3", switchboard.ReasonDeregistered)
+	h.Notify()
+	got := map[string]switchboard.EventKind{}
+	for range 3 {
+		ev := next(t, ch)
+		got[ev.Instance.ID] = ev.Kind
+	}
+	want := map[string]switchboard.EventKind{"i2": switchboard.EventUpdated, "i9": switchboard.EventAdded, "i3": switchboard.EventRemoved}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("live events during the resync: %v, want %v", got, want)
+	}
+
+	close(src.release)
+	h.resyncs.Wait()
+	// The older snapshot repairs what the log missed, and nothing else.
+	got = map[string]switchboard.EventKind{}
+	for range 2 {
+		ev := next(t, ch)
+		got[ev.Instance.ID] = ev.Kind
+		if ev.Instance.ID == "i0" && ev.Instance.Version != "silently-changed" {
+			t.Errorf("i0 updated to version %q", ev.Instance.Version)
+		}
+	}
+	want = map[string]switchboard.EventKind{"i0": switchboard.EventUpdated, "i1": switchboard.EventRemoved}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("resync events: %v, want %v", got, want)
+	}
+	quiet(t, ch, 200*time.Millisecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.entries["i2"]; e == nil || e.inst.Version != "live" {
+		t.Errorf("i2 in the mirror: %+v, want version live", e)
+	}
+	if h.entries["i3"] != nil || h.entries["i9"] == nil || len(h.entries) != 4 {
+		t.Errorf("mirror holds %d entries (i3 %v, i9 %v), want i0 i2 i4 i9", len(h.entries), h.entries["i3"] != nil, h.entries["i9"] != nil)
+	}
+	if h.touched != nil {
+		t.Error("resync still tracking changes after it finished")
+	}
+}
