@@ -42,7 +42,7 @@ func browserRequired() bool {
 }
 
 // browser starts headless Chromium with a fresh profile and returns a tab.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	noBrowser := func(format string, args ...any) {
 		t.Helper()
@@ -95,7 +95,7 @@ func browser(t *testing.T) context.Context {
 // server is httpapi with the dashboard over a SQLite catalog, restartable
 // on the same address.
 type server struct {
-	t     *testing.T
+	t     testing.TB
 	dsn   string
 	token string
 	cat   switchboard.Catalog
@@ -110,7 +110,7 @@ func startServer(t *testing.T, token string) *server {
 }
 
 // startServerOn serves cat; dsn is what /v1/info reports.
-func startServerOn(t *testing.T, cat switchboard.Catalog, dsn, token string) *server {
+func startServerOn(t testing.TB, cat switchboard.Catalog, dsn, token string) *server {
 	s := &server{t: t, cat: cat, dsn: dsn, addr: "127.0.0.1:0", token: token}
 	s.start()
 	t.Cleanup(s.stop)
@@ -201,7 +201,7 @@ func (s *server) register(in map[string]any) string {
 // waitJS evaluates expr in the page until it is true. The 60 s bound
 // catches what never happens on a loaded machine; it says nothing about
 // speed.
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	var last error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
@@ -220,7 +220,7 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 }
 
 // shot saves a PNG of the page into the artifacts directory.
-func shot(t *testing.T, ctx context.Context, dir, name string) {
+func shot(t testing.TB, ctx context.Context, dir, name string) {
 	t.Helper()
 	ectx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -235,7 +235,7 @@ func shot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Logf("screenshot: %s", p)
 }
 
-func artifacts(t *testing.T) string {
+func artifacts(t testing.TB) string {
 	dir := os.Getenv("SWITCHBOARD_ARTIFACTS")
 	if dir == "" {
 		return t.TempDir()

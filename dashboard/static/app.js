@@ -1,17 +1,21 @@
 // Switchboard dashboard: one SSE stream (GET /v1/watch?all=true, read with
 // fetch so a token can be sent and Last-Event-ID resumed), /v1/info and
 // /v1/leases polled every 2 s, /v1/instances polled slowly for heartbeat
-// times (heartbeats are never events). DOM updates are batched per
-// animation frame; the instance table shows one page at a time.
-"use strict";
+// times (heartbeats are never events). Events only change the store
+// (store.js); the DOM is updated at most once per animation frame, and only
+// where it shows something that changed: the instance table (one page at a
+// time) when an event touches its rows or groups, the capabilities and the
+// activity feed at most a few times a second.
+import { Store, parseFilter } from "./store.js";
+
 (() => {
   const PAGE = 100;          // instances per page
   const LINGER = 6000;       // ms a removed instance stays visible
   const FEED_MAX = 60;       // activity entries kept
+  const SIDE_EVERY = 250;    // ms between renders of the capabilities and the feed
   const IDLE = 45000;        // ms without a byte (keep-alives come every 15 s) before reconnecting
 
   const $ = (id) => document.getElementById(id);
-  const insts = new Map();   // id → {inst, state: active|stale|removed, reason, gone}
   let token = sessionStorage.getItem("sb-token") || "";
   let lastId = "";           // the id of the last event with one
   let conn = "connecting";
@@ -20,11 +24,18 @@
   let pending = null;        // Map while a snapshot is being received
   let clockSkew = 0;         // catalog clock − local clock, ms
   let page = 0;
-  let dirty = false, feedDirty = false;
+  let rowsDirty = false;     // the shown page of the table must be rebuilt
+  let countsDirty = false;   // #shown and the pager
+  let capsDirty = false, feedDirty = false;
+  let pageGroups = new Map(); // name → its group header row on the shown page
+  let pageRows = new Map();   // id → its row on the shown page
+  const patchRows = new Set(), patchGroups = new Set(); // to re-render in place
   let feed = [];
   let info = null, leases = [];
-  let filter = parseFilter(new URLSearchParams(location.search).get("q") || "");
+  const store = new Store(parseFilter(new URLSearchParams(location.search).get("q") || ""));
   let detailId = "";
+  let received = 0, fresh = 0; // live events and fresh snapshots received (shown in #rate)
+  let receivedTick = 0;       // received at the last tick
 
   const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   const now = () => Date.now() + clockSkew;
@@ -45,29 +56,10 @@
   }
 
   // ---- filter ----
-  function parseFilter(q) {
-    const f = { q, text: [], name: "", type: "", cap: "" };
-    for (const tok of q.trim().toLowerCase().split(/\s+/).filter(Boolean)) {
-      const m = /^(name|type|cap|capability):(.*)$/.exec(tok);
-      if (m) f[m[1] === "capability" ? "cap" : m[1]] = m[2];
-      else f.text.push(tok);
-    }
-    return f;
-  }
-  function matches(e) {
-    const i = e.inst;
-    if (filter.name && !i.name.includes(filter.name)) return false;
-    if (filter.type && !(i.type || "").toLowerCase().includes(filter.type)) return false;
-    if (filter.cap && !i.capabilities.some((c) => c.toLowerCase().includes(filter.cap))) return false;
-    for (const t of filter.text) {
-      if (!(i.name.includes(t) || i.id.toLowerCase().includes(t) || (i.type || "").toLowerCase().includes(t) ||
-        (i.address || "").toLowerCase().includes(t) || i.capabilities.some((c) => c.toLowerCase().includes(t)))) return false;
-    }
-    return true;
-  }
   function setFilter(q, fromInput) {
-    filter = parseFilter(q);
+    store.setFilter(parseFilter(q));
     page = 0;
+    rowsDirty = countsDirty = capsDirty = true;
     const u = new URL(location.href);
     if (q) u.searchParams.set("q", q); else u.searchParams.delete("q");
     history.replaceState(null, "", u);
@@ -81,21 +73,36 @@
     switch (kind) {
       case "added":
       case "updated": {
-        const prev = insts.get(i.id);
+        const prev = store.get(i.id);
         const state = i.stale ? "stale" : "active";
         if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", i.id, state === "stale" ? "missed its heartbeats" : "active again");
         else log(kind, i.id, kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
-        insts.set(i.id, { inst: i, state, reason: "", gone: 0 });
+        changed(i.id, store.put(i.id, { inst: i, state, reason: "", gone: 0 }));
         break;
       }
       case "removed": {
-        const e = insts.get(i.id) || { inst: i };
-        insts.set(i.id, { inst: e.inst || i, state: "removed", reason: data.reason || "removed", gone: Date.now() });
+        const e = store.get(i.id);
+        changed(i.id, store.put(i.id, { inst: e ? e.inst : i, state: "removed", reason: data.reason || "removed", gone: Date.now() }));
         log("removed", i.id, data.reason || "");
         break;
       }
     }
     if (detailId === i.id) renderDetail();
+  }
+  // changed marks what a store change touches on the table: the whole
+  // page when an entry joined or left the filtered set before the page's
+  // end (the rows shift); otherwise only its row when it is on the page, and
+  // the header of its group when that is on the page (the counts).
+  function changed(id, c) {
+    capsDirty = true;
+    if (c.index >= 0) {
+      const end = (page + 1) * PAGE;
+      if (c.moved) {
+        countsDirty = true;
+        if (c.index < end) rowsDirty = true;
+      } else if (c.index >= page * PAGE && c.index < end) patchRows.add(id);
+      if (pageGroups.has(c.name)) patchGroups.add(c.name);
+    }
     schedule();
   }
   function log(what, who, note) {
@@ -106,7 +113,9 @@
   }
   function sweep() {
     const t = Date.now();
-    for (const [id, e] of insts) if (e.state === "removed" && t - e.gone > LINGER) { insts.delete(id); dirty = true; }
+    const gone = [];
+    for (const [id, e] of store.byId) if (e.state === "removed" && t - e.gone > LINGER) gone.push(id);
+    for (const id of gone) changed(id, store.drop(id));
   }
 
   // ---- SSE over fetch ----
@@ -144,6 +153,7 @@
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        window.__chunks = (window.__chunks || 0) + 1;
         bump();
         buf += value;
         let nl;
@@ -183,27 +193,29 @@
     switch (event) {
       case "snapshot":
         pending = new Map();
+        if (d.fresh) fresh++;
         if (d.fresh) log("conn", "stream", "fresh snapshot (" + d.instances + ")");
         break;
       case "added":
         if (pending) { const i = d.instance; pending.set(i.id, { inst: i, state: i.stale ? "stale" : "active", reason: "", gone: 0 }); break; }
+        received++;
         apply(event, d);
         break;
       case "updated":
       case "removed":
+        received++;
         apply(event, d);
         break;
       case "synced":
         if (pending) {
           // Replace what we had: what is gone now went while we did not look.
-          for (const [iid, e] of insts) if (!pending.has(iid) && e.state !== "removed") {
+          for (const [iid, e] of store.byId) if (!pending.has(iid) && e.state !== "removed") {
             pending.set(iid, { inst: e.inst, state: "removed", reason: "gone", gone: Date.now() });
             log("removed", iid, "gone while disconnected");
           }
-          insts.clear();
-          for (const [iid, e] of pending) insts.set(iid, e);
+          store.replace(pending);
           pending = null;
-          dirty = true;
+          rowsDirty = countsDirty = capsDirty = true;
         }
         catalogDown = "";
         lastSynced = Date.now();
@@ -256,16 +268,16 @@
     // change): read the rows' last_seen now and then, at a pace that keeps
     // the cost flat as the fleet grows (2 s for a few, 50 s for 10,000).
     clearTimeout(seenTimer);
-    const next = Math.min(60000, Math.max(2000, insts.size * 5));
+    const next = Math.min(60000, Math.max(2000, store.size * 5));
     if (conn === "live") {
       try {
         const r = await api("/v1/instances?all=true");
         if (r.ok) {
           for (const i of await r.json()) {
-            const e = insts.get(i.id);
+            const e = store.get(i.id);
             if (e && e.state !== "removed" && ms(i.last_seen) > ms(e.inst.last_seen)) e.inst = Object.assign({}, e.inst, { last_seen: i.last_seen });
           }
-          dirty = true; schedule();
+          rowsDirty = true; schedule();
         }
       } catch (err) { /* next time */ }
     }
@@ -273,60 +285,105 @@
     seenTimer = setTimeout(refreshSeen, next);
   }
 
-  // ---- rendering (once per animation frame) ----
-  let frame = 0;
-  function schedule() { dirty = true; if (!frame) frame = requestAnimationFrame(render); }
-  function render() {
+  // ---- rendering (once per animation frame, only what changed) ----
+  let frame = 0, sideAt = 0, sideTimer = 0;
+  function schedule() { if (!frame) frame = requestAnimationFrame(render); }
+  function render(t) {
     frame = 0;
-    if (dirty) { dirty = false; renderRows(); renderCaps(); }
-    if (feedDirty) { feedDirty = false; renderFeed(); }
-  }
-  let sorted = [];
-  function renderRows() {
-    sorted = [];
-    for (const e of insts.values()) if (matches(e)) sorted.push(e);
-    sorted.sort((a, b) => a.inst.name < b.inst.name ? -1 : a.inst.name > b.inst.name ? 1 : a.inst.id < b.inst.id ? -1 : a.inst.id > b.inst.id ? 1 : 0);
-    const pages = Math.max(1, Math.ceil(sorted.length / PAGE));
-    if (page >= pages) page = pages - 1;
-    const slice = sorted.slice(page * PAGE, page * PAGE + PAGE);
-    // group counts over the whole filtered set
-    const groups = new Map();
-    for (const e of sorted) {
-      const g = groups.get(e.inst.name) || { active: 0, stale: 0, removed: 0 };
-      g[e.state]++;
-      groups.set(e.inst.name, g);
+    if (window.__norender) return;
+    const R = window.__r = window.__r || { frames: 0, rows: 0, counts: 0, side: 0, patch: 0 };
+    R.frames++; if (rowsDirty) R.rows++; else if (patchRows.size || patchGroups.size) R.patch++; if (countsDirty) R.counts++;
+    const pages = Math.max(1, Math.ceil(store.view.length / PAGE));
+    if (page >= pages) { page = pages - 1; rowsDirty = countsDirty = true; }
+    if (rowsDirty) { rowsDirty = false; renderRows(); } else if (patchRows.size || patchGroups.size) patch();
+    if (countsDirty) { countsDirty = false; renderCounts(pages); }
+    if ((capsDirty || feedDirty) && !sideTimer) {
+      // The side panels change with nearly every event; at a high rate
+      // nobody reads them faster than this, and they cost a pass over the
+      // shown instances (capabilities) and a list rebuilt (feed).
+      const wait = SIDE_EVERY - (t - sideAt);
+      if (wait > 0) sideTimer = setTimeout(() => { sideTimer = 0; schedule(); }, wait);
+      else {
+        sideAt = t; R.side++;
+        if (capsDirty) { capsDirty = false; renderCaps(); }
+        if (feedDirty) { feedDirty = false; renderFeed(); }
+      }
     }
+    const r = $("rate");
+    if (r.dataset.events !== String(received)) { r.dataset.events = received; r.dataset.fresh = fresh; }
+  }
+  const setText = (el, s) => { if (el.textContent !== s) el.textContent = s; };
+  function renderRows() {
+    const slice = store.view.slice(page * PAGE, page * PAGE + PAGE);
     const t = now();
     let h = "", cur = null;
     for (const e of slice) {
-      const i = e.inst;
-      if (i.name !== cur) {
-        cur = i.name;
-        const g = groups.get(cur);
-        h += '<tr class="grp" data-group="' + esc(cur) + '"><td colspan="8">' + esc(cur) + '<span class="gcount">' + g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "") + "</span></td></tr>";
-      }
-      const label = e.state === "removed" ? (e.reason || "removed") : e.state;
-      const meta = Object.entries(i.metadata || {}).map(([k, v]) => k + "=" + v).join(" ");
-      h += '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '">' +
-        '<td><span class="state ' + e.state + '">' + esc(label) + "</span></td>" +
-        '<td><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(i.id) + "</button></td>" +
-        "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
-        '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
-        '<td class="meta" title="' + esc(meta) + '">' + esc(meta) + "</td>" +
-        '<td class="mono">' + esc(i.version) + "</td>" +
-        '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td></tr>";
+      if (e.inst.name !== cur) { cur = e.inst.name; h += groupHTML(cur); }
+      h += rowHTML(e, t);
     }
-    $("rows").innerHTML = h;
-    $("empty").hidden = slice.length > 0;
-    $("empty").textContent = insts.size ? "No instance matches the filter." : "No instances registered.";
-    $("page").textContent = (page + 1) + " / " + pages;
+    const rows = $("rows");
+    rows.innerHTML = h;
+    pageGroups = new Map();
+    pageRows = new Map();
+    for (const tr of rows.children) {
+      if (tr.dataset.group !== undefined) pageGroups.set(tr.dataset.group, tr);
+      else pageRows.set(tr.dataset.id, tr);
+    }
+    patchRows.clear();
+    patchGroups.clear();
+  }
+  // patch re-renders single rows and group headers of the shown page: an
+  // event on one instance repaints one row, not the table.
+  function patch() {
+    const t = now(), tmp = document.createElement("tbody");
+    for (const id of patchRows) {
+      const tr = pageRows.get(id), e = store.get(id);
+      if (!tr || !e) continue;
+      tmp.innerHTML = rowHTML(e, t);
+      const nu = tmp.firstElementChild;
+      tr.replaceWith(nu);
+      pageRows.set(id, nu);
+    }
+    for (const name of patchGroups) {
+      const tr = pageGroups.get(name);
+      if (tr) setText(tr.querySelector(".gcount"), groupCount(name));
+    }
+    patchRows.clear();
+    patchGroups.clear();
+  }
+  function groupCount(name) {
+    const g = store.groups.get(name) || { active: 0, stale: 0, removed: 0 };
+    return g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "");
+  }
+  function groupHTML(name) {
+    return '<tr class="grp" data-group="' + esc(name) + '"><td colspan="8">' + esc(name) + '<span class="gcount">' + groupCount(name) + "</span></td></tr>";
+  }
+  function rowHTML(e, t) {
+    const i = e.inst;
+    const label = e.state === "removed" ? (e.reason || "removed") : e.state;
+    const meta = Object.entries(i.metadata || {}).map(([k, v]) => k + "=" + v).join(" ");
+    return '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '">' +
+      '<td><span class="state ' + e.state + '">' + esc(label) + "</span></td>" +
+      '<td><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(i.id) + "</button></td>" +
+      "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
+      '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
+      '<td class="meta" title="' + esc(meta) + '">' + esc(meta) + "</td>" +
+      '<td class="mono">' + esc(i.version) + "</td>" +
+      '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td></tr>";
+  }
+  function renderCounts(pages) {
+    const n = store.view.length, all = store.size;
+    $("empty").hidden = n > page * PAGE;
+    setText($("empty"), all ? "No instance matches the filter." : "No instances registered.");
+    setText($("page"), (page + 1) + " / " + pages);
     $("prev").disabled = page === 0;
     $("next").disabled = page >= pages - 1;
-    $("shown").textContent = sorted.length === insts.size ? insts.size + " instances" : sorted.length + " of " + insts.size + " shown";
+    setText($("shown"), n === all ? all + " instances" : n + " of " + all + " shown");
   }
+  let capsHTML = "";
   function renderCaps() {
     const caps = new Map();
-    for (const e of sorted) {
+    for (const e of store.view) {
       if (e.state === "removed") continue;
       for (const c of e.inst.capabilities) {
         const v = caps.get(c) || { active: [], stale: 0 };
@@ -340,7 +397,8 @@
       const who = v.active.slice(0, 6).join(", ") + (v.active.length > 6 ? " +" + (v.active.length - 6) : "");
       h += '<li data-cap="' + esc(c) + '"><button type="button" class="link capbtn" data-cap-filter="' + esc(c) + '" aria-label="Filter by capability ' + esc(c) + '">' + esc(c) + '</button><span class="cnt num">' + v.active.length + " active" + (v.stale ? " · " + v.stale + " stale" : "") + '</span><span class="who">' + (esc(who) || "no active instance") + "</span></li>";
     }
-    $("caps").innerHTML = h || '<li class="muted">No capabilities.</li>';
+    h = h || '<li class="muted">No capabilities.</li>';
+    if (h !== capsHTML) { capsHTML = h; $("caps").innerHTML = h; }
   }
   function renderFeed() {
     $("feed").innerHTML = feed.map((f) => '<li class="' + esc(f.what) + (f.what === "conn" && f.note === "live" ? " up" : "") + '"><span class="num muted">' + hhmmss(f.t) + '</span><span class="what">' + esc(f.what === "conn" ? "connection" : f.what) + '</span><span class="who" title="' + esc(f.who + " " + f.note) + '">' + esc(f.who + (f.note ? " — " + f.note : "")) + "</span></li>").join("");
@@ -365,15 +423,16 @@
   function expires(d) { return d <= 0 ? "expired" : "in " + age(d); }
   function tick() {
     sweep();
+    $("rate").textContent = (received - receivedTick) + " events/s";
+    receivedTick = received;
     const t = now();
     for (const td of $("rows").querySelectorAll("[data-seen]")) td.textContent = age(t - Number(td.dataset.seen));
     for (const td of $("leases").querySelectorAll("[data-expires]")) td.textContent = expires(Number(td.dataset.expires) - t);
-    if (dirty) schedule();
   }
 
   // ---- detail ----
   function renderDetail() {
-    const e = insts.get(detailId);
+    const e = store.get(detailId);
     if (!e) return;
     const i = e.inst;
     $("d-title").textContent = i.id;
@@ -405,12 +464,12 @@
   }
   function init() {
     theme();
-    $("filter").value = filter.q;
+    $("filter").value = store.filter.q;
     $("filter").addEventListener("input", (ev) => setFilter(ev.target.value, true));
     $("filter").addEventListener("keydown", (ev) => { if (ev.key === "Escape") { setFilter("", false); ev.target.blur(); } });
     $("theme").addEventListener("click", toggleTheme);
-    $("prev").addEventListener("click", () => { if (page > 0) { page--; schedule(); } });
-    $("next").addEventListener("click", () => { page++; schedule(); });
+    $("prev").addEventListener("click", () => { if (page > 0) { page--; rowsDirty = countsDirty = true; schedule(); } });
+    $("next").addEventListener("click", () => { page++; rowsDirty = countsDirty = true; schedule(); });
     $("rows").addEventListener("click", (ev) => { const b = ev.target.closest("[data-open]"); if (b) openDetail(b.dataset.open); });
     $("caps").addEventListener("click", (ev) => { const b = ev.target.closest("[data-cap-filter]"); if (b) setFilter("cap:" + b.dataset.capFilter, false); });
     $("detail").addEventListener("close", () => { detailId = ""; });
@@ -431,6 +490,7 @@
       else if (ev.key === "[") $("prev").click();
     });
     setConn("connecting", "connecting…");
+    rowsDirty = countsDirty = capsDirty = true;
     schedule();
     refreshClock().then(() => { refreshInfo(); connect(); });
     setInterval(refreshInfo, 2000);

@@ -1,0 +1,139 @@
+// The page's model of the catalog: every instance it knows (removed ones
+// linger until swept) in table order (name, then id), the ones the filter
+// matches in the same order, and their counts per name and state. A change
+// costs a binary search and a splice, never a sort or a pass over the
+// fleet, so 1,000 events a second over 10,000 instances stay cheap; only a
+// new filter or a new snapshot goes over everything (once).
+
+// parseFilter reads the filter box: free words, and name:, type:, cap: (or
+// capability:) narrowing to one field.
+export function parseFilter(q) {
+  const f = { q, text: [], name: "", type: "", cap: "" };
+  for (const tok of q.trim().toLowerCase().split(/\s+/).filter(Boolean)) {
+    const m = /^(name|type|cap|capability):(.*)$/.exec(tok);
+    if (m) f[m[1] === "capability" ? "cap" : m[1]] = m[2];
+    else f.text.push(tok);
+  }
+  f.any = !!(f.text.length || f.name || f.type || f.cap);
+  return f;
+}
+
+export function matches(f, i) {
+  if (!f.any) return true;
+  if (f.name && !i.name.includes(f.name)) return false;
+  if (f.type && !(i.type || "").toLowerCase().includes(f.type)) return false;
+  if (f.cap && !i.capabilities.some((c) => c.toLowerCase().includes(f.cap))) return false;
+  for (const t of f.text) {
+    if (!(i.name.includes(t) || i.id.toLowerCase().includes(t) || (i.type || "").toLowerCase().includes(t) ||
+      (i.address || "").toLowerCase().includes(t) || i.capabilities.some((c) => c.toLowerCase().includes(t)))) return false;
+  }
+  return true;
+}
+
+// lowerBound is the first index of arr whose entry is not before (name, id).
+function lowerBound(arr, name, id) {
+  let lo = 0, hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const m = arr[mid].inst;
+    if (m.name < name || (m.name === name && m.id < id)) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+const byNameId = (a, b) => a.inst.name < b.inst.name ? -1 : a.inst.name > b.inst.name ? 1 : a.inst.id < b.inst.id ? -1 : a.inst.id > b.inst.id ? 1 : 0;
+
+export class Store {
+  constructor(filter) {
+    this.byId = new Map(); // id → entry {inst, state: active|stale|removed, reason, gone, shown}
+    this.all = [];         // every entry, by name then id
+    this.view = this.all;  // the entries the filter matches (the same array without a filter)
+    this.groups = new Map(); // name → {active, stale, removed} over view
+    this.setFilter(filter);
+  }
+
+  get size() { return this.byId.size; }
+  get(id) { return this.byId.get(id); }
+  values() { return this.byId.values(); }
+
+  // setFilter goes over every entry once (no sort: all is in order).
+  setFilter(f) {
+    this.filter = f;
+    this.rebuild();
+  }
+
+  // replace makes entries (an iterable of [id, entry]) the whole state, as
+  // after a snapshot.
+  replace(entries) {
+    this.byId = new Map(entries);
+    this.all = [...this.byId.values()].sort(byNameId);
+    this.rebuild();
+  }
+
+  rebuild() {
+    this.view = this.filter.any ? [] : this.all;
+    this.groups = new Map();
+    for (const e of this.all) {
+      e.shown = matches(this.filter, e.inst);
+      if (!e.shown) continue;
+      if (this.view !== this.all) this.view.push(e);
+      this.count(e, 1);
+    }
+  }
+
+  count(e, d) {
+    const name = e.inst.name;
+    const g = this.groups.get(name) || { active: 0, stale: 0, removed: 0 };
+    g[e.state] += d;
+    if (g.active || g.stale || g.removed) this.groups.set(name, g); else this.groups.delete(name);
+  }
+
+  // put sets the entry of id to fields ({inst, state, reason, gone}) and
+  // returns what the table must know: the entry's name, its index in view
+  // (where it is, or was when it left it; -1 when it was never shown) and
+  // whether view's membership changed (rows after it shift).
+  put(id, fields) {
+    let e = this.byId.get(id);
+    if (e && e.inst.name !== fields.inst.name) {
+      this.drop(id);
+      e = undefined;
+    }
+    if (!e) {
+      e = Object.assign({ shown: false }, fields);
+      this.byId.set(id, e);
+      this.all.splice(lowerBound(this.all, e.inst.name, id), 0, e);
+      e.shown = matches(this.filter, e.inst);
+      if (!e.shown) return { name: e.inst.name, index: -1, moved: false };
+      if (this.view !== this.all) this.view.splice(lowerBound(this.view, e.inst.name, id), 0, e);
+      this.count(e, 1);
+      return { name: e.inst.name, index: this.indexOf(e), moved: true };
+    }
+    const was = e.shown;
+    if (was) this.count(e, -1);
+    Object.assign(e, fields);
+    e.shown = matches(this.filter, e.inst);
+    if (e.shown) this.count(e, 1);
+    if (!was && !e.shown) return { name: e.inst.name, index: -1, moved: false };
+    const index = this.indexOf(e);
+    if (was && !e.shown) this.view.splice(index, 1); // never all: without a filter everything is shown
+    else if (!was && e.shown) this.view.splice(index, 0, e);
+    return { name: e.inst.name, index, moved: was !== e.shown };
+  }
+
+  // drop forgets id; the answer is put's.
+  drop(id) {
+    const e = this.byId.get(id);
+    if (!e) return { name: "", index: -1, moved: false };
+    this.byId.delete(id);
+    const index = this.shownIndex(e);
+    this.all.splice(lowerBound(this.all, e.inst.name, id), 1);
+    if (!e.shown) return { name: e.inst.name, index: -1, moved: false };
+    if (this.view !== this.all) this.view.splice(index, 1);
+    this.count(e, -1);
+    return { name: e.inst.name, index, moved: true };
+  }
+
+  // indexOf is where e is, or would be, in view.
+  indexOf(e) { return lowerBound(this.view, e.inst.name, e.inst.id); }
+  shownIndex(e) { return e.shown ? this.indexOf(e) : -1; }
+}
