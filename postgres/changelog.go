@@ -42,10 +42,10 @@ type logged struct {
 
 // changeTx runs fn in a transaction that may write change-log entries: fn
 // makes its changes to the rows and returns the log insert, or nil when
-// nothing changed. Then, in one round trip, changeTx inserts the entries,
-// notifies Channel (an empty payload: readers read the log) and reads the
-// catalog's epoch (the hub applies a published write only within its
-// cursor's history); now and then it trims the log.
+// nothing changed. Then, in one round trip, changeTx inserts the entries
+// and reads the catalog's epoch (the hub applies a published write only
+// within its cursor's history); now and then it trims the log. After the
+// commit it notifies Channel with an empty payload (readers read the log).
 func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, error)) (entries []logged, epoch string, err error) {
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		entries, epoch = nil, ""
@@ -58,7 +58,7 @@ func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, e
 		// from the moment the entries hold their seqs.
 		b.Queue(`SELECT pg_current_xact_id()`)
 		b.Queue(w.sql+` RETURNING seq, id, clock_timestamp()`, w.args...)
-		b.Queue(`SELECT `+epochSQL+`, pg_notify($1, '')`, Channel)
+		b.Queue(`SELECT ` + epochSQL)
 		br := tx.SendBatch(ctx, &b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
@@ -74,7 +74,7 @@ func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, e
 		if err == nil {
 			// RETURNING follows the insert's order; sort to be sure.
 			slices.SortFunc(entries, func(a, b logged) int { return cmp.Compare(a.seq, b.seq) })
-			err = br.QueryRow().Scan(&epoch, nil)
+			err = br.QueryRow().Scan(&epoch)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -87,16 +87,24 @@ func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, e
 		}
 		return nil
 	})
+	if err == nil && len(entries) > 0 {
+		// After the commit: see notifySQL.
+		if _, nerr := c.pool.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); nerr != nil {
+			c.log.Warn("change log: notify failed; watchers catch up at the next change or poll",
+				"err", switchboard.RedactError(nerr, c.dsn))
+		}
+	}
 	return entries, epoch, err
 }
 
 // logEntrySQL wraps insert, an INSERT INTO changes of at most one entry
-// whose parameters start at $2, into the statement that logs and notifies
-// it: it returns the entry's seq, the database clock, the catalog's epoch
-// and pg_notify's (void) result, and notifies Channel ($1) with the change itself (notice.go), so
-// that a process whose hub has seen everything before it applies it
-// without reading the log. A payload that would not fit a notification
-// (PostgreSQL's limit is 8,000 bytes; large components) is sent empty,
+// (parameters from $1), into the statement that logs it: it returns the
+// entry's seq, the database clock, the catalog's epoch and set_config's
+// result, and leaves in the session setting switchboard.notice the change
+// itself (notice.go) for notifySQL to send after the commit, so that a
+// process whose hub has seen everything before it applies it without
+// reading the log. A payload that would not fit a notification
+// (PostgreSQL's limit is 8,000 bytes; large components) is left empty,
 // and listeners read the log instead.
 func logEntrySQL(insert string) string {
 	return `WITH l AS (` + insert + ` RETURNING seq, id, op, reason, clock_timestamp() AS at),
@@ -109,8 +117,25 @@ func logEntrySQL(insert string) string {
 				'registered_at', i.registered_at, 'last_seen', i.last_seen,
 				'stale', now() - i.last_seen > i.ttl) END)::text AS p
 			FROM l LEFT JOIN instances i ON i.id = l.id AND l.op = 'upsert')
-		SELECT seq, at, epoch, pg_notify($1, CASE WHEN octet_length(p) < ` + maxPayloadSQL + ` THEN p ELSE '' END) FROM n`
+		SELECT seq, at, epoch, set_config('switchboard.notice',
+			'n:' || CASE WHEN octet_length(p) < ` + maxPayloadSQL + ` THEN p ELSE '' END, false) FROM n`
 }
+
+// Notifications are sent after the commit, in a transaction of their own
+// (the next statements of the same pipelined batch): PostgreSQL serialises
+// the commits of all transactions that NOTIFY, cluster-wide, on one lock
+// held through the commit's WAL flush, which is the very queue of fsyncs
+// the change log no longer has. A notification lost between the two (the
+// server crashed in between) only delays watchers until the next one or
+// their poll: they read the log from their cursor either way.
+const (
+	// resetNoticeSQL clears a notice a failed batch may have left on the
+	// connection; it runs first in every batch that logs.
+	resetNoticeSQL = `SELECT set_config('switchboard.notice', '', false)`
+	// notifySQL sends the notice logEntrySQL left, if any, on Channel ($1).
+	notifySQL = `SELECT pg_notify($1, substr(v, 3)), set_config('switchboard.notice', '', false)
+		FROM (SELECT current_setting('switchboard.notice', true) AS v) x WHERE v LIKE 'n:%'`
+)
 
 // maxPayloadSQL is PostgreSQL's bound on a notification payload (bytes,
 // exclusive).

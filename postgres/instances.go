@@ -125,7 +125,8 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap("register", err)
 	}
 
-	// One round trip: a pipelined batch is one implicit transaction.
+	// One round trip: a pipelined batch, one transaction, then the
+	// notification (notifySQL).
 	// First, a re-registration of an unchanged, live instance only renews
 	// it, and marks in a transaction-local setting that it did (a row that
 	// had gone stale falls through, so its revival is logged). Otherwise
@@ -141,6 +142,8 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		changed = `current_setting('switchboard.registered', true) = 'yes'`
 	)
 	var b pgx.Batch
+	b.Queue(`BEGIN`)
+	b.Queue(resetNoticeSQL)
 	b.Queue(`UPDATE instances SET last_seen = now()
 		WHERE id = $1 AND name = $2 AND type = $3 AND address = $4 AND capabilities = $5
 		  AND version = $6 AND metadata = $7::jsonb AND components::text IS NOT DISTINCT FROM $8::text
@@ -161,10 +164,12 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 			AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
 			AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
 		RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
-	b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $2, 'upsert' WHERE `+changed), Channel, in.ID)
+	b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed), in.ID)
 	b.Queue(`UPDATE instances SET last_seen = now()
 		WHERE id = $1 AND NOT coalesce(`+renewed+`, false) AND NOT coalesce(`+changed+`, false)
 		RETURNING `+cols, in.ID)
+	b.Queue(`COMMIT`)
+	b.Queue(notifySQL, Channel)
 	var (
 		out     switchboard.Instance
 		l       logged
@@ -173,7 +178,14 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		r       row
 	)
 	br := c.pool.SendBatch(ctx, &b)
-	err = br.QueryRow().Scan(append(r.dest(), nil)...)
+	for range 2 { // BEGIN, resetNoticeSQL
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(append(r.dest(), nil)...)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = br.QueryRow().Scan(append(r.dest(), nil)...)
 		switch {
@@ -310,21 +322,31 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	// One round trip: the batch is one implicit transaction. The delete
+	// One round trip: a pipelined batch, one transaction, then the
+	// notification (notifySQL). The delete
 	// takes the row lock first (as Register does, so the two never
 	// deadlock) and marks, in a transaction-local setting, whether it found
 	// the row; only then is the entry logged and notified (logEntrySQL).
 	const found = `current_setting('switchboard.deregistered', true) = 'yes'`
 	var b pgx.Batch
+	b.Queue(`BEGIN`)
+	b.Queue(resetNoticeSQL)
 	b.Queue(`DELETE FROM instances WHERE id = $1 RETURNING set_config('switchboard.deregistered', 'yes', true)`, id)
-	b.Queue(logEntrySQL(`INSERT INTO changes (id, op, reason) SELECT $2, 'delete', $3 WHERE `+found),
-		Channel, id, string(switchboard.ReasonDeregistered))
+	b.Queue(logEntrySQL(`INSERT INTO changes (id, op, reason) SELECT $1, 'delete', $2 WHERE `+found),
+		id, string(switchboard.ReasonDeregistered))
+	b.Queue(`COMMIT`)
+	b.Queue(notifySQL, Channel)
 	var (
 		l     logged
 		epoch string
 	)
 	br := c.pool.SendBatch(ctx, &b)
-	_, err := br.Exec()
+	var err error
+	for range 3 { // BEGIN, resetNoticeSQL, DELETE
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil)
 	}
