@@ -192,7 +192,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 			// transaction open is waited for, up to ctx.
 			select {
 			case <-ctx.Done():
-				return hub.Snapshot{}, s.c.wrap("snapshot", fmt.Errorf("change-log writers still in flight: %w", ctx.Err()))
+				return hub.Snapshot{}, s.c.wrap("snapshot", fmt.Errorf("change-log writers still in flight (transactions %v): %w", w.xids, ctx.Err()))
 			case <-time.After(min(time.Duration(attempt)*time.Millisecond, 50*time.Millisecond)):
 			}
 		}

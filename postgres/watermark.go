@@ -39,22 +39,22 @@ import (
 type writers struct {
 	drawn int64    // the last seq drawn before the observation (0: none yet)
 	xids  []uint32 // transaction ids holding the log open at the observation
-	// anonymous counts holders without a transaction id (a transaction
-	// only gets one at its first write): they cannot be followed, so a
-	// snapshot never settles them.
-	anonymous int
 }
 
 // observeWriters reads the last seq drawn and then (second statement, so
-// strictly later) the transactions that hold the log's ROW EXCLUSIVE lock,
-// with their transaction ids.
+// strictly later) the transaction ids of the transactions that hold the
+// log's ROW EXCLUSIVE lock. A holder without a transaction id has drawn no
+// seq: every writer in this package has its id before it draws one
+// (Register and Deregister log only after writing the row, changeTx asks
+// for its id first), and an INSERT that draws no seq (nothing changed, a
+// deregistration of a missing row) needs none. Such holders are left out:
+// they cannot be followed, and waiting for them would only delay readers.
 func (c *Catalog) observeWriters(ctx context.Context) (writers, error) {
 	var w writers
 	var b pgx.Batch
 	b.Queue(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM changes_seq_seq`)
-	b.Queue(`SELECT count(*) FILTER (WHERE t.transactionid IS NULL),
-			coalesce(array_agg(t.transactionid::text::bigint) FILTER (WHERE t.transactionid IS NOT NULL), '{}')
-		FROM pg_locks r LEFT JOIN pg_locks t ON t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
+	b.Queue(`SELECT coalesce(array_agg(t.transactionid::text::bigint), '{}')
+		FROM pg_locks r JOIN pg_locks t ON t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
 			AND t.granted AND t.virtualtransaction = r.virtualtransaction
 		WHERE r.locktype = 'relation' AND r.mode = 'RowExclusiveLock'
 			AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -63,7 +63,7 @@ func (c *Catalog) observeWriters(ctx context.Context) (writers, error) {
 	var xids []int64
 	err := br.QueryRow().Scan(&w.drawn)
 	if err == nil {
-		err = br.QueryRow().Scan(&w.anonymous, &xids)
+		err = br.QueryRow().Scan(&xids)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -131,9 +131,6 @@ func widen(x uint32, ref uint64) uint64 {
 // settledIn reports whether every seq up to w.drawn is settled in snap: all
 // the writers w saw had ended before snap was taken.
 func (w writers) settledIn(snap mvccSnapshot) bool {
-	if w.anonymous > 0 {
-		return false
-	}
 	for _, x := range w.xids {
 		if !snap.ended(x) {
 			return false
