@@ -47,10 +47,11 @@ type mirror struct {
 	failed   [2]error     // per informer (modules, leases): its last list/watch failure, nil once one succeeds
 	watchErr error        // the first of failed, nil when both informers reach the API server
 	// vanished holds, by module, the Lease last seen of a module whose
-	// live Lease was deleted while the module was not (yet): Deregister
-	// deletes both, and the two informers deliver the deletions in either
-	// order. Until the module goes too, it keeps that Lease and so goes
-	// stale at its deadline, as after a stopped heartbeat.
+	// Lease was deleted while the module was not (yet): Deregister and
+	// Reap delete both, and the two informers deliver the deletions in
+	// either order. Until the module goes too, it keeps that Lease and so
+	// goes stale at its deadline, as after a stopped heartbeat (at once
+	// when it had expired already).
 	vanished map[string]*coordinationv1.Lease
 }
 
@@ -219,8 +220,9 @@ func (m *mirror) moduleDeleted(obj any) {
 }
 
 // leaseChanged logs a change of the lease's module when the lease changed
-// hands or duration, appeared or vanished, or was renewed after it had
-// expired (a revival); a plain renewal is left to RenewedSince.
+// hands or duration, appeared, or was renewed after it had expired (a
+// revival); a plain renewal is left to RenewedSince, and a deletion keeps
+// the module on its last Lease (see vanished).
 func (m *mirror) leaseChanged(oldObj, obj any) {
 	if d, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
 		oldObj = d.Obj
@@ -249,9 +251,14 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 		return
 	}
 	m.mu.Lock()
-	if hadOld && !hasCur && !now.After(ov.deadline()) {
-		// A live Lease deleted: most often the second half of a
-		// Deregister whose module deletion this informer saw first.
+	if hadOld && !hasCur {
+		// A Lease deleted while its module is still seen: most often the
+		// second half of a Deregister or a Reap (both delete the module
+		// first), whose module deletion the other informer has not
+		// delivered yet. The module keeps that Lease: a live one goes
+		// stale at its deadline, as after a stopped heartbeat; an expired
+		// one leaves it as it was (logging the module without a Lease
+		// would show a reaped module as updated, then removed).
 		if m.vanished == nil {
 			m.vanished = map[string]*coordinationv1.Lease{}
 		}
