@@ -308,7 +308,13 @@ func TestTwoProcessesSeeEachOther(t *testing.T) {
 		if err := json.Unmarshal([]byte(reg.line(t)), &theirs); err != nil {
 			t.Fatal(err)
 		}
+		// Each removal waits until both watchers have seen the instance
+		// arrive: a watcher that first reads the log after the removal
+		// sees no change at all (an instance that came and went, or one
+		// already expired, is no event for it), so the other process,
+		// slower to read under load, would print nothing.
 		waitEvent(t, events, switchboard.EventAdded, "", theirs.ID)
+		waitLine(t, watcher, `"added"`, theirs.ID)
 		reg.cmd.Process.Kill()
 		waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonExpired, theirs.ID)
 		waitLine(t, watcher, `"removed","reason":"expired"`, theirs.ID)
@@ -318,6 +324,7 @@ func TestTwoProcessesSeeEachOther(t *testing.T) {
 		var polite switchboard.Instance
 		json.Unmarshal([]byte(reg2.line(t)), &polite)
 		waitEvent(t, events, switchboard.EventAdded, "", polite.ID)
+		waitLine(t, watcher, `"added"`, polite.ID)
 		reg2.cmd.Process.Signal(syscall.SIGINT)
 		waitEvent(t, events, switchboard.EventRemoved, switchboard.ReasonDeregistered, polite.ID)
 		waitLine(t, watcher, `"removed","reason":"deregistered"`, polite.ID)
