@@ -77,19 +77,12 @@ func skip(s string, i int) int {
 }
 
 func strings(s string) ([]string, bool) {
-	i := skip(s, 0)
-	if i >= len(s) || s[i] != '[' {
+	i, n, empty, ok := open(s, '[', ']')
+	if !ok {
 		return nil, false
 	}
-	i = skip(s, i+1)
-	if i < len(s) && s[i] == ']' {
-		return []string{}, skip(s, i+1) == len(s)
-	}
-	n := 1
-	for j := i; j < len(s); j++ {
-		if s[j] == ',' {
-			n++
-		}
+	if empty {
+		return []string{}, true
 	}
 	out := make([]string, 0, n)
 	for {
@@ -98,35 +91,22 @@ func strings(s string) ([]string, bool) {
 			return nil, false
 		}
 		out = append(out, v)
-		i = skip(s, j)
-		if i >= len(s) {
+		var end bool
+		if i, end, ok = next(s, j, ']'); !ok {
 			return nil, false
-		}
-		switch s[i] {
-		case ',':
-			i = skip(s, i+1)
-		case ']':
-			return out, skip(s, i+1) == len(s)
-		default:
-			return nil, false
+		} else if end {
+			return out, true
 		}
 	}
 }
 
 func stringMap(s string) (map[string]string, bool) {
-	i := skip(s, 0)
-	if i >= len(s) || s[i] != '{' {
+	i, n, empty, ok := open(s, '{', '}')
+	if !ok {
 		return nil, false
 	}
-	i = skip(s, i+1)
-	if i < len(s) && s[i] == '}' {
-		return map[string]string{}, skip(s, i+1) == len(s)
-	}
-	n := 1
-	for j := i; j < len(s); j++ {
-		if s[j] == ',' {
-			n++
-		}
+	if empty {
+		return map[string]string{}, true
 	}
 	out := make(map[string]string, n)
 	for {
@@ -143,17 +123,49 @@ func stringMap(s string) (map[string]string, bool) {
 			return nil, false
 		}
 		out[k] = v // a repeated key: the last wins, as in encoding/json
-		i = skip(s, j)
-		if i >= len(s) {
+		var end bool
+		if i, end, ok = next(s, j, '}'); !ok {
 			return nil, false
-		}
-		switch s[i] {
-		case ',':
-			i = skip(s, i+1)
-		case '}':
-			return out, skip(s, i+1) == len(s)
-		default:
-			return nil, false
+		} else if end {
+			return out, true
 		}
 	}
+}
+
+// open reads the opening bracket of a list or object that must make up all
+// of s: it returns the index of its first element, an upper bound of the
+// element count (one more than the commas), and whether it is empty (its
+// closing bracket follows, and nothing but white space after it).
+func open(s string, opening, closing byte) (i, n int, empty, ok bool) {
+	i = skip(s, 0)
+	if i >= len(s) || s[i] != opening {
+		return 0, 0, false, false
+	}
+	i = skip(s, i+1)
+	if i < len(s) && s[i] == closing {
+		return 0, 0, true, skip(s, i+1) == len(s)
+	}
+	n = 1
+	for j := i; j < len(s); j++ {
+		if s[j] == ',' {
+			n++
+		}
+	}
+	return i, n, false, true
+}
+
+// next reads what follows an element at s[j:]: a comma (the next element's
+// index) or the closing bracket, which must end s but for white space.
+func next(s string, j int, closing byte) (i int, end, ok bool) {
+	i = skip(s, j)
+	if i >= len(s) {
+		return 0, false, false
+	}
+	switch s[i] {
+	case ',':
+		return skip(s, i+1), false, true
+	case closing:
+		return 0, true, skip(s, i+1) == len(s)
+	}
+	return 0, false, false
 }
