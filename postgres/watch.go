@@ -205,8 +205,10 @@ func (s source) snapshot(ctx context.Context, w writers) (snap hub.Snapshot, set
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		var mvcc string
 		var trimmed int64
-		if err := tx.QueryRow(ctx, `SELECT trimmed_to, `+epochSQL+`, now(), `+snapshotSQL+` FROM change_log`).
-			Scan(&trimmed, &snap.Epoch, &snap.Now, &mvcc); err != nil {
+		var sizeHint int
+		if err := tx.QueryRow(ctx, `SELECT trimmed_to, `+epochSQL+`, now(), `+snapshotSQL+`,
+				(SELECT reltuples::int FROM pg_class WHERE oid = 'instances'::regclass) FROM change_log`).
+			Scan(&trimmed, &snap.Epoch, &snap.Now, &mvcc, &sizeHint); err != nil {
 			return err
 		}
 		ms, err := parseSnapshot(mvcc)
@@ -234,11 +236,11 @@ func (s source) snapshot(ctx context.Context, w writers) (snap hub.Snapshot, set
 		if len(above) > 0 {
 			s.c.setReflected(snap.Epoch, above[len(above)-1])
 		}
-		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY name, id`)
+		rows, err := tx.Query(ctx, snapshotQuery, binaryResults)
 		if err != nil {
 			return err
 		}
-		snap.Instances, err = scanInstances(rows)
+		snap.Instances, err = readAll(rows, readOpts{sizeHint: sizeHint, sort: true, share: true})
 		return err
 	})
 	snap.Now = snap.Now.UTC()

@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"bytes"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// TestDecodeMatchesScan checks that the hand decoding of Snapshot (readAll)
+// gives, row for row, what pgx's Scan gives (scanInstance), for rows that
+// exercise every column: no capabilities or many, metadata empty, escaped
+// or not ASCII, components present or not, TTLs with days and months,
+// stale rows, names and ids longer than the sort's 16-byte prefixes, and a
+// row larger than readAll's buffers.
+func TestDecodeMatchesScan(t *testing.T) {
+	c, conn, _ := newCatalog(t)
+	ctx := ctxT(t)
+	exec(t, conn, `INSERT INTO instances (id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen) VALUES
+		('a', 'svc', 'writer', '10.0.0.1:1', '{}', '', '{}', NULL, '10 minutes 1 second', now(), now()),
+		('b', 'svc', 'reader', '10.0.0.1:2', '{x,y,"with space","ünï"}', '1.2.3', '{"k": "v", "q\"uote": "line\nbreak", "ü": "ß"}',
+			'{"b": 1, "a": [true, null]}', '1 day 2 hours 3.000004 seconds', now() - interval '1 hour', now() - interval '3 days'),
+		('c-a-rather-long-instance-identifier-0001', 'a-service-name-longer-than-sixteen', 'writer', 'h:3', '{z}', 'v', '{"zone": "a"}', '[]', '2 months', now(), now()),
+		('c-a-rather-long-instance-identifier-0000', 'a-service-name-longer-than-sixteen', 'writer', 'h:4', '{z}', 'v', '{"zone": "a"}', NULL, '5 minutes', now(), now()),
+		('d', 'a-service-name-longer-than-sixteeo', 'writer', 'h:5', '{z}', 'v', '{"zone": "a"}', NULL, '5 minutes', now(), now()),
+		('e', 'a-service-name-longer-than-sixtee', 'writer', 'h:6', '{z}', 'v', '{"zone": "b"}', NULL, '5 minutes', now(), now()),
+		('f', '', 'writer', 'h:7', '{}', '', '{}', NULL, '1 microsecond', now(), now()),
+		('g', 'big', 'writer', 'h:8', '{}', '', '{}', ('["'||repeat('x', 3 << 20)||'"]')::json, '1 hour', now(), now())`)
+
+	rows, err := conn.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []switchboard.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, in)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+
+	for _, o := range []readOpts{{}, {sort: true, share: true}, {sort: true, sizeHint: 1}} {
+		rows, err := conn.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY id`, binaryResults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(rows, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := slices.Clone(want)
+		if o.sort {
+			slices.SortFunc(w, func(a, b switchboard.Instance) int {
+				if c := strings.Compare(a.Name, b.Name); c != 0 {
+					return c
+				}
+				return strings.Compare(a.ID, b.ID)
+			})
+		}
+		if !reflect.DeepEqual(got, w) {
+			for i := range got {
+				if !reflect.DeepEqual(got[i], w[i]) {
+					t.Errorf("%+v: row %d:\n got %#v\nwant %#v", o, i, got[i], w[i])
+				}
+			}
+			t.Fatalf("%+v: decoded rows differ from scanned ones", o)
+		}
+	}
+
+	// Through the catalog: List (the server's order) and Snapshot (sorted
+	// here) agree with Get.
+	list, err := c.List(ctx, switchboard.Query{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := source{c}.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(want) || len(snap.Instances) != len(want) {
+		t.Fatalf("list %d, snapshot %d rows, want %d", len(list), len(snap.Instances), len(want))
+	}
+	for i, in := range snap.Instances {
+		g, err := c.Get(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, g) {
+			t.Errorf("snapshot row %d:\n got %#v\nwant %#v", i, in, g)
+		}
+	}
+}
+
+// TestDecodeRejectsMalformed checks that decodeRow reports, rather than
+// misreads, values it does not expect.
+func TestDecodeRejectsMalformed(t *testing.T) {
+	good := func() [][]byte {
+		return [][]byte{
+			[]byte("id"), []byte("n"), []byte("t"), []byte("a"),
+			{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, // empty text[]
+			[]byte("v"), []byte("\x01{}"), nil,
+			make([]byte, 16), make([]byte, 8), make([]byte, 8), {0},
+		}
+	}
+	var in switchboard.Instance
+	if err := decodeRow(good(), &in, nil); err != nil {
+		t.Fatalf("well-formed row: %v", err)
+	}
+	for name, mutate := range map[string]func(v [][]byte){
+		"null id":         func(v [][]byte) { v[0] = nil },
+		"short ttl":       func(v [][]byte) { v[8] = v[8][:12] },
+		"short timestamp": func(v [][]byte) { v[9] = v[9][:4] },
+		"infinite":        func(v [][]byte) { v[10] = bytes.Repeat([]byte{0xff}, 8); v[10][0] = 0x7f },
+		"jsonb version":   func(v [][]byte) { v[6] = []byte("\x02{}") },
+		"2-d array": func(v [][]byte) {
+			v[4] = []byte{0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1}
+		},
+		"array overrun": func(v [][]byte) {
+			v[4] = []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 9, 'x'}
+		},
+		"array null": func(v [][]byte) {
+			v[4] = []byte{0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}
+		},
+		"bad metadata":      func(v [][]byte) { v[6] = []byte("\x01{\"k\": 1}") },
+		"too few columns":   func(v [][]byte) {},
+		"stale not boolean": func(v [][]byte) { v[11] = nil },
+	} {
+		v := good()
+		mutate(v)
+		if name == "too few columns" {
+			v = v[:11]
+		}
+		if err := decodeRow(v, &in, nil); err == nil {
+			t.Errorf("%s: decoded without error", name)
+		}
+	}
+}
