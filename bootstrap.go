@@ -301,36 +301,27 @@ func (b *beater) renew(timeout time.Duration, ids []string, regs map[string]*Reg
 	return nil
 }
 
-// reap deletes the rows stale for twice their TTL. While rows may still be
-// inside their grace (*grace), that is, the catalog has been reachable for
-// healthyFor, less than some row's TTL, it first lists the rows and skips
-// the round when any stale row's own TTL is longer than healthyFor: each row
-// gets its own TTL to heartbeat after an outage, and one row with a long
-// TTL does not hold back the reaping of short ones.
+// reap deletes the rows stale for twice their TTL, each only once the
+// catalog has been reachable for that row's own TTL (ReapGrace). A
+// GraceReaper does that in one call. Any other catalog is listed while rows
+// may still be inside their grace (*grace); once this process has been
+// reachable for the longest TTL listed, it reaps with Catalog.Reap and lists
+// no more until the next outage.
 func (b *beater) reap(ctx context.Context, healthyFor time.Duration, grace *bool) {
-	if *grace {
-		rows, err := b.key.cat.List(ctx, Query{All: true})
-		if err != nil {
-			b.log.Warn("reap: list failed", "err", err)
-			return
-		}
+	var n int
+	var err error
+	if g, ok := b.key.cat.(GraceReaper); ok {
+		n, err = g.ReapGrace(ctx, healthyFor)
+	} else if *grace {
 		var longest time.Duration
-		waiting := 0
-		for _, in := range rows {
-			longest = max(longest, in.TTL)
-			if in.Stale && in.TTL > healthyFor {
-				waiting++
-			}
-		}
-		if healthyFor >= longest {
+		n, longest, err = reapListed(ctx, b.key.cat, healthyFor)
+		if err == nil && healthyFor >= longest {
 			*grace = false
 		}
-		if waiting > 0 {
-			b.log.Debug("reap deferred: stale rows still inside their grace", "rows", waiting, "reachable_for", healthyFor.Round(time.Millisecond))
-			return
-		}
+	} else {
+		n, err = b.key.cat.Reap(ctx, 0)
 	}
-	if n, err := b.key.cat.Reap(ctx, 0); err != nil {
+	if err != nil {
 		b.log.Warn("reap failed", "err", err)
 	} else if n > 0 {
 		b.log.Info("reaped stale registrations", "rows", n)

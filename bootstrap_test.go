@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,6 +163,12 @@ type countingCatalog struct {
 	calls [][]string
 	reaps int
 	fail  error
+	lists atomic.Int64
+}
+
+func (c *countingCatalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	c.lists.Add(1)
+	return c.Catalog.List(ctx, q)
 }
 
 func (c *countingCatalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
@@ -374,9 +381,26 @@ func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
 
 // Issue 7 item 5: the reaper's post-outage grace is per row. A process
 // whose own registration has a TTL of an hour, after a failed heartbeat,
-// still reaps a dead row with a short TTL once that row's own grace is over.
+// still reaps a dead row with a short TTL once that row's own grace is over:
+// through listing on a catalog that cannot reap by TTL, and in one call,
+// never listing, on a GraceReaper.
 func TestReaperGraceIsPerRow(t *testing.T) {
-	cat := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
+	for _, graceReaper := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listing", true: "GraceReaper"}[graceReaper], func(t *testing.T) {
+			counting := &countingCatalog{Catalog: testkit.OpenSQLite(t)}
+			var cat switchboard.Catalog = counting
+			if graceReaper {
+				cat = &graceCatalog{counting}
+			}
+			testReaperGrace(t, cat, counting)
+			if graceReaper && counting.lists.Load() != 0 {
+				t.Fatalf("the reaper listed a GraceReaper %d times", counting.lists.Load())
+			}
+		})
+	}
+}
+
+func testReaperGrace(t *testing.T, cat switchboard.Catalog, counting *countingCatalog) {
 	ctx := context.Background()
 	long := service("long")
 	long.TTL = time.Hour
@@ -391,9 +415,9 @@ func TestReaperGraceIsPerRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat.setFail(errors.New("connection refused"))
+	counting.setFail(errors.New("connection refused"))
 	testkit.WaitUntil(t, "a failed heartbeat", func() bool { return reg.Stats().Failures > 0 })
-	cat.setFail(nil)
+	counting.setFail(nil)
 	recovered := time.Now()
 	testkit.WaitUntil(t, "the dead row (ttl 100ms) to be reaped", func() bool {
 		_, err := cat.Get(ctx, stored.ID)
@@ -406,4 +430,15 @@ func TestReaperGraceIsPerRow(t *testing.T) {
 	if _, err := cat.Get(ctx, reg.ID()); err != nil {
 		t.Fatalf("the live registration: %v", err)
 	}
+}
+
+// graceCatalog is a countingCatalog that reaps with the grace in one call,
+// as the SQL backends do.
+type graceCatalog struct{ *countingCatalog }
+
+func (g *graceCatalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
+	g.mu.Lock()
+	g.reaps++
+	g.mu.Unlock()
+	return g.Catalog.(switchboard.GraceReaper).ReapGrace(ctx, reachableFor)
 }

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Open) {
 		{"HeartbeatMissing", testHeartbeatMissing},
 		{"Deregister", testDeregister},
 		{"Reap", testReap},
+		{"ReapGrace", testReapGrace},
 		{"WatchSnapshotAndDeltas", testWatchDeltas},
 		{"WatchFilter", testWatchFilter},
 		{"WatchHeartbeatIsNotAnEvent", testWatchHeartbeat},
@@ -332,6 +333,73 @@ func testReap(t *testing.T, c switchboard.Catalog) {
 	}
 	if _, err := c.Get(ctx(t), l.ID); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("row older than the cutoff not reaped: %v", err)
+	}
+}
+
+// testReapGrace checks switchboard.ReapGrace: a row stale for twice its TTL
+// is reaped only once the caller has been reachable for that row's own TTL,
+// in one call on a GraceReaper, and through listing on any other catalog.
+func testReapGrace(t *testing.T, c switchboard.Catalog) {
+	if _, err := switchboard.ReapGrace(ctx(t), c, -time.Second); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("negative reachableFor: %v, want ErrInvalid", err)
+	}
+	if g, ok := c.(switchboard.GraceReaper); ok {
+		if _, err := g.ReapGrace(ctx(t), -time.Second); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Fatalf("GraceReaper, negative reachableFor: %v, want ErrInvalid", err)
+		}
+	}
+	short, long := sample("short"), sample("long")
+	short.TTL, long.TTL = time.Second, 2*time.Second
+	s := mustRegister(t, c, short)
+	l := mustRegister(t, c, long)
+	keep := mustRegister(t, c, sample("kept")) // default TTL, heartbeated
+	// Both stale for twice their TTL (the long row's 4 s).
+	testkit.WaitUntil(t, "both rows stale for twice their TTL", func() bool {
+		if _, err := c.Heartbeat(ctx(t), keep.ID); err != nil {
+			t.Fatal(err)
+		}
+		now, err := c.Now(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Get(ctx(t), l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.Sub(got.LastSeen) > 2*long.TTL+100*time.Millisecond
+	})
+	// Reachable for less than either TTL: both inside their grace.
+	if n, err := switchboard.ReapGrace(ctx(t), c, 500*time.Millisecond); err != nil || n != 0 {
+		t.Fatalf("reap inside every grace: %d %v, want 0", n, err)
+	}
+	// Reachable for the short row's TTL, not the long one's. A GraceReaper
+	// reaps the short row alone; through listing the round waits for the
+	// long row's grace to end, so nothing is deleted yet.
+	want := 0
+	if _, ok := c.(switchboard.GraceReaper); ok {
+		want = 1
+	}
+	if n, err := switchboard.ReapGrace(ctx(t), c, 1500*time.Millisecond); err != nil || n != want {
+		t.Fatalf("reap with the short row's grace over: %d %v, want %d", n, err, want)
+	}
+	if want == 1 {
+		if _, err := c.Get(ctx(t), s.ID); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Fatalf("short row still there: %v", err)
+		}
+		if _, err := c.Get(ctx(t), l.ID); err != nil {
+			t.Fatalf("long row reaped inside its grace: %v", err)
+		}
+	}
+	if n, err := switchboard.ReapGrace(ctx(t), c, time.Hour); err != nil || n != 2-want {
+		t.Fatalf("reap with every grace over: %d %v, want %d", n, err, 2-want)
+	}
+	for _, id := range []string{s.ID, l.ID} {
+		if _, err := c.Get(ctx(t), id); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Fatalf("row %s still there: %v", id, err)
+		}
+	}
+	if _, err := c.Get(ctx(t), keep.ID); err != nil {
+		t.Fatalf("a live row was reaped: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@
 //	PUT    /v1/instances/{id}/heartbeat   renew (X-Instance-Secret) → 204; 404 when the row is gone
 //	POST   /v1/heartbeats                 renew many: {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
 //	POST   /v1/reap?older_than=           reap → {"reaped":n} (a default reap within 1 s of the last answers 0 at once)
+//	POST   /v1/reap?reachable_for=        reap with the caller's post-outage grace (below)
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)
 //	GET    /v1/now                        the catalog's clock → {"now":"…"}
 //	GET    /v1/info                       backend, redacted DSN, health, counts, self-preservation
@@ -99,4 +100,14 @@
 // registration or deregistration is answered once the server's mirror
 // shows it (at most 2 s), so a client that then watches through the same
 // server finds its own write in the snapshot.
+//
+// # Reaping
+//
+// A default reap (POST /v1/reap without older_than, from a client's
+// Bootstrap or the server's own reaper) deletes the rows stale for twice
+// their TTL with the post-outage grace of switchboard.ReapGrace: a row only
+// once the server has been reachable to the catalog (its mirror synced) for
+// that row's TTL, and, given ?reachable_for=, the client too. No row is
+// sent to the client, so 200 clients starting at once cost the server 40
+// small requests a second, not 200 listings of the catalog.
 package httpapi

@@ -31,18 +31,19 @@ type feed struct {
 	limit   int    // entries of history kept
 	observe func(in *switchboard.Instance)
 
-	mu      sync.RWMutex // readers: every SSE subscriber at once on each change
-	state   map[string]*state
-	hashes  map[string]string // id -> secret hash, from the reserved metadata key
-	ring    []entry           // ring[i] has seq first+i
-	first   int64
-	head    int64 // seq of the newest entry; 0 before any
-	ready   bool  // the initial snapshot is in
-	healthy bool
-	lastErr string
-	wake    chan struct{} // closed and replaced when entries are appended
-	readyCh chan struct{}
-	done    chan struct{}
+	mu           sync.RWMutex // readers: every SSE subscriber at once on each change
+	state        map[string]*state
+	hashes       map[string]string // id -> secret hash, from the reserved metadata key
+	ring         []entry           // ring[i] has seq first+i
+	first        int64
+	head         int64 // seq of the newest entry; 0 before any
+	ready        bool  // the initial snapshot is in
+	healthy      bool
+	healthySince time.Time // when healthy last became true by a sync (zero: never synced)
+	lastErr      string
+	wake         chan struct{} // closed and replaced when entries are appended
+	readyCh      chan struct{}
+	done         chan struct{}
 }
 
 // state is one instance as the feed knows it, immutable once made: entries
@@ -129,6 +130,9 @@ func (f *feed) apply(ev switchboard.Event) {
 		delete(f.state, id)
 		delete(f.hashes, id)
 	case switchboard.EventSynced:
+		if !f.healthy || f.healthySince.IsZero() {
+			f.healthySince = time.Now()
+		}
 		f.healthy, f.lastErr = true, ""
 		if !f.ready {
 			f.ready = true
@@ -204,6 +208,17 @@ func (f *feed) counts() (active, stale int) {
 		}
 	}
 	return active, stale
+}
+
+// reachableFor is how long the catalog has been reachable to the feed:
+// since its last sync after an error (or its first), zero while unhealthy.
+func (f *feed) reachableFor() time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if !f.healthy || f.healthySince.IsZero() {
+		return 0
+	}
+	return time.Since(f.healthySince)
 }
 
 func (f *feed) health() (ready, healthy bool, lastErr string) {

@@ -348,7 +348,18 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 		}
 		older = d
 	}
-	n, err := s.reap(r.Context(), older)
+	reachable := time.Duration(-1)
+	if v := r.URL.Query().Get("reachable_for"); v != "" {
+		if older > 0 {
+			return &switchboard.FieldError{Field: "reachable_for", Value: v, Reason: "not with older_than (a reap by age has no grace)"}
+		}
+		d, err := switchboard.ParseDuration("reachable_for", v)
+		if err != nil {
+			return err
+		}
+		reachable = d
+	}
+	n, err := s.reap(r.Context(), older, reachable)
 	if err != nil {
 		return err
 	}

@@ -82,26 +82,40 @@ type Server struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
-	reapMu  sync.Mutex // one reap at a time: concurrent requests wait for it
-	reaped  time.Time  // when the last default reap (2 × TTL) finished
+	reapMu  sync.Mutex    // one reap at a time: concurrent requests wait for it
+	reaped  time.Time     // when the last default reap (2 × TTL) finished
+	reach   time.Duration // the grace it reaped with
 }
 
 // reapCoalesce is how long after a default reap (older_than zero) another
-// one is answered with 0 at once: every client's Bootstrap runs a reaper,
-// and 300 clients would otherwise cost the database 60 reaps a second.
+// one that could delete no more is answered with 0 at once: every client's
+// Bootstrap runs a reaper, and 300 clients would otherwise cost the
+// database 60 reaps a second.
 const reapCoalesce = time.Second
 
-// reap runs one reap at a time; a default one within reapCoalesce of the
-// previous is skipped (it would find what that one just deleted: nothing).
-func (s *Server) reap(ctx context.Context, older time.Duration) (int, error) {
+// reap runs one reap at a time. A default one (older zero) deletes the rows
+// stale for twice their TTL with the post-outage grace (switchboard.
+// ReapGrace): each row only once this server has been reachable to the
+// catalog for that row's TTL, and the caller too when it says for how long
+// (reachable; negative: not said). One within reapCoalesce of the previous
+// default reap, with no longer a grace, is skipped (it would find what that
+// one just deleted: nothing).
+func (s *Server) reap(ctx context.Context, older, reachable time.Duration) (int, error) {
 	s.reapMu.Lock()
 	defer s.reapMu.Unlock()
-	if older == 0 && time.Since(s.reaped) < reapCoalesce {
+	if older > 0 {
+		return s.cat.Reap(ctx, older)
+	}
+	reach := s.feed.reachableFor()
+	if reachable >= 0 {
+		reach = min(reach, reachable)
+	}
+	if time.Since(s.reaped) < reapCoalesce && reach <= s.reach {
 		return 0, nil
 	}
-	n, err := s.cat.Reap(ctx, older)
-	if err == nil && older == 0 {
-		s.reaped = time.Now()
+	n, err := switchboard.ReapGrace(ctx, s.cat, reach)
+	if err == nil {
+		s.reaped, s.reach = time.Now(), reach
 	}
 	return n, err
 }
@@ -266,7 +280,7 @@ func (s *Server) reaper(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		n, err := s.reap(rctx, 0)
+		n, err := s.reap(rctx, 0, -1)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:

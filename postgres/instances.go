@@ -434,41 +434,8 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if olderThan < 0 {
 		return 0, fmt.Errorf("postgres: reap: %w: olderThan must not be negative", switchboard.ErrInvalid)
 	}
-	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
-		cond := `now() - last_seen > 2 * ttl`
-		var args []any
-		if olderThan > 0 {
-			cond, args = `now() - last_seen > $1::interval`, []any{olderThan}
-		}
-		rows, err := tx.Query(ctx, `DELETE FROM instances WHERE id IN (
-				SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
-			RETURNING id`, args...)
-		if err != nil {
-			return nil, err
-		}
-		gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, err
-		}
-		if len(gone) == 0 {
-			// Reaping runs in every process: let it keep the log short too.
-			return nil, c.trim(ctx, tx)
-		}
-		return &logWrite{sql: `INSERT INTO changes (id, op, reason)
-			SELECT x, 'delete', '` + string(switchboard.ReasonExpired) + `' FROM unnest($1::text[]) AS x ORDER BY x`,
-			args: []any{gone}}, nil
-	})
-	if err != nil {
-		return 0, c.wrap("reap", err)
+	if olderThan > 0 {
+		return c.reap(ctx, `now() - last_seen > $1::interval`, olderThan)
 	}
-	if len(logged) == 0 {
-		return 0, nil
-	}
-	changes := make([]hub.Change, len(logged))
-	for i, l := range logged {
-		changes[i] = hub.Change{ID: l.id, Seq: l.seq, Deleted: true, Reason: switchboard.ReasonExpired,
-			Instance: switchboard.Instance{ID: l.id}}
-	}
-	c.publish(changes, logged[len(logged)-1].at, epoch)
-	return len(changes), nil
+	return c.reap(ctx, `now() - last_seen > 2 * ttl`)
 }

@@ -340,6 +340,25 @@ func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error)
 	return out.Reaped, err
 }
 
+// ReapGrace implements switchboard.GraceReaper: the server reaps the rows
+// stale for twice their TTL whose TTL is at most reachableFor and at most
+// how long it has itself been reachable to the catalog, in one request; no
+// row is sent to this client. (A server older than this client ignores
+// reachable_for and reaps without a grace.)
+func (c *Client) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
+	if reachableFor < 0 {
+		return 0, &switchboard.FieldError{Field: "reachableFor", Value: reachableFor.String(), Reason: "must not be negative"}
+	}
+	if reachableFor < time.Millisecond {
+		return 0, nil // no TTL is shorter: nothing is outside its grace
+	}
+	var out struct {
+		Reaped int `json:"reaped"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/reap?reachable_for="+url.QueryEscape(reachableFor.String()), nil, &out)
+	return out.Reaped, err
+}
+
 // Now implements switchboard.Catalog: the catalog's clock, read through
 // the server.
 func (c *Client) Now(ctx context.Context) (time.Time, error) {

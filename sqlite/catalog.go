@@ -442,47 +442,12 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
 	}
-	var n int
-	err := c.write(ctx, func(tx *txn) error {
-		n = 0
-		now, err := clock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		cond, arg := `last_seen < ? - 2 * ttl_ms * 1000`, now
+	return c.reap(ctx, func(now int64) (string, []any) {
 		if olderThan > 0 {
-			cond, arg = `last_seen < ?`, now-olderThan.Microseconds()
+			return `last_seen < ?`, []any{now - olderThan.Microseconds()}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
-			SELECT id, 'delete', ?, ? FROM instances WHERE `+cond+` ORDER BY id`,
-			string(switchboard.ReasonExpired), now, arg)
-		if err != nil {
-			return err
-		}
-		logged, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if logged == 0 {
-			return errNoChange
-		}
-		if res, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE `+cond, arg); err != nil {
-			return err
-		}
-		deleted, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if deleted != logged {
-			return fmt.Errorf("deleted %d rows but logged %d", deleted, logged)
-		}
-		n = int(deleted)
-		return c.maybeTrim(ctx, tx, now)
+		return `last_seen < ? - 2 * ttl_ms * 1000`, []any{now}
 	})
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: reap: %w", err)
-	}
-	return n, nil
 }
 
 // Now returns the catalog's (SQLite's) clock.

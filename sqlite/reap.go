@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// ReapGrace implements switchboard.GraceReaper: it deletes the rows stale
+// for twice their own TTL whose TTL is at most reachableFor, in one
+// transaction, and logs each removal with reason "expired".
+func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
+	if c.closed.Load() {
+		return 0, errClosed("reap")
+	}
+	if reachableFor < 0 {
+		return 0, fmt.Errorf("sqlite: reap: %w: negative reachableFor %s", switchboard.ErrInvalid, reachableFor)
+	}
+	return c.reap(ctx, func(now int64) (string, []any) {
+		return `last_seen < ? - 2 * ttl_ms * 1000 AND ttl_ms <= ?`, []any{now, reachableFor.Milliseconds()}
+	})
+}
+
+// reap deletes the rows that where (given the catalog's now, in
+// microseconds) selects, logging each removal with reason "expired" in the
+// same transaction, and returns how many it deleted.
+func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any)) (int, error) {
+	var n int
+	err := c.write(ctx, func(tx *txn) error {
+		n = 0
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cond, args := where(now)
+		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
+			SELECT id, 'delete', ?, ? FROM instances WHERE `+cond+` ORDER BY id`,
+			append([]any{string(switchboard.ReasonExpired), now}, args...)...)
+		if err != nil {
+			return err
+		}
+		logged, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if logged == 0 {
+			return errNoChange
+		}
+		if res, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE `+cond, args...); err != nil {
+			return err
+		}
+		deleted, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if deleted != logged {
+			return fmt.Errorf("deleted %d rows but logged %d", deleted, logged)
+		}
+		n = int(deleted)
+		return c.maybeTrim(ctx, tx, now)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reap: %w", err)
+	}
+	return n, nil
+}
