@@ -140,8 +140,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		w := want
 		// A new row is the common case: one statement tells.
 		res, err := tx.ExecContext(ctx, `INSERT INTO instances
-			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, packed)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+				json_array(?1, ?2, ?3, ?4, json(?5), ?6, json(?7), ?9, ?10)) ON CONFLICT (id) DO NOTHING`,
 			w.id, w.name, w.typ, w.address, w.caps, w.version, w.metadata,
 			w.components, w.ttlMS, now, now)
 		if err != nil {
@@ -190,10 +191,11 @@ func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registe
 		return 0, old.registeredAt, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET
-		name = ?, type = ?, address = ?, capabilities = ?, version = ?, metadata = ?,
-		components = ?, ttl_ms = ?, last_seen = ? WHERE id = ?`,
+		name = ?1, type = ?2, address = ?3, capabilities = ?4, version = ?5, metadata = ?6,
+		components = ?7, ttl_ms = ?8, last_seen = ?9,
+		packed = json_array(?10, ?1, ?2, ?3, json(?4), ?5, json(?6), ?8, ?11) WHERE id = ?10`,
 		want.name, want.typ, want.address, want.caps, want.version, want.metadata,
-		want.components, want.ttlMS, now, want.id); err != nil {
+		want.components, want.ttlMS, now, want.id, old.registeredAt); err != nil {
 		return 0, 0, err
 	}
 	if old.caps != want.caps {
@@ -364,9 +366,9 @@ func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 	return out, nil
 }
 
-// List returns the instances selected by q, ordered by name then id. The
-// capability filter goes through the capability index; staleness is judged
-// by the catalog clock.
+// List returns the instances selected by q, ordered by name then id (see
+// queryInstances). The capability filter goes through the capability
+// index; staleness is judged by the catalog clock.
 func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
 	if c.closed.Load() {
 		return nil, errClosed("list")
@@ -378,7 +380,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 		if err != nil {
 			return err
 		}
-		query := `SELECT ` + instanceCols + ` FROM instances i`
+		query := `SELECT ` + packedCols + ` FROM instances i`
 		var args []any
 		if q.Capability != "" {
 			query += ` JOIN instance_capabilities ic ON ic.instance_id = i.id AND ic.capability = ?`
@@ -397,39 +399,13 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 			query += ` AND ? - i.last_seen <= i.ttl_ms * 1000`
 			args = append(args, now)
 		}
-		query += ` ORDER BY i.name, i.id`
-		out, err = queryInstances(ctx, tx, now, query, args...)
+		out, err = queryInstances(ctx, tx, nil, now, 0, query, args...)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
 	return out, nil
-}
-
-func queryInstances(ctx context.Context, tx *txn, now int64, query string, args ...any) ([]switchboard.Instance, error) {
-	return appendInstances(ctx, tx, []switchboard.Instance{}, now, query, args...)
-}
-
-// appendInstances appends the instances query reads to out.
-func appendInstances(ctx context.Context, tx *txn, out []switchboard.Instance, now int64, query string, args ...any) ([]switchboard.Instance, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanRow(rows)
-		if err != nil {
-			return nil, err
-		}
-		in, err := r.instance(now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, rows.Err()
 }
 
 // Reap deletes the rows whose last_seen is older than olderThan (zero:

@@ -81,6 +81,56 @@ var migrations = []string{
 	// watcher whose cursor came from a deleted, re-created or replaced file
 	// resyncs from a snapshot instead of reading another history's entries.
 	`INSERT INTO meta (key, value) VALUES ('epoch', random());`,
+	// 5: instances becomes a WITHOUT ROWID table keyed by id, so that a
+	// lookup by id (each row a capability List returns) is one B-tree
+	// search instead of two (the id index, then the table), and gains the
+	// packed form of each row (see packed.go), which a List or a snapshot
+	// reads instead of nine columns. The rows move over with their packed
+	// form; the capability rows are set aside while the old table goes
+	// (dropping it deletes them through the foreign key) and put back. The
+	// triggers pack a row that a write left unpacked or out of date: one by
+	// a program built before this migration, or any other tool (this
+	// package's statements set packed themselves, so their WHEN is false).
+	`CREATE TABLE instances_v5 (
+		id            TEXT PRIMARY KEY,
+		name          TEXT NOT NULL,
+		type          TEXT NOT NULL,
+		address       TEXT NOT NULL,
+		capabilities  TEXT NOT NULL DEFAULT '[]',
+		version       TEXT NOT NULL DEFAULT '',
+		metadata      TEXT NOT NULL DEFAULT '{}',
+		components    TEXT,
+		ttl_ms        INTEGER NOT NULL,
+		registered_at INTEGER NOT NULL,
+		last_seen     INTEGER NOT NULL,
+		packed        TEXT
+	) WITHOUT ROWID;
+	INSERT INTO instances_v5 (id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, packed)
+		SELECT id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, ` + packSQL("instances") + `
+		FROM instances;
+	CREATE TEMP TABLE instance_capabilities_v5 AS SELECT instance_id, capability FROM instance_capabilities;
+	DROP TABLE instances;
+	ALTER TABLE instances_v5 RENAME TO instances;
+	INSERT INTO instance_capabilities (instance_id, capability) SELECT instance_id, capability FROM temp.instance_capabilities_v5;
+	DROP TABLE temp.instance_capabilities_v5;
+	CREATE INDEX instances_name ON instances(name, id);
+	CREATE INDEX instances_last_seen ON instances(last_seen);
+	CREATE TRIGGER instances_revived AFTER UPDATE OF last_seen ON instances
+	WHEN NEW.last_seen - OLD.last_seen > OLD.ttl_ms * 800
+	BEGIN
+		INSERT INTO changes (id, op, reason, at) VALUES (NEW.id, 'upsert', '', NEW.last_seen);
+	END;
+	CREATE TRIGGER instances_pack_insert AFTER INSERT ON instances
+	WHEN NEW.packed IS NULL
+	BEGIN
+		UPDATE instances SET packed = ` + packSQL("NEW") + ` WHERE id = NEW.id;
+	END;
+	CREATE TRIGGER instances_pack_update
+	AFTER UPDATE OF id, name, type, address, capabilities, version, metadata, ttl_ms, registered_at, packed ON instances
+	WHEN NEW.packed IS NOT ` + packSQL("NEW") + `
+	BEGIN
+		UPDATE instances SET packed = ` + packSQL("NEW") + ` WHERE id = NEW.id;
+	END;`,
 }
 
 // epochSQL reads the catalog's epoch (see migration 4).

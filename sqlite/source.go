@@ -50,8 +50,9 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&n); err != nil {
 			return err
 		}
-		ins, err := appendInstances(ctx, tx, make([]switchboard.Instance, 0, n), now,
-			`SELECT `+instanceCols+` FROM instances i ORDER BY i.name, i.id`)
+		// The hub never modifies an instance, so equal capabilities and
+		// metadata are decoded once and shared.
+		ins, err := queryInstances(ctx, tx, newSharer(), now, n, `SELECT `+packedCols+` FROM instances i`)
 		if err != nil {
 			return err
 		}

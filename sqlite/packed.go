@@ -1,0 +1,285 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/jsonfast"
+)
+
+// The packed form of a row: what a List or a snapshot returns of it but
+// its last_seen and components, as one JSON array in the packed column
+// (migration 5):
+//
+//	[id, name, type, address, capabilities, version, metadata, ttl_ms, registered_at]
+//
+// with capabilities and metadata embedded as JSON, not as strings. Reading
+// one column instead of nine is most of what a large read saves: the
+// driver pays for every column of every row (a lock of the connection and
+// a copy per value), which cost more than the B-tree walk itself.
+//
+// Every write of those columns keeps packed up to date: this package's
+// statements set it, and triggers (migration 5) set it after any other
+// insert or update that leaves it as it was (a program built before
+// migration 5, the sqlite3 shell). A NULL packed is computed at read time.
+
+// packSQL is the packed form of the row the columns of alias name.
+func packSQL(alias string) string {
+	return `json_array(` + alias + `.id, ` + alias + `.name, ` + alias + `.type, ` + alias + `.address, json(` +
+		alias + `.capabilities), ` + alias + `.version, json(` + alias + `.metadata), ` + alias + `.ttl_ms, ` +
+		alias + `.registered_at)`
+}
+
+// packedCols are the columns scanPacked reads: the packed form, last_seen
+// and components.
+var packedCols = `coalesce(i.packed, ` + packSQL("i") + `), i.last_seen, i.components`
+
+// packedRow is a row as packedCols read it.
+type packedRow struct {
+	packed     string
+	lastSeen   int64
+	components sql.NullString
+}
+
+func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.components} }
+
+// decode fills in from p; now (µs, catalog clock) decides Stale.
+func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, now int64) error {
+	var ttlMS, registeredAt int64
+	if err := unpack(p.packed, in, sh, &ttlMS, &registeredAt); err != nil {
+		return fmt.Errorf("instance %s: packed row: %w", in.ID, err)
+	}
+	in.TTL = time.Duration(ttlMS) * time.Millisecond
+	in.RegisteredAt = time.UnixMicro(registeredAt).UTC()
+	in.LastSeen = time.UnixMicro(p.lastSeen).UTC()
+	in.Stale = now-p.lastSeen > ttlMS*1000
+	in.Components = nil
+	if p.components.Valid {
+		in.Components = json.RawMessage(p.components.String)
+	}
+	return nil
+}
+
+var errPacked = errors.New("not a packed row")
+
+// unpack decodes the packed array s into in (all but its times,
+// components and staleness). The strings of in share s's memory; with sh,
+// its capabilities and metadata may be shared with other instances.
+func unpack(s string, in *switchboard.Instance, sh *sharer, ttlMS, registeredAt *int64) error {
+	i, ok := expect(s, 0, '[')
+	if !ok {
+		return errPacked
+	}
+	var err error
+	strs := [...]*string{&in.ID, &in.Name, &in.Type, &in.Address}
+	for _, p := range strs {
+		if *p, i, err = jsonString(s, i); err != nil {
+			return err
+		}
+		if i, ok = expect(s, i, ','); !ok {
+			return errPacked
+		}
+	}
+	end := skipValue(s, i)
+	if end < 0 {
+		return errPacked
+	}
+	if in.Capabilities, err = sh.strings(s[i:end]); err != nil {
+		return err
+	}
+	if i, ok = expect(s, end, ','); !ok {
+		return errPacked
+	}
+	if in.Version, i, err = jsonString(s, i); err != nil {
+		return err
+	}
+	if i, ok = expect(s, i, ','); !ok {
+		return errPacked
+	}
+	if end = skipValue(s, i); end < 0 {
+		return errPacked
+	}
+	if in.Metadata, err = sh.stringMap(s[i:end]); err != nil {
+		return err
+	}
+	if i, ok = expect(s, end, ','); !ok {
+		return errPacked
+	}
+	if *ttlMS, i, err = jsonInt(s, i); err != nil {
+		return err
+	}
+	if i, ok = expect(s, i, ','); !ok {
+		return errPacked
+	}
+	if *registeredAt, i, err = jsonInt(s, i); err != nil {
+		return err
+	}
+	if i, ok = expect(s, i, ']'); !ok || i != len(s) {
+		return errPacked
+	}
+	return nil
+}
+
+// expect passes white space and then c at s[i:], and returns the index
+// after it.
+func expect(s string, i int, c byte) (int, bool) {
+	i = space(s, i)
+	if i < len(s) && s[i] == c {
+		return space(s, i+1), true
+	}
+	return 0, false
+}
+
+func space(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonString reads the JSON string at s[i]; a plain one is a substring of
+// s, one with escapes is decoded by encoding/json.
+func jsonString(s string, i int) (string, int, error) {
+	if i >= len(s) || s[i] != '"' {
+		return "", 0, errPacked
+	}
+	plain := true
+	for j := i + 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '\\':
+			plain = false
+			j++
+		case c == '"':
+			if plain {
+				if v := s[i+1 : j]; isPlain(v) {
+					return v, j + 1, nil
+				}
+			}
+			var v string
+			if err := json.Unmarshal([]byte(s[i:j+1]), &v); err != nil {
+				return "", 0, err
+			}
+			return v, j + 1, nil
+		}
+	}
+	return "", 0, errPacked
+}
+
+// isPlain reports whether v needs no decoding: ASCII without control
+// characters (anything else is left to encoding/json, which replaces
+// invalid UTF-8).
+func isPlain(v string) bool {
+	for k := 0; k < len(v); k++ {
+		if c := v[k]; c < 0x20 || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonInt reads the integer at s[i:].
+func jsonInt(s string, i int) (int64, int, error) {
+	j := i
+	if j < len(s) && s[j] == '-' {
+		j++
+	}
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	v, err := strconv.ParseInt(s[i:j], 10, 64)
+	if err != nil {
+		return 0, 0, errPacked
+	}
+	return v, j, nil
+}
+
+// skipValue returns the index after the JSON value (an array, object,
+// string, number or literal) at s[i:], or -1.
+func skipValue(s string, i int) int {
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch s[j] {
+		case '"':
+			for j++; j < len(s) && s[j] != '"'; j++ {
+				if s[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(s) {
+				return -1
+			}
+			if depth == 0 {
+				return j + 1
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+			if depth < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return j + 1
+			}
+		case ',':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	if depth == 0 {
+		return len(s)
+	}
+	return -1
+}
+
+// sharerMax bounds the distinct forms a sharer keeps of each kind: a
+// catalog whose every row differs costs a bounded map, not a second copy.
+const sharerMax = 4096
+
+// sharer decodes each distinct capabilities or metadata form once, for
+// instances that are only read (the hub's snapshot): a fleet's replicas
+// mostly carry the same ones, and a map per row was the largest part of
+// decoding. A nil sharer decodes every form anew (List, whose caller owns
+// what it gets).
+type sharer struct {
+	caps map[string][]string
+	md   map[string]map[string]string
+}
+
+func newSharer() *sharer {
+	return &sharer{caps: map[string][]string{}, md: map[string]map[string]string{}}
+}
+
+func (sh *sharer) strings(s string) ([]string, error) {
+	if sh == nil {
+		return jsonfast.Strings(s)
+	}
+	if v, ok := sh.caps[s]; ok {
+		return v, nil
+	}
+	v, err := jsonfast.Strings(s)
+	if err == nil && len(sh.caps) < sharerMax {
+		sh.caps[s] = v
+	}
+	return v, err
+}
+
+func (sh *sharer) stringMap(s string) (map[string]string, error) {
+	if sh == nil {
+		return jsonfast.StringMap(s)
+	}
+	if v, ok := sh.md[s]; ok {
+		return v, nil
+	}
+	v, err := jsonfast.StringMap(s)
+	if err == nil && len(sh.md) < sharerMax {
+		sh.md[s] = v
+	}
+	return v, err
+}
