@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -192,4 +193,87 @@ func BenchmarkWriteChurn(b *testing.B) {
 	catalogtest.WriteChurn(b, cats, func(w int, i int64) switchboard.Instance {
 		return sample(fmt.Sprintf("churn-%d-%d", w, i))
 	})
+}
+
+// benchFleet fills a new file with n instances in one transaction (as
+// BenchmarkFleet100k's writers would leave them, without the wait): ids
+// inst-000000…, 200 names, capabilities "storage" and one of cap-0…cap-99
+// (each held by 1 %), 2 metadata keys, a TTL of an hour. It returns the
+// file's path and a handle on it.
+func benchFleet(b *testing.B, n int) (string, *Catalog) {
+	b.Helper()
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "bench.db")
+	c, err := Open(ctx, fileDSN(path), quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	err = c.write(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `WITH RECURSIVE g(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM g WHERE i < ? - 1)
+			INSERT INTO instances (id, name, type, address, capabilities, version, metadata, ttl_ms, registered_at, last_seen)
+			SELECT printf('inst-%06d', i), 'svc-' || (i % 200), 'writer', '10.0.' || (i % 250) || '.' || (i % 200) || ':4317',
+				'["storage","cap-' || (i % 100) || '"]', '1.0.0', '{"rack":"r' || (i % 40) || '","zone":"z' || (i % 3) || '"}',
+				3600000, `+nowSQL+`, `+nowSQL+` FROM g`, n); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO instance_capabilities (instance_id, capability)
+			SELECT i.id, j.value FROM instances i, json_each(i.capabilities) j`)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// One transaction left the whole file in the WAL, whose pages a reader
+	// looks up one by one; a fleet registered over time is mostly in the
+	// file (SQLite checkpoints every 1,000 pages).
+	if _, err := c.d.wdb.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+	return path, c
+}
+
+// BenchmarkWatchSnapshot100k measures a new handle's Watch of everything
+// until synced over 100,000 instances (the shape of issue 8, as
+// postgres.BenchmarkWatchSnapshot100k): what a process starting up pays
+// before its cache is ready. Each round opens its own handle, as a new
+// process would. cpu-ms/snapshot is the process's CPU time per round.
+func BenchmarkWatchSnapshot100k(b *testing.B) {
+	const n = 100_000
+	path, _ := benchFleet(b, n)
+	ctx := context.Background()
+	b.ResetTimer()
+	var total time.Duration
+	cpu0 := cpuTime(b)
+	for range b.N {
+		c, err := Open(ctx, fileDSN(path), quiet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += catalogtest.TimeSnapshot(b, c, n)
+		c.Close()
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/snapshot")
+}
+
+// BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
+// of 100,000 rows hold (the shape of issue 8, as
+// postgres.BenchmarkListByCapability1pct), straight from the catalog.
+func BenchmarkListByCapability1pct(b *testing.B) {
+	_, c := benchFleet(b, 100_000)
+	ctx := context.Background()
+	b.ResetTimer()
+	rows := 0
+	cpu0 := cpuTime(b)
+	for i := 0; b.Loop(); i++ {
+		l, err := c.List(ctx, switchboard.Query{Capability: "cap-" + strconv.Itoa(i%100)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = len(l)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/list")
+	b.ReportMetric(float64(rows), "rows/list")
 }
