@@ -3,6 +3,7 @@ package discovery
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,7 +11,11 @@ import (
 
 // check verifies a tree's structure: sizes within bounds, separators equal
 // to each child's first element, counts equal to the elements below, all
-// leaves at one depth, elements in strictly increasing order.
+// leaves at one depth, elements in strictly increasing order; heads exactly
+// in the inner nodes whose children are leaves, each the child's items (the
+// same memory, the same length); and the picks' map from index to element:
+// ptrAt(i) is where the i-th element is held, so every element is reached
+// by exactly one index in [0, n), which a uniform index makes a uniform pick.
 func check[T any](t *testing.T, tr *tree[T], cmp func(a, b T) int, want []T) {
 	t.Helper()
 	if tr.n != len(want) {
@@ -29,6 +34,9 @@ func check[T any](t *testing.T, tr *tree[T], cmp func(a, b T) int, want []T) {
 			t.Fatalf("node with %d slots at depth %d", len(n.items), depth)
 		}
 		if n.leaf() {
+			if n.heads != nil {
+				t.Fatalf("leaf with heads at depth %d", depth)
+			}
 			if leafDepth == -1 {
 				leafDepth = depth
 			} else if leafDepth != depth {
@@ -41,6 +49,19 @@ func check[T any](t *testing.T, tr *tree[T], cmp func(a, b T) int, want []T) {
 		}
 		if len(n.kids) != len(n.items) || len(n.cum) != len(n.items) {
 			t.Fatalf("inner node: %d items, %d kids, %d counts", len(n.items), len(n.kids), len(n.cum))
+		}
+		if bottom := n.kids[0].leaf(); bottom != (n.heads != nil) {
+			t.Fatalf("inner node at depth %d: children are leaves: %v, has heads: %v", depth, bottom, n.heads != nil)
+		} else if bottom {
+			if len(n.heads) != len(n.kids) {
+				t.Fatalf("inner node: %d heads, %d kids", len(n.heads), len(n.kids))
+			}
+			for k, kid := range n.kids {
+				h := n.heads[k]
+				if len(h) != len(kid.items) || len(h) == 0 || &h[0] != &kid.items[0] {
+					t.Fatalf("heads[%d] (%d elements) is not its child's items (%d)", k, len(h), len(kid.items))
+				}
+			}
 		}
 		sum := 0
 		for k, kid := range n.kids {
@@ -58,6 +79,14 @@ func check[T any](t *testing.T, tr *tree[T], cmp func(a, b T) int, want []T) {
 		t.Fatalf("%d elements under the root, want %d", got, len(want))
 	}
 	i := 0
+	tr.eachPtr(func(p *T) bool {
+		if q := tr.ptrAt(i); q != p {
+			t.Fatalf("ptrAt(%d) is not where the %d-th element is held", i, i)
+		}
+		i++
+		return true
+	})
+	i = 0
 	tr.each(func(x T) bool {
 		if cmp(x, want[i]) != 0 {
 			t.Fatalf("element %d differs", i)
@@ -176,5 +205,40 @@ func TestTreeOrderedLoad(t *testing.T) {
 			}
 		}
 		check(t, &tr, cmp.Compare[int], want)
+	}
+}
+
+// TestTreeClusteredChurn inserts and deletes runs of neighbouring keys in a
+// tree of tens of thousands, publishing now and then, so that whole inner
+// nodes fill up and empty: an underfull inner node then merges with, or
+// takes children from, a sibling on either side (with their counts and
+// heads), which scattered changes rarely cause.
+func TestTreeClusteredChurn(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	var tr tree[int]
+	present := map[int]bool{}
+	ep := uint64(1)
+	const keys = 60000
+	for round := 0; round < 300; round++ {
+		lo := rng.IntN(keys)
+		hi := min(keys, lo+1+rng.IntN(6000))
+		insert := len(present) < 8000 || (len(present) < 40000 && rng.IntN(2) == 0)
+		for x := lo; x < hi; x++ {
+			if insert {
+				tr.set(x, ep, cmp.Compare[int])
+				present[x] = true
+			} else if present[x] {
+				tr.delete(x, ep, cmp.Compare[int])
+				delete(present, x)
+			}
+		}
+		if round%10 == 0 {
+			ep++
+		}
+		if round%25 == 0 || round == 299 {
+			want := slices.Sorted(maps.Keys(present))
+			check(t, &tr, cmp.Compare[int], want)
+		}
 	}
 }
