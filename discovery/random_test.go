@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -273,6 +274,14 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
 		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
 	}
+	// Every tree's structure, the indexes' own included (their picks by
+	// index are not used, but their heads are kept all the same).
+	check(t, &s.all, cmpNameID, slices.Collect(func(yield func(*rec) bool) { s.all.each(yield) }))
+	check(t, &s.ids, cmpIDEntry, slices.Collect(func(yield func(idEntry) bool) { s.ids.each(yield) }))
+	check(t, &s.caps, cmpKeyed[rec], slices.Collect(func(yield func(keyed[rec]) bool) { s.caps.each(yield) }))
+	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
+		check(t, idx, cmpKeyed[*rec], slices.Collect(func(yield func(keyed[*rec]) bool) { idx.each(yield) }))
+	}
 	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
 		idx.each(func(e keyed[*rec]) bool {
 			b := e.b
@@ -376,4 +385,103 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 		t.Fatalf("seed %d: %d shared values left after every instance left: %s", seed, n, strings.Join(left, ","))
 	}
 	t.Logf("seed %d: %d steps, %d older versions re-checked", seed, steps, len(old))
+}
+
+// TestPickRandomIsUniformAcrossVersions removes members of a capability
+// that 5,000 instances share, in random bursts, publishing a version after
+// each, until a few are left. In every version (and in each kept older one
+// at the end) each member must be the pick of exactly one index in [0, n):
+// PickRandom draws the index uniformly, so that is what makes it fair,
+// whatever the tree's shape after the removals. Two versions, one of a few
+// hundred members (leaves under an inner node) and the last (one leaf),
+// are also sampled: the counts must pass a chi-square test at p = 1e-7.
+func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 4))
+	const n, cp = 5000, "all"
+	w := newWriter()
+	present := make([]string, n)
+	for i := range n {
+		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+		w.apply(&ev)
+		present[i] = ev.Instance.ID
+	}
+	type version struct {
+		s   *Snapshot
+		ids []string
+	}
+	// exactlyOnce checks that the indices of v's bucket map onto its
+	// members one to one.
+	exactlyOnce := func(v version) {
+		t.Helper()
+		b := lookupBucket(&v.s.caps, hashID(cp), cp)
+		if b == nil || b.set.n != len(v.ids) {
+			t.Fatalf("seed %d: no bucket of %d members", seed, len(v.ids))
+		}
+		hits := make(map[string]int, len(v.ids))
+		for i := range b.set.n {
+			hits[b.set.ptrAt(i).id]++
+		}
+		for _, id := range v.ids {
+			if hits[id] != 1 {
+				t.Fatalf("seed %d: %s is the pick of %d indices of %d", seed, id, hits[id], b.set.n)
+			}
+		}
+	}
+	sampled := 0
+	var kept []version
+	s := w.snapshot()
+	for len(present) > 8 {
+		rng.Shuffle(len(present), func(i, j int) { present[i], present[j] = present[j], present[i] })
+		k := 1 + rng.IntN(max(1, len(present)/5))
+		for _, id := range present[:k] {
+			w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
+		}
+		present = present[k:]
+		s = w.snapshot()
+		v := version{s: s, ids: slices.Clone(present)}
+		exactlyOnce(v)
+		if rng.IntN(4) == 0 {
+			kept = append(kept, v)
+		}
+		if sampled == 0 && len(present) <= 400 {
+			uniform(t, s, cp, present)
+			sampled++
+		}
+	}
+	uniform(t, s, cp, present)
+	for _, v := range kept {
+		exactlyOnce(v)
+	}
+	t.Logf("seed %d: %d older versions re-checked", seed, len(kept))
+}
+
+// uniform draws PickRandom 400 times per member of cp in s and fails if the
+// counts' chi-square exceeds its 1 - 1e-7 quantile (Wilson–Hilferty).
+func uniform(t *testing.T, s *Snapshot, cp string, ids []string) {
+	t.Helper()
+	const per = 400
+	counts := make(map[string]int, len(ids))
+	for range per * len(ids) {
+		in, ok := s.PickRandom(cp)
+		if !ok {
+			t.Fatal("no pick")
+		}
+		counts[in.ID]++
+	}
+	chi := 0.0
+	for _, id := range ids {
+		d := float64(counts[id] - per)
+		chi += d * d / per
+	}
+	if len(counts) != len(ids) {
+		t.Fatalf("picked %d distinct members of %d", len(counts), len(ids))
+	}
+	df := float64(len(ids) - 1)
+	const z = 5.199 // the standard normal's 1 - 1e-7 quantile
+	c := 1 - 2/(9*df) + z*math.Sqrt(2/(9*df))
+	if limit := df * c * c * c; chi > limit {
+		t.Fatalf("PickRandom over %d members: chi-square %.1f > %.1f", len(ids), chi, limit)
+	}
+	t.Logf("PickRandom over %d members: chi-square %.1f (%v degrees of freedom)", len(ids), chi, df)
 }
