@@ -387,39 +387,41 @@ func find[T any, K cmp.Ordered](t *tree[T], k K, key func(T) K) (T, bool) {
 func (t *tree[T]) at(i int) T { return *t.ptrAt(i) }
 
 // ptrAt returns the i-th element (0 ≤ i < t.n) where it is held, in its
-// leaf: read it, never write it. It reads, below the root, only the counts
+// leaf: read it, never write it. Below the root it reads only the counts
 // and kids of inner nodes and then, from the heads of the last one, the
-// element: the leaf node itself is not loaded. The search for the child
-// is branch-free (a conditional move): a pick at a random index would
-// otherwise mispredict half of its comparisons.
+// element: the leaf node itself is not loaded (one dependent cache miss
+// fewer when the leaves are cold).
+//
+// The child is found by interpolation: nodes hold between a quarter and
+// all of maxNode, so the child of the i-th of a node's m elements is near
+// i·len(kids)/m, and a short walk from that guess finds it. A binary
+// search (measured, branching or not) took half again as long in a pick
+// at a random index: its comparisons are unpredictable, or, without
+// branches, each waits for the load before it.
 func (t *tree[T]) ptrAt(i int) *T {
 	n := t.root
 	if n.leaf() {
 		return &n.items[i]
 	}
 	for {
-		k := childAt(n.cum, i)
+		cum := n.cum
+		last := len(cum) - 1
+		k := min(i*len(cum)/int(cum[last]), last)
+		// The first k with cum[k] > i: it exists since i < cum[last].
+		for int(cum[k]) <= i {
+			k++
+		}
+		for k > 0 && int(cum[k-1]) > i {
+			k--
+		}
 		if k > 0 {
-			i -= int(n.cum[k-1])
+			i -= int(cum[k-1])
 		}
 		if n.heads != nil {
 			return &n.heads[k][i]
 		}
 		n = n.kids[k]
 	}
-}
-
-// childAt returns the first k with cum[k] > i; it exists when i is less
-// than the last count. Each step moves lo by half unless i < cum[lo+half-1],
-// with a mask instead of a branch (the compiler keeps the branch of an if).
-func childAt(cum []int32, i int) int {
-	lo, w := 0, len(cum)
-	for w > 1 {
-		half := w >> 1
-		lo += half &^ ((i - int(cum[lo+half-1])) >> 63)
-		w -= half
-	}
-	return lo
 }
 
 // each calls fn for every element in order until fn returns false; it
