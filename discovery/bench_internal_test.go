@@ -113,3 +113,38 @@ func BenchmarkAt(b *testing.B) {
 		}
 	})
 }
+
+var pickSink switchboard.Instance
+
+// BenchmarkPickFloor measures what bounds a random pick among 100,000: the
+// member at a random index of the capability bucket "all" put together as
+// an Instance, from the bucket's tree ("tree", what PickRandom does after
+// finding the bucket) and from a flat copy of its records in one array
+// ("array": no tree to descend, only the random index's own cache miss).
+func BenchmarkPickFloor(b *testing.B) {
+	w := newWriter()
+	for i := 0; i < 100000; i++ {
+		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+		w.apply(&ev)
+	}
+	s := w.snapshot()
+	bk := lookupBucket(&s.caps, hashID("all"), "all")
+	flat := make([]rec, 0, bk.set.n)
+	bk.set.each(func(r rec) bool { flat = append(flat, r); return true })
+	for _, v := range []struct {
+		name string
+		at   func(int) *rec
+	}{
+		{"tree", bk.set.ptrAt},
+		{"array", func(i int) *rec { return &flat[i] }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU()
+			defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+			for b.Loop() {
+				pickSink = v.at(rand.IntN(len(flat))).instance()
+			}
+		})
+	}
+}
