@@ -14,7 +14,7 @@ import (
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
 
-// Snapshot decodes the rows of cols by hand from their
+// Bulk reads (List, Snapshot) decode the rows of cols by hand from their
 // binary wire format (rows.RawValues) instead of through pgx's Scan: per
 // row, one allocation holds every string of the instance (id, name, type,
 // address, version, capabilities, metadata keys and values), plus the

@@ -10,7 +10,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// TestDecodeMatchesScan checks that the hand decoding of Snapshot (readAll)
+// TestDecodeMatchesScan checks that the hand decoding of List and Snapshot
 // gives, row for row, what pgx's Scan gives (scanInstance), for rows that
 // exercise every column: no capabilities or many, metadata empty, escaped
 // or not ASCII, components present or not, TTLs with days and months,

@@ -189,3 +189,18 @@ func BenchmarkListFloor(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
 	})
 }
+
+// scanInstances reads rows through pgx's Scan, as List and Snapshot did
+// before readAll.
+func scanInstances(rows pgx.Rows) ([]switchboard.Instance, error) {
+	defer rows.Close()
+	var out []switchboard.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}

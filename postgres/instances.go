@@ -65,19 +65,6 @@ func scanInstance(s pgx.Row) (switchboard.Instance, error) {
 	return r.instance()
 }
 
-func scanInstances(rows pgx.Rows) ([]switchboard.Instance, error) {
-	defer rows.Close()
-	var out []switchboard.Instance
-	for rows.Next() {
-		in, err := scanInstance(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, rows.Err()
-}
-
 // params are the stored fields of a normalized instance, in the order of
 // the insert and compare statements ($1…$9).
 func params(in switchboard.Instance) ([]any, error) {
@@ -413,11 +400,11 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 		return nil, err
 	}
 	s, args := listSQL(q)
-	rows, err := c.pool.Query(ctx, s, args...)
+	rows, err := c.pool.Query(ctx, s, append([]any{binaryResults}, args...)...)
 	if err != nil {
 		return nil, c.wrap("list", err)
 	}
-	out, err := scanInstances(rows)
+	out, err := readAll(rows, readOpts{})
 	if err != nil {
 		return nil, c.wrap("list", err)
 	}

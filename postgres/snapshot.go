@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Snapshot's read of every row (readAll). The server
+// Snapshot's read of every row (readAll, which List uses too). The server
 // scans the table in its physical order, with no sort: sorting 100,000
 // rows by name and id took it longer than everything else together (the
 // sort spilled to disk, or ran in parallel workers). The rows are received
