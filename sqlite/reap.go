@@ -25,10 +25,28 @@ func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (in
 
 // reap deletes the rows that where (given the catalog's now, in
 // microseconds) selects, logging each removal with reason "expired" in the
-// same transaction, and returns how many it deleted.
+// same transaction, and returns how many it deleted. It looks first in a
+// read transaction, which no writer waits for: every process reaps, and a
+// reap that finds nothing (nearly all of them) must not hold the file's one
+// write lock for a scan of the table.
 func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any)) (int, error) {
+	var found bool
+	err := c.read(ctx, func(tx *txn) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		cond, args := where(now)
+		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE `+cond+`)`, args...).Scan(&found)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reap: %w", err)
+	}
+	if !found {
+		return 0, nil
+	}
 	var n int
-	err := c.write(ctx, func(tx *txn) error {
+	err = c.write(ctx, func(tx *txn) error {
 		n = 0
 		now, err := clock(ctx, tx)
 		if err != nil {
