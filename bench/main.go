@@ -55,7 +55,7 @@ func main() {
 	var cfg config
 	var parts, systems, watchers string
 	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet)")
-	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, fleet only)")
+	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, serve-sqlite: SQLite through switchboard serve; the serve ones fleet only)")
 	flag.StringVar(&cfg.etcdBin, "etcd", "etcd", "the etcd server binary")
 	flag.StringVar(&cfg.sbBin, "switchboard", "", "the switchboard binary, for the serve tier (needed by -systems serve)")
 	flag.IntVar(&cfg.churnProcs, "churn-procs", 12, "write churn: writer processes")
@@ -83,7 +83,7 @@ func main() {
 		}
 		cfg.watchers = append(cfg.watchers, n)
 	}
-	if cfg.systems["serve"] && cfg.sbBin == "" {
+	if (cfg.systems["serve"] || cfg.systems["serve-sqlite"]) && cfg.sbBin == "" {
 		log.Fatal("-systems serve needs -switchboard (the binary: go build -o DIR/switchboard ./cmd/switchboard)")
 	}
 	if err := run(context.Background(), cfg); err != nil {
@@ -177,6 +177,11 @@ func measureAll(ctx context.Context, cfg config) (*results, error) {
 		res.names["postgres"] = postgresSystem(pg, 0).name
 		res.order = append(res.order, "postgres")
 	}
+	if cfg.systems["serve-sqlite"] && !cfg.systems["sqlite"] {
+		// The serve tier's row over SQLite sits in the SQLite column.
+		res.names["sqlite"] = sqliteSystem(tmp).name
+		res.order = append(res.order, "sqlite")
+	}
 	note := func(what string, err error) {
 		log.Printf("%s: %v", what, err)
 		res.errs = append(res.errs, what+": "+err.Error())
@@ -232,6 +237,11 @@ func measureAll(ctx context.Context, cfg config) (*results, error) {
 		}
 		if cfg.systems["serve"] {
 			s := serveSystem(pg, cfg.sbBin)
+			fleet = append(fleet, s)
+			res.names[s.key] = s.name
+		}
+		if cfg.systems["serve-sqlite"] {
+			s := serveSQLiteSystem(tmp, cfg.sbBin)
 			fleet = append(fleet, s)
 			res.names[s.key] = s.name
 		}

@@ -120,55 +120,74 @@ func serveSystem(p *pgServer, bin string) system {
 		if err != nil {
 			return store{}, nil, nil, err
 		}
-		cmd := exec.Command(bin, "--dsn", dsn, "serve", "--listen", "127.0.0.1:0")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		errs := &tailBuffer{max: 4096}
-		cmd.Stderr = errs
-		out, err := cmd.StdoutPipe()
-		if err == nil {
-			err = cmd.Start()
-		}
-		if err != nil {
-			drop()
-			return store{}, nil, nil, fmt.Errorf("%s serve: %w", bin, err)
-		}
-		stopServe := func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			drop()
-		}
-		lines := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				select {
-				case lines <- sc.Text():
-				default:
-				}
-			}
-		}()
-		select {
-		case l := <-lines:
-			_, rest, ok := strings.Cut(l, "listening on ")
-			if !ok {
-				stopServe()
-				return store{}, nil, nil, fmt.Errorf("serve: %q %s", l, errs)
-			}
-			u, _, _ := strings.Cut(rest, " ")
-			pids := func() []int { return append(p.backends(db), cmd.Process.Pid) }
-			return store{Kind: "switchboard", DSN: u}, pids, stopServe, nil
-		case <-time.After(60 * time.Second):
-			stopServe()
-			return store{}, nil, nil, fmt.Errorf("serve did not start: %s", errs)
-		}
+		return startServe(bin, dsn, func() []int { return p.backends(db) }, drop)
 	}}
+}
+
+// serveSQLiteSystem is a SQLite file behind one `switchboard serve`: the one
+// process that opens the file; clients use its http:// DSN.
+func serveSQLiteSystem(dir, bin string) system {
+	return system{key: "serve-sqlite", name: "Switchboard SQLite via `serve`", fresh: func(_ context.Context, label string) (store, func() []int, func(), error) {
+		sub := filepath.Join(dir, fmt.Sprintf("%d-%s", stores.Add(1), label))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return store{}, nil, nil, err
+		}
+		return startServe(bin, "sqlite://"+filepath.Join(sub, "catalog.db"), func() []int { return nil }, func() { os.RemoveAll(sub) })
+	}}
+}
+
+// startServe runs `bin --dsn dsn serve` on a free loopback port and returns
+// its http:// store; the server's processes are serve's and those others
+// lists; cleanup runs after serve has stopped.
+func startServe(bin, dsn string, others func() []int, cleanup func()) (store, func() []int, func(), error) {
+	cmd := exec.Command(bin, "--dsn", dsn, "serve", "--listen", "127.0.0.1:0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	errs := &tailBuffer{max: 4096}
+	cmd.Stderr = errs
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		cleanup()
+		return store{}, nil, nil, fmt.Errorf("%s serve: %w", bin, err)
+	}
+	stopServe := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		cleanup()
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		_, rest, ok := strings.Cut(l, "listening on ")
+		if !ok {
+			stopServe()
+			return store{}, nil, nil, fmt.Errorf("serve: %q %s", l, errs)
+		}
+		u, _, _ := strings.Cut(rest, " ")
+		pids := func() []int { return append(others(), cmd.Process.Pid) }
+		return store{Kind: "switchboard", DSN: u}, pids, stopServe, nil
+	case <-time.After(60 * time.Second):
+		stopServe()
+		return store{}, nil, nil, fmt.Errorf("serve did not start: %s", errs)
+	}
 }
 
 // withParam adds a query parameter to a URL DSN.

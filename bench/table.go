@@ -164,17 +164,28 @@ func printTable(w io.Writer, cfg config, res *results) {
 				return s
 			}, "—")
 		}
-		if r, ok := res.fleet["serve"]; ok || cfg.systems["serve"] {
-			row(fmt.Sprintf("%d processes × %d through one `switchboard serve` over PostgreSQL (clients use its `http://` DSN): CPU of the processes + serve and its database backends = total (cores); failures; live; renewals/s",
-				cfg.fleetProcs, cfg.fleet.each),
+		for _, tier := range []struct{ key, column, over, servers string }{
+			{"serve", "postgres", "PostgreSQL", "serve and its database backends"},
+			{"serve-sqlite", "sqlite", "one SQLite file", "serve, the one process that opens the file"},
+		} {
+			r, ok := res.fleet[tier.key]
+			if !ok && !cfg.systems[tier.key] {
+				continue
+			}
+			row(fmt.Sprintf("%d processes × %d through one `switchboard serve` over %s (clients use its `http://` DSN): CPU of the processes + %s = total (cores); failures; live; renewals/s",
+				cfg.fleetProcs, cfg.fleet.each, tier.over, tier.servers),
 				func(k string) string {
 					switch {
-					case k != "postgres":
+					case k != tier.column:
 						return ""
 					case !ok:
 						return "failed"
 					}
-					return fmt.Sprintf("%s; %s; %d database connections", fleetCell(r, true), fleetHealth(r), r.ServerProcs-1)
+					s := fmt.Sprintf("%s; %s", fleetCell(r, true), fleetHealth(r))
+					if tier.key == "serve" {
+						s += fmt.Sprintf("; %d database connections", r.ServerProcs-1)
+					}
+					return s
 				},
 				func() string {
 					if !ok {
