@@ -36,6 +36,10 @@ func (h *Hub) refresh(e *entry, now time.Time, isNew bool) {
 // from the entries when outdated items outnumber them: it stays bounded by
 // the catalog, not by its history.
 func (h *Hub) schedule(it item) {
+	if h.bulk {
+		h.dl = append(h.dl, it)
+		return
+	}
 	heap.Push(&h.dl, it)
 	if len(h.dl) <= 2*len(h.entries)+1024 {
 		return

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +73,7 @@ type Hub struct {
 	touched map[string]struct{}
 	subs    map[*sub]struct{}
 	dl      deadlines
+	bulk    bool // applying a snapshot: dl is heapified after it, not per item
 	seq     int64
 	epoch   string // the history seq belongs to (Snapshot.Epoch)
 	// The catalog clock: catalog time clockNow was read at local
@@ -451,10 +454,21 @@ func (h *Hub) catalogNow() time.Time {
 func (h *Hub) applySnapshot(s Snapshot) {
 	h.setClock(s.Now)
 	h.gen++
+	if len(h.entries) == 0 {
+		// A first snapshot (a new process's): size the map once instead of
+		// growing it through every power of two.
+		h.entries = make(map[string]*entry, len(s.Instances))
+	}
+	// The deadlines are gathered unordered and heapified once at the end:
+	// O(n) instead of n pushes.
+	h.bulk = true
+	h.dl = slices.Grow(h.dl, len(s.Instances))
 	for i := range s.Instances {
 		// The hub owns the snapshot: its entries point into it.
 		h.upsert(&s.Instances[i], s.Now).mark = h.gen
 	}
+	h.bulk = false
+	heap.Init(&h.dl)
 	for id, e := range h.entries {
 		if e.mark == h.gen {
 			continue
