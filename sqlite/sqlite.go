@@ -86,7 +86,9 @@ type Catalog struct {
 	d      *dbs
 	// fileCheckEvery is the period of the file identity check.
 	fileCheckEvery time.Duration
-	fileWatch      *detector // the identity check; nil for memory or MustExist
+	fileWatch      *detector     // the identity check; nil for memory or MustExist
+	checkpointer   *detector     // the WAL checkpoints; nil for memory
+	checkpointed   atomic.Uint64 // the commit count the last checkpoint covered
 
 	// Change-log retention; fields so that tests can shrink them.
 	keepChanges    int64
@@ -173,6 +175,9 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	if c.path != "" && !opts.MustExist {
 		c.fileWatch = c.watchFile()
 	}
+	if c.path != "" {
+		c.checkpointer = c.checkpoints()
+	}
 	return c, nil
 }
 
@@ -194,6 +199,9 @@ func pragmas(memory bool) url.Values {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", mmapSize))
+		// No checkpoint inside a commit: the catalog's checkpointer does
+		// it beside the writers (see checkpoint.go).
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 	}
 	return q
 }
@@ -304,6 +312,9 @@ func (c *Catalog) Close() error {
 		c.wq.close(switchboard.ErrClosed)
 		if c.fileWatch != nil {
 			c.fileWatch.stop()
+		}
+		if c.checkpointer != nil {
+			c.checkpointer.stop()
 		}
 		c.mu.Lock()
 		h, d := c.hub, c.detector

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -20,9 +21,10 @@ import (
 // asks, and the busy retry is still there for writers that do not queue
 // (other programs, older versions).
 type writeLock struct {
-	sem  chan struct{}
-	file *os.File // nil for an in-memory catalog
-	path string
+	commits atomic.Uint64 // commits announced
+	sem     chan struct{}
+	file    *os.File // nil for an in-memory catalog
+	path    string
 	// wait bounds how long a writer waits for its turn: a process stopped
 	// (SIGSTOP) or hung while holding the lock must not stall every writer
 	// of every other process forever.
@@ -93,8 +95,10 @@ func (l *writeLock) busy() error {
 		l.wait, l.path, switchboard.ErrBusy)
 }
 
-// announce tells watching processes that a commit just became visible.
+// announce tells watching processes that a commit just became visible
+// (and this process's checkpointer that there is WAL to copy back).
 func (l *writeLock) announce() {
+	l.commits.Add(1)
 	if l.file != nil {
 		l.file.WriteAt([]byte{'!'}, 0)
 	}
