@@ -6,8 +6,17 @@ import (
 )
 
 // checkpointEvery is how often the checkpointer looks for commits to copy
-// back from the WAL into the database file.
-const checkpointEvery = 200 * time.Millisecond
+// back from the WAL into the database file. It checkpoints once this
+// process has made checkpointBatch commits since its last checkpoint, or
+// any commit and checkpointIdle has passed: a busy writer's WAL is copied
+// back within a fraction of a second, while each of 200 processes that
+// commit a heartbeat a second checkpoints every few seconds, not five
+// times a second (each checkpoint syncs the database file).
+const (
+	checkpointEvery = 200 * time.Millisecond
+	checkpointBatch = 32
+	checkpointIdle  = 5 * time.Second
+)
 
 // checkpoints starts the catalog's checkpointer. SQLite's automatic
 // checkpoint (every 1,000 WAL pages) runs inside the commit that crosses the
@@ -28,26 +37,30 @@ func (c *Catalog) checkpoints() *detector {
 		t := time.NewTicker(checkpointEvery)
 		defer t.Stop()
 		var seen uint64
+		last := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			seen = c.checkpoint(ctx, seen)
+			if n := c.checkpoint(ctx, seen, time.Since(last) >= checkpointIdle); n != seen {
+				seen, last = n, time.Now()
+			}
 		}
 	}()
 	return d
 }
 
-// checkpoint runs a PASSIVE checkpoint when this process has committed
-// since seen, and returns the commit count it covered. A failure is left
-// to the next round.
-func (c *Catalog) checkpoint(ctx context.Context, seen uint64) uint64 {
+// checkpoint runs a PASSIVE checkpoint when this process has made
+// checkpointBatch commits since seen, or any when idle is true, and returns
+// the commit count it covered (seen when it did not run). A failure is
+// left to the next round.
+func (c *Catalog) checkpoint(ctx context.Context, seen uint64, idle bool) uint64 {
 	d, done := c.use()
 	defer done()
 	n := d.wlock.commits.Load()
-	if n == seen {
+	if n == seen || n-seen < checkpointBatch && !idle {
 		return seen
 	}
 	if _, err := d.rdb.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
