@@ -168,6 +168,10 @@ func TestBadRequests(t *testing.T) {
 	expectError(t, code, b, 400, "invalid", "ids")
 	code, b = call(t, "POST", s.url+"/v1/reap?older_than=soon", nil)
 	expectError(t, code, b, 400, "invalid", "older_than")
+	code, b = call(t, "POST", s.url+"/v1/reap?reachable_for=-1s", nil)
+	expectError(t, code, b, 400, "invalid", "reachable_for")
+	code, b = call(t, "POST", s.url+"/v1/reap?older_than=1h&reachable_for=1s", nil)
+	expectError(t, code, b, 400, "invalid", "reachable_for")
 	code, b = call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"l","holder":"h","ttl":"forever"}`)
 	expectError(t, code, b, 400, "invalid", "ttl")
 	code, b = call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"l","holder":"h","ttl":"0s"}`)
@@ -183,11 +187,18 @@ func TestReapNowAndLeases(t *testing.T) {
 	short := instanceBody("short")
 	short["ttl"] = "100ms"
 	register(t, s, short)
+	// Stale for twice its TTL (a lower bound: it cannot flake), but a
+	// client connected for less than the row's TTL does not reap it.
+	time.Sleep(300 * time.Millisecond)
+	code, b := call(t, "POST", s.url+"/v1/reap?reachable_for=50ms", nil)
+	if code != 200 || string(b) != "{\"reaped\":0}\n" {
+		t.Fatalf("reap inside the caller's grace: %d %s", code, b)
+	}
 	testkit.WaitUntil(t, "reap at 2×TTL", func() bool {
-		code, b := call(t, "POST", s.url+"/v1/reap", nil)
+		code, b := call(t, "POST", s.url+"/v1/reap?reachable_for=1s", nil)
 		return code == 200 && string(b) == "{\"reaped\":1}\n"
 	})
-	code, b := call(t, "GET", s.url+"/v1/now", nil)
+	code, b = call(t, "GET", s.url+"/v1/now", nil)
 	var now httpapi.NowResponse
 	if code != 200 || json.Unmarshal(b, &now) != nil || time.Since(now.Now).Abs() > time.Minute {
 		t.Fatalf("now: %d %s", code, b)
