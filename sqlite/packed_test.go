@@ -331,3 +331,25 @@ func cmpNameID(a, b *switchboard.Instance) int {
 	}
 	return strings.Compare(a.ID, b.ID)
 }
+
+// FuzzUnpack: no input panics unpack, and whatever it accepts it decodes
+// the same with and without sharing (packed rows may come from any writer
+// of the file through the triggers).
+func FuzzUnpack(f *testing.F) {
+	f.Add(`["id","name","writer","1.2.3.4:5",["a","b"],"v\"1",{"k":"v"},1000,12]`)
+	f.Add(`["a","b","c","d",[],"",{},1,2]`)
+	f.Add(`["\u00e9","b","c","d",["x","x"],"v",{"a":"\\n","b":""},-1,0]`)
+	f.Add(`[`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var a, b switchboard.Instance
+		var ttlA, regA, ttlB, regB int64
+		errA := unpack(s, &a, nil, &ttlA, &regA)
+		errB := unpack(s, &b, newSharer(), &ttlB, &regB)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("unpack(%q): %v without sharing, %v with", s, errA, errB)
+		}
+		if errA == nil && (!reflect.DeepEqual(a, b) || ttlA != ttlB || regA != regB) {
+			t.Fatalf("unpack(%q): %+v %d %d without sharing, %+v %d %d with", s, a, ttlA, regA, b, ttlB, regB)
+		}
+	})
+}
