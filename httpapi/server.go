@@ -86,13 +86,15 @@ type Server struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
-	reapMu  sync.Mutex // one reap at a time: concurrent requests wait for it
-	reaped  time.Time  // when the last default reap (2 × TTL) finished
+	reapMu  sync.Mutex    // one reap at a time: concurrent requests wait for it
+	reaped  time.Time     // when the last default reap (2 × TTL) finished
+	reach   time.Duration // the grace it reaped with
 }
 
 // reapCoalesce is how long after a default reap (older_than zero) another
-// one is answered with 0 at once: every client's Bootstrap runs a reaper,
-// and 300 clients would otherwise cost the database 60 reaps a second.
+// one that could delete no more is answered with 0 at once: every client's
+// Bootstrap runs a reaper, and 300 clients would otherwise cost the
+// database 60 reaps a second.
 const reapCoalesce = time.Second
 
 // reap runs one reap at a time. A default one (older zero) deletes the rows
@@ -100,26 +102,24 @@ const reapCoalesce = time.Second
 // ReapGrace): each row only once this server has been reachable to the
 // catalog for that row's TTL, and the caller too when it says for how long
 // (reachable; negative: not said). One within reapCoalesce of the previous
-// default reap is skipped, whatever its grace: a row it could delete that
-// the previous one could not waits at most reapCoalesce for the next, the
-// same delay as a row that crossed twice its TTL meanwhile. (Comparing the
-// graces would hardly coalesce: the clients' times connected all differ.)
+// default reap, with no longer a grace, is skipped (it would find what that
+// one just deleted: nothing).
 func (s *Server) reap(ctx context.Context, older, reachable time.Duration) (int, error) {
 	s.reapMu.Lock()
 	defer s.reapMu.Unlock()
 	if older > 0 {
 		return s.cat.Reap(ctx, older)
 	}
-	if time.Since(s.reaped) < reapCoalesce {
-		return 0, nil
-	}
 	reach := s.feed.reachableFor()
 	if reachable >= 0 {
 		reach = min(reach, reachable)
 	}
+	if time.Since(s.reaped) < reapCoalesce && reach <= s.reach {
+		return 0, nil
+	}
 	n, err := switchboard.ReapGrace(ctx, s.cat, reach)
 	if err == nil {
-		s.reaped = time.Now()
+		s.reaped, s.reach = time.Now(), reach
 	}
 	return n, err
 }
