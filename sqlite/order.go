@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
 
 // queryInstances runs query, which selects packedCols in any order, and
@@ -62,13 +63,13 @@ func packedKey(s string) (nameID, error) {
 		return k, errPacked
 	}
 	var err error
-	if k.id, i, err = jsonString(s, i); err != nil {
+	if k.id, i, err = jsonfast.String(s, i); err != nil {
 		return k, err
 	}
 	if i, ok = expect(s, i, ','); !ok {
 		return k, errPacked
 	}
-	k.name, _, err = jsonString(s, i)
+	k.name, _, err = jsonfast.String(s, i)
 	return k, err
 }
 

@@ -78,7 +78,7 @@ func unpack(s string, in *switchboard.Instance, sh *sharer, ttlMS, registeredAt 
 	var err error
 	strs := [...]*string{&in.ID, &in.Name, &in.Type, &in.Address}
 	for _, p := range strs {
-		if *p, i, err = jsonString(s, i); err != nil {
+		if *p, i, err = jsonfast.String(s, i); err != nil {
 			return err
 		}
 		if i, ok = expect(s, i, ','); !ok {
@@ -95,7 +95,7 @@ func unpack(s string, in *switchboard.Instance, sh *sharer, ttlMS, registeredAt 
 	if i, ok = expect(s, end, ','); !ok {
 		return errPacked
 	}
-	if in.Version, i, err = jsonString(s, i); err != nil {
+	if in.Version, i, err = jsonfast.String(s, i); err != nil {
 		return err
 	}
 	if i, ok = expect(s, i, ','); !ok {
@@ -128,58 +128,11 @@ func unpack(s string, in *switchboard.Instance, sh *sharer, ttlMS, registeredAt 
 // expect passes white space and then c at s[i:], and returns the index
 // after it.
 func expect(s string, i int, c byte) (int, bool) {
-	i = space(s, i)
+	i = jsonfast.Space(s, i)
 	if i < len(s) && s[i] == c {
-		return space(s, i+1), true
+		return jsonfast.Space(s, i+1), true
 	}
 	return 0, false
-}
-
-func space(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// jsonString reads the JSON string at s[i]; a plain one is a substring of
-// s, one with escapes is decoded by encoding/json.
-func jsonString(s string, i int) (string, int, error) {
-	if i >= len(s) || s[i] != '"' {
-		return "", 0, errPacked
-	}
-	plain := true
-	for j := i + 1; j < len(s); j++ {
-		switch c := s[j]; {
-		case c == '\\':
-			plain = false
-			j++
-		case c == '"':
-			if plain {
-				if v := s[i+1 : j]; isPlain(v) {
-					return v, j + 1, nil
-				}
-			}
-			var v string
-			if err := json.Unmarshal([]byte(s[i:j+1]), &v); err != nil {
-				return "", 0, err
-			}
-			return v, j + 1, nil
-		}
-	}
-	return "", 0, errPacked
-}
-
-// isPlain reports whether v needs no decoding: ASCII without control
-// characters (anything else is left to encoding/json, which replaces
-// invalid UTF-8).
-func isPlain(v string) bool {
-	for k := 0; k < len(v); k++ {
-		if c := v[k]; c < 0x20 || c >= 0x80 {
-			return false
-		}
-	}
-	return true
 }
 
 // jsonInt reads the integer at s[i:].

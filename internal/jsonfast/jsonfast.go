@@ -4,10 +4,13 @@
 // spends most of its decoding time there. Anything but the plain form
 // (an escape sequence, unexpected whitespace, another type) is left to
 // encoding/json, so the result is always what encoding/json would give.
+// String and Space serve hand decoders of larger shapes (the SQLite
+// backend's packed rows) on the same terms.
 package jsonfast
 
 import (
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -42,6 +45,38 @@ func StringMap(s string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// String reads the JSON string that starts at s[i] and returns it and the
+// index after its closing quote. A plain one (see str) is a substring of s;
+// any other (escapes, invalid UTF-8, control characters) is decoded, or
+// refused, by encoding/json.
+func String(s string, i int) (string, int, error) {
+	if v, j, ok := str(s, i); ok {
+		return v, j, nil
+	}
+	if i >= len(s) || s[i] != '"' {
+		return "", 0, errNotString
+	}
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case '"':
+			var v string
+			if err := json.Unmarshal([]byte(s[i:j+1]), &v); err != nil {
+				return "", 0, err
+			}
+			return v, j + 1, nil
+		}
+	}
+	return "", 0, errNotString
+}
+
+var errNotString = errors.New("jsonfast: not a JSON string")
+
+// Space returns the index after the white space JSON allows between tokens
+// at s[i:].
+func Space(s string, i int) int { return skip(s, i) }
 
 // str reads a plain string (valid UTF-8, no escapes, no control characters) starting
 // at s[i] == '"'; it returns the string and the index after its closing

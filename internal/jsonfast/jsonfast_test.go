@@ -41,6 +41,9 @@ func FuzzMatchesEncodingJSON(f *testing.F) {
 	for _, c := range cases {
 		f.Add(c)
 	}
+	f.Add(`"plain"`)
+	f.Add(`"esc\"aped\u00e9"`)
+	f.Add("\"h\xe9llo\"")
 	f.Fuzz(func(t *testing.T, c string) {
 		var want []string
 		werr := json.Unmarshal([]byte(c), &want)
@@ -57,6 +60,19 @@ func FuzzMatchesEncodingJSON(f *testing.F) {
 		}
 		if got, err := StringMap(c); (err != nil) != (werr != nil) || (err == nil && !reflect.DeepEqual(got, wantM)) {
 			t.Errorf("StringMap(%q) = %q, %v; encoding/json: %q, %v", c, got, err, wantM, werr)
+		}
+		// String reads the string at the start of c exactly as
+		// encoding/json reads that string alone.
+		got, j, err := String(c, 0)
+		if err == nil {
+			var w string
+			if werr := json.Unmarshal([]byte(c[:j]), &w); werr != nil || w != got {
+				t.Errorf("String(%q) = %q up to %d; encoding/json: %q, %v", c, got, j, w, werr)
+			}
+		}
+		var ws string
+		if len(c) > 0 && c[0] == '"' && c[len(c)-1] == '"' && json.Unmarshal([]byte(c), &ws) == nil && (err != nil || j != len(c) || got != ws) {
+			t.Errorf("String(%q) = %q, %d, %v; encoding/json: %q", c, got, j, err, ws)
 		}
 	})
 }
