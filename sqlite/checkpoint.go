@@ -29,27 +29,13 @@ const (
 // small as before. A program without it (an older build, the sqlite3 shell)
 // still checkpoints on its own commits.
 func (c *Catalog) checkpoints() *detector {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &detector{cancel: cancel}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		t := time.NewTicker(checkpointEvery)
-		defer t.Stop()
-		var seen uint64
-		last := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if n := c.checkpoint(ctx, seen, time.Since(last) >= checkpointIdle); n != seen {
-				seen, last = n, time.Now()
-			}
+	var seen uint64
+	last := time.Now()
+	return every(checkpointEvery, func(ctx context.Context) {
+		if n := c.checkpoint(ctx, seen, time.Since(last) >= checkpointIdle); n != seen {
+			seen, last = n, time.Now()
 		}
-	}()
-	return d
+	})
 }
 
 // checkpoint runs a PASSIVE checkpoint when this process has made

@@ -14,21 +14,27 @@ const fileCheckEvery = 500 * time.Millisecond
 
 // watchFile starts the file identity check (see checkFile).
 func (c *Catalog) watchFile() *detector {
+	warned := false
+	return every(c.fileCheckEvery, func(ctx context.Context) { c.checkFile(ctx, &warned) })
+}
+
+// every runs fn every period in a goroutine of its own until the returned
+// detector is stopped.
+func every(period time.Duration, fn func(ctx context.Context)) *detector {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &detector{cancel: cancel}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		t := time.NewTicker(c.fileCheckEvery)
+		t := time.NewTicker(period)
 		defer t.Stop()
-		warned := false
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			c.checkFile(ctx, &warned)
+			fn(ctx)
 		}
 	}()
 	return d
