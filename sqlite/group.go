@@ -144,6 +144,15 @@ func (q *writeQueue) remove(op *groupOp) {
 	}
 }
 
+// failPending takes every pending op out of the queue, finished with err,
+// and returns them; q.mu held.
+func (q *writeQueue) failPending(err error) []*groupOp {
+	ops := q.pending
+	q.pending = nil
+	finish(ops, err)
+	return ops
+}
+
 // finish sets the result of ops that left pending; q.mu held.
 func finish(ops []*groupOp, err error) {
 	for _, op := range ops {
@@ -214,9 +223,7 @@ func (c *Catalog) lead(self *groupOp) {
 	}()
 	q.mu.Lock()
 	if q.closed {
-		claimed = q.pending
-		q.pending = nil
-		finish(claimed, switchboard.ErrClosed)
+		claimed = q.failPending(switchboard.ErrClosed)
 		q.mu.Unlock()
 		return
 	}
@@ -234,22 +241,19 @@ func (c *Catalog) lead(self *groupOp) {
 			// Only the leader gave up waiting: the next op leads.
 			q.remove(self)
 			claimed = []*groupOp{self}
+			finish(claimed, err)
 		} else {
 			// The lock is unobtainable (another process holds it too
 			// long): every op waiting now would wait as long.
-			claimed = q.pending
-			q.pending = nil
+			claimed = q.failPending(err)
 		}
-		finish(claimed, err)
 		q.mu.Unlock()
 		return
 	}
 	q.mu.Lock()
 	if q.closed {
 		// Close came while this leader waited: nothing queued starts.
-		claimed = q.pending
-		q.pending = nil
-		finish(claimed, switchboard.ErrClosed)
+		claimed = q.failPending(switchboard.ErrClosed)
 		q.mu.Unlock()
 		unlock()
 		return
