@@ -24,6 +24,13 @@ type notice struct {
 	Row    *noticeInstance `json:"i"` // the row as the change left it (upserts)
 }
 
+// noticeInstance is the row in a notice. It looks like the root's
+// instance JSON (switchboard.Instance's MarshalJSON) but is not that
+// contract and cannot reuse it: SQL builds it (json_build_object in
+// logEntrySQL), the TTL is whole microseconds rather than a duration
+// string, and the times keep PostgreSQL's full microsecond precision
+// where the CLI contract shows milliseconds, so a notice decodes to exactly
+// what a log read returns.
 type noticeInstance struct {
 	Name         string            `json:"name"`
 	Type         string            `json:"type"`
