@@ -114,14 +114,7 @@ func TestLargeChangeFallsBackToLogRead(t *testing.T) {
 	c, _, dsn := newCatalog(t)
 	conn := listenRaw(t, dsn)
 	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	ch, err := watcher.Watch(ctx, switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := record(t, ch)
-	r.waitFor(t, "snapshot", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventSynced, "") })
+	r, ctx, _ := watchSynced(t, watcher)
 
 	big := inst("svc", "10.0.0.1:1")
 	big.ID = "big"

@@ -23,6 +23,22 @@ type recorder struct {
 	wake   chan struct{}
 }
 
+// watchSynced watches everything c holds until its snapshot is in, and
+// returns what it records, the watch's context and its cancel (also run
+// when the test ends).
+func watchSynced(t *testing.T, c switchboard.Catalog) (*recorder, context.Context, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	t.Cleanup(cancel)
+	ch, err := c.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := record(t, ch)
+	r.waitFor(t, "snapshot", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventSynced, "") })
+	return r, ctx, cancel
+}
+
 func record(t *testing.T, ch <-chan switchboard.Event) *recorder {
 	r := &recorder{wake: make(chan struct{}, 1)}
 	go func() {
@@ -120,14 +136,7 @@ func TestWatchPush(t *testing.T) {
 	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
 	writer := openDSN(t, dsn, switchboard.Options{})
 	reg(t, writer, "a", "h:1")
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	ch, err := watcher.Watch(ctx, switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := record(t, ch)
-	r.waitFor(t, "snapshot", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventSynced, "") })
+	r, ctx, cancel := watchSynced(t, watcher)
 	// Each write waits for its event: a watch mirrors state, so writes the
 	// hub reads in one batch coalesce (b added and removed between two
 	// reads is, correctly, no event at all).
@@ -194,14 +203,7 @@ func testListenerReconnect(t *testing.T, trim bool) {
 	reg(t, writer, "keep", "h:1")
 	reg(t, writer, "gone", "h:2")
 	reg(t, writer, "moved", "h:3")
-	ctx, cancel := context.WithCancel(ctxT(t))
-	defer cancel()
-	ch, err := watcher.Watch(ctx, switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := record(t, ch)
-	r.waitFor(t, "snapshot", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventSynced, "") })
+	r, _, _ := watchSynced(t, watcher)
 	reg(t, writer, "live", "h:4")
 	r.waitFor(t, "push before the cut", func(evs []switchboard.Event) bool { return has(evs, switchboard.EventAdded, "live") })
 	before := r.len()
