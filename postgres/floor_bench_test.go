@@ -116,18 +116,7 @@ func (m memSource) RenewedSince(context.Context, time.Time) ([]hub.Renewal, time
 // way: the server's time (EXPLAIN ANALYZE), a bare read of the rows, and
 // List (read and decode).
 func BenchmarkListFloor(b *testing.B) {
-	c, _ := benchCatalog(b, 100_000)
-	ctx := context.Background()
-	if _, err := c.pool.Exec(ctx, `UPDATE instances SET capabilities = capabilities || ('pct' || (substr(id, 6)::int % 100))`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.pool.Exec(ctx, `VACUUM ANALYZE instances`); err != nil {
-		b.Fatal(err)
-	}
-	var pid int
-	if err := c.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		b.Fatal(err)
-	}
+	c, ctx, pid := pctCatalog(b)
 	query := func(i int) (string, []any) {
 		return listSQL(switchboard.Query{Capability: "pct" + strconv.Itoa(i%100)})
 	}
