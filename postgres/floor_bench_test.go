@@ -28,19 +28,7 @@ func BenchmarkSnapshotFloor(b *testing.B) {
 	}
 	cpu := func(b *testing.B, f func()) { cpuPerRound(b, pid, func(int) { f() }) }
 	b.Run("server", func(b *testing.B) {
-		var total float64
-		for b.Loop() {
-			var plan []map[string]any
-			var raw []byte
-			if err := c.pool.QueryRow(ctx, `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) `+snapshotQuery).Scan(&raw); err != nil {
-				b.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &plan); err != nil {
-				b.Fatal(err)
-			}
-			total += plan[0]["Execution Time"].(float64)
-		}
-		b.ReportMetric(total/float64(b.N), "server-ms")
+		serverTime(b, ctx, c, func(int) (string, []any) { return snapshotQuery, nil })
 	})
 	b.Run("bare", func(b *testing.B) {
 		cpu(b, func() {
@@ -120,22 +108,7 @@ func BenchmarkListFloor(b *testing.B) {
 	query := func(i int) (string, []any) {
 		return listSQL(switchboard.Query{Capability: "pct" + strconv.Itoa(i%100)})
 	}
-	b.Run("server", func(b *testing.B) {
-		var total float64
-		for i := 0; b.Loop(); i++ {
-			s, args := query(i)
-			var plan []map[string]any
-			var raw []byte
-			if err := c.pool.QueryRow(ctx, `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) `+s, args...).Scan(&raw); err != nil {
-				b.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &plan); err != nil {
-				b.Fatal(err)
-			}
-			total += plan[0]["Execution Time"].(float64)
-		}
-		b.ReportMetric(total/float64(b.N), "server-ms")
-	})
+	b.Run("server", func(b *testing.B) { serverTime(b, ctx, c, query) })
 	b.Run("bare", func(b *testing.B) {
 		cpuPerRound(b, pid, func(i int) {
 			s, args := query(i)
@@ -192,4 +165,23 @@ func scanInstances(rows pgx.Rows) ([]switchboard.Instance, error) {
 		out = append(out, in)
 	}
 	return out, rows.Err()
+}
+
+// serverTime reports the server's execution time of query(i) per round
+// (EXPLAIN ANALYZE, without per-node timing), as server-ms.
+func serverTime(b *testing.B, ctx context.Context, c *Catalog, query func(i int) (string, []any)) {
+	var total float64
+	for i := 0; b.Loop(); i++ {
+		s, args := query(i)
+		var plan []map[string]any
+		var raw []byte
+		if err := c.pool.QueryRow(ctx, `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) `+s, args...).Scan(&raw); err != nil {
+			b.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &plan); err != nil {
+			b.Fatal(err)
+		}
+		total += plan[0]["Execution Time"].(float64)
+	}
+	b.ReportMetric(total/float64(b.N), "server-ms")
 }
