@@ -323,7 +323,7 @@ func testKillThree(t *testing.T, backend string) {
 func testFreezePastReap(t *testing.T, backend string) {
 	f := startFleet(t, backend)
 	from := f.log.len()
-	signalAll(t, f.procs, syscall.SIGSTOP)
+	freezeWritable(t, f)
 	waitFor(t, "self-preservation to engage", func() bool { return f.stats.WatchStats().Preserving })
 	waitFor(t, "all 20 removed after their rows were reaped", func() bool {
 		return len(f.log.since(from, switchboard.EventRemoved)) >= procCount
@@ -340,4 +340,28 @@ func testFreezePastReap(t *testing.T, backend string) {
 	readded := f.log.len()
 	signalAll(t, f.procs, syscall.SIGCONT)
 	waitFor(t, "the 20 to register again", func() bool { return len(f.log.since(readded, switchboard.EventAdded)) >= procCount })
+}
+
+// freezeWritable stops every process of the fleet but the extra, such that
+// the catalog can still be written. A SQLite file has one write lock: a
+// process stopped inside its heartbeat's transaction holds it for as long
+// as it is stopped, and then nobody, the extra's reaper included, can
+// write (that case is sqlite's TestWriteLockHolderStopped, not this
+// test's). So after each freeze a write from the test's own handle must go
+// through; if it does not, the fleet is resumed and frozen again.
+func freezeWritable(t *testing.T, f *fleet) {
+	t.Helper()
+	for range 10 {
+		signalAll(t, f.procs, syscall.SIGSTOP)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := f.cat.Heartbeat(ctx, "write-probe")
+		cancel()
+		if err == nil {
+			return
+		}
+		t.Logf("a stopped process holds the write lock (%v): resuming and stopping the fleet again", err)
+		signalAll(t, f.procs, syscall.SIGCONT)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("every freeze left a process holding the catalog's write lock")
 }
