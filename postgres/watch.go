@@ -175,42 +175,102 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // its transaction open is waited for, up to ctx; writers that began after
 // the observation are not.
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
-	w, err := s.c.observeWriters(ctx)
+	var snap hub.Snapshot
+	err := s.settledRead(ctx, func(head hub.Snapshot, sizeHint int, rows pgx.Rows) (err error) {
+		snap = head
+		snap.Instances, err = readAll(rows, readOpts{sizeHint: sizeHint, sort: true, share: true})
+		return err
+	})
 	if err != nil {
 		return hub.Snapshot{}, s.c.wrap("snapshot", err)
 	}
-	for attempt := 0; ; attempt++ {
-		snap, settled, err := s.snapshot(ctx, w)
-		if err != nil {
-			return hub.Snapshot{}, s.c.wrap("snapshot", err)
+	return snap, nil
+}
+
+// StreamSnapshot reads what Snapshot reads and hands the rows to emit in
+// parts of streamPart as they arrive (in the table's physical order),
+// decoded: a new process's hub applies one part while this goroutine
+// receives and decodes the next.
+func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
+	err := s.settledRead(ctx, func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error {
+		defer rows.Close()
+		part := hub.Part{Rows: max(sizeHint, 0), Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		it := newInterner() // shared across parts: the hub never modifies an instance
+		ins := make([]switchboard.Instance, 0, streamPart)
+		emitted := false
+		for {
+			more := rows.Next()
+			if more {
+				ins = append(ins, switchboard.Instance{})
+				if err := decodeRow(rows.RawValues(), &ins[len(ins)-1], it); err != nil {
+					return err
+				}
+			}
+			if len(ins) == streamPart || (!more && (len(ins) > 0 || !emitted)) {
+				part.Instances = ins
+				if err := emit(part); err != nil {
+					return err
+				}
+				emitted = true
+				ins = make([]switchboard.Instance, 0, streamPart)
+			}
+			if !more {
+				return rows.Err()
+			}
 		}
-		if settled {
-			return snap, nil
+	})
+	if err != nil {
+		return s.c.wrap("snapshot", err)
+	}
+	return nil
+}
+
+// streamPart is how many rows one part of StreamSnapshot holds.
+const streamPart = 4096
+
+var _ hub.Streamer = source{}
+
+// settledRead observes the writers, then reads every row once all of
+// them have ended: read gets the position and clock (head), the planner's
+// row estimate and the rows of snapshotQuery (see Snapshot). A writer
+// holding its transaction open is waited for, up to ctx; writers that
+// began after the observation are not.
+func (s source) settledRead(ctx context.Context, read func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error) error {
+	w, err := s.c.observeWriters(ctx)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		settled, err := s.snapshot(ctx, w, read)
+		if err != nil || settled {
+			return err
 		}
 		if attempt >= 2 {
 			// Writers in flight end within a commit; one that holds its
 			// transaction open is waited for, up to ctx.
 			select {
 			case <-ctx.Done():
-				return hub.Snapshot{}, s.c.wrap("snapshot", fmt.Errorf("change-log writers still in flight (transactions %v): %w", w.xids, ctx.Err()))
+				return fmt.Errorf("change-log writers still in flight (transactions %v): %w", w.xids, ctx.Err())
 			case <-time.After(min(time.Duration(attempt)*time.Millisecond, 50*time.Millisecond)):
 			}
 		}
 	}
 }
 
-// snapshot is one attempt of Snapshot after observing w; settled is false
-// (and nothing is read) while w's writers have not all ended.
-func (s source) snapshot(ctx context.Context, w writers) (snap hub.Snapshot, settled bool, err error) {
+// snapshot is one attempt of settledRead after observing w; settled is
+// false (and nothing is read) while w's writers have not all ended.
+func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error) (settled bool, err error) {
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		var head hub.Snapshot
 		var mvcc string
 		var trimmed int64
 		var sizeHint int
 		if err := tx.QueryRow(ctx, `SELECT trimmed_to, `+epochSQL+`, now(), `+snapshotSQL+`,
 				(SELECT reltuples::int FROM pg_class WHERE oid = 'instances'::regclass) FROM change_log`).
-			Scan(&trimmed, &snap.Epoch, &snap.Now, &mvcc, &sizeHint); err != nil {
+			Scan(&trimmed, &head.Epoch, &head.Now, &mvcc, &sizeHint); err != nil {
 			return err
 		}
+		head.Now = head.Now.UTC()
 		ms, err := parseSnapshot(mvcc)
 		if err != nil || !w.settledIn(ms) {
 			return err
@@ -226,25 +286,23 @@ func (s source) snapshot(ctx context.Context, w writers) (snap hub.Snapshot, set
 		if err != nil {
 			return err
 		}
-		snap.Seq = max(w.drawn, trimmed)
+		head.Seq = max(w.drawn, trimmed)
 		for _, seq := range above {
-			if seq != snap.Seq+1 {
+			if seq != head.Seq+1 {
 				break
 			}
-			snap.Seq = seq
+			head.Seq = seq
 		}
 		if len(above) > 0 {
-			s.c.setReflected(snap.Epoch, above[len(above)-1])
+			s.c.setReflected(head.Epoch, above[len(above)-1])
 		}
 		rows, err := tx.Query(ctx, snapshotQuery, binaryResults)
 		if err != nil {
 			return err
 		}
-		snap.Instances, err = readAll(rows, readOpts{sizeHint: sizeHint, sort: true, share: true})
-		return err
+		return read(head, sizeHint, rows)
 	})
-	snap.Now = snap.Now.UTC()
-	return snap, settled, err
+	return settled, err
 }
 
 // maxBatch bounds one ChangesSince read; the hub is notified again when more

@@ -65,6 +65,73 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	return snap, nil
 }
 
+// streamPart is how many rows one part of StreamSnapshot holds.
+const streamPart = 4096
+
+var _ hub.Streamer = source{}
+
+// StreamSnapshot reads what Snapshot reads, in one read transaction, and
+// hands the rows to emit in parts of streamPart as they are read (in the
+// table's order, by id), decoded: a new process's hub applies one part
+// while this goroutine reads the next.
+func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
+	c := s.c
+	if c.closed.Load() {
+		return errClosed("snapshot")
+	}
+	err := c.read(ctx, func(tx *txn) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		head, _, epoch, err := logPosition(ctx, tx)
+		if err != nil {
+			return err
+		}
+		part := hub.Part{Seq: head, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&part.Rows); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+packedCols+` FROM instances i`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		sh := newSharer() // shared across parts: the hub never modifies an instance
+		var p packedRow
+		dest := p.dest()
+		ins := make([]switchboard.Instance, 0, min(streamPart, part.Rows))
+		emitted := false
+		for {
+			more := rows.Next()
+			if more {
+				if err := rows.Scan(dest...); err != nil {
+					return err
+				}
+				ins = append(ins, switchboard.Instance{})
+				if err := p.decode(&ins[len(ins)-1], sh, now); err != nil {
+					return err
+				}
+			}
+			if len(ins) == streamPart || (!more && (len(ins) > 0 || !emitted)) {
+				part.Instances = ins
+				if err := emit(part); err != nil {
+					return err
+				}
+				emitted = true
+				ins = make([]switchboard.Instance, 0, streamPart)
+			}
+			if !more {
+				return rows.Err()
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: snapshot: %w", err)
+	}
+	return nil
+}
+
 // changesBatch bounds one ChangesSince read (as on PostgreSQL): a hub that
 // fell far behind catches up in short read transactions, which neither hold
 // back WAL checkpoints nor run into the read timeout; it is notified again

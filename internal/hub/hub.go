@@ -252,14 +252,20 @@ func (h *Hub) start(ctx context.Context) error {
 	defer cancel()
 	stop := context.AfterFunc(h.ctx, cancel) // Close aborts a first read in flight
 	defer stop()
-	snap, err := h.src.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("watch: read catalog: %w", err)
+	if st, ok := h.src.(Streamer); ok {
+		if err := h.streamFirst(ctx, st); err != nil {
+			return fmt.Errorf("watch: read catalog: %w", err)
+		}
+	} else {
+		snap, err := h.src.Snapshot(ctx)
+		if err != nil {
+			return fmt.Errorf("watch: read catalog: %w", err)
+		}
+		h.mu.Lock()
+		h.applySnapshot(snap)
+		h.renewedAt = snap.Now
+		h.mu.Unlock()
 	}
-	h.mu.Lock()
-	h.applySnapshot(snap)
-	h.renewedAt = snap.Now
-	h.mu.Unlock()
 	h.started.Store(true)
 	go h.run()
 	return nil
@@ -452,21 +458,38 @@ func (h *Hub) catalogNow() time.Time {
 }
 
 func (h *Hub) applySnapshot(s Snapshot) {
-	h.setClock(s.Now)
+	h.beginSnapshot(s.Now, len(s.Instances))
+	h.applyPart(s.Instances, s.Now)
+	h.endSnapshot(s)
+}
+
+// beginSnapshot starts applying a snapshot of about rows instances read at
+// catalog time now: the parts follow (applyPart), then endSnapshot.
+func (h *Hub) beginSnapshot(now time.Time, rows int) {
+	h.setClock(now)
 	h.gen++
-	if len(h.entries) == 0 {
+	if len(h.entries) == 0 && rows > 0 {
 		// A first snapshot (a new process's): size the map once instead of
 		// growing it through every power of two.
-		h.entries = make(map[string]*entry, len(s.Instances))
+		h.entries = make(map[string]*entry, rows)
 	}
 	// The deadlines are gathered unordered and heapified once at the end:
 	// O(n) instead of n pushes.
 	h.bulk = true
-	h.dl = slices.Grow(h.dl, len(s.Instances))
-	for i := range s.Instances {
-		// The hub owns the snapshot: its entries point into it.
-		h.upsert(&s.Instances[i], s.Now).mark = h.gen
+	h.dl = slices.Grow(h.dl, rows)
+}
+
+// applyPart applies some of a snapshot's instances, which the hub owns from
+// now on: its entries point into them.
+func (h *Hub) applyPart(ins []switchboard.Instance, now time.Time) {
+	for i := range ins {
+		h.upsert(&ins[i], now).mark = h.gen
 	}
+}
+
+// endSnapshot ends a snapshot (s's position and clock; its instances are
+// applied): what it did not hold was deleted while the hub was not looking.
+func (h *Hub) endSnapshot(s Snapshot) {
 	h.bulk = false
 	heap.Init(&h.dl)
 	for id, e := range h.entries {

@@ -87,3 +87,49 @@ func (h *Hub) checkOrder() bool {
 	return len(o) == len(h.entries) && slices.IsSortedFunc(o, byNameID) &&
 		!slices.ContainsFunc(o, func(e *entry) bool { return h.entries[e.inst.ID] != e })
 }
+
+// runs builds the order of a first snapshot streamed in parts (stream.go)
+// while it is read: each part's new entries come sorted as a run, and runs
+// of equal length merge as they arrive (a binary counter), so after the
+// last part only one merge per run left remains, O(n) in all, instead of a
+// sort of the whole mirror.
+type runs [][]*entry
+
+// add takes a run sorted by byNameID.
+func (r *runs) add(run []*entry) {
+	*r = append(*r, run)
+	for s := *r; len(s) >= 2 && len(s[len(s)-2]) <= len(s[len(s)-1]); s = *r {
+		*r = append(s[:len(s)-2], mergeRuns(s[len(s)-2], s[len(s)-1]))
+	}
+}
+
+// merged returns every run merged into one.
+func (r runs) merged() []*entry {
+	var out []*entry
+	for i := len(r) - 1; i >= 0; i-- {
+		out = mergeRuns(r[i], out)
+	}
+	return out
+}
+
+func mergeRuns(a, b []*entry) []*entry {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]*entry, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if byNameID(b[j], a[i]) < 0 {
+			out = append(out, b[j])
+			j++
+		} else {
+			out = append(out, a[i])
+			i++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}

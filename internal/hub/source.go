@@ -81,3 +81,28 @@ type Source interface {
 	// catalog clock (heartbeats are learned in bulk, never as events).
 	RenewedSince(ctx context.Context, since time.Time) ([]Renewal, time.Time, error)
 }
+
+// Streamer is a Source that can hand its snapshot over as it reads it. A
+// new process's first Watch then applies each part to the mirror while the
+// source reads the next, on another core, instead of reading everything
+// first and applying it after.
+type Streamer interface {
+	Source
+	// StreamSnapshot reads what Snapshot reads, in one consistent read,
+	// and calls emit with its rows in parts, in any order, as they are
+	// read. Every part carries the same Seq, Epoch and Now; Rows, on each,
+	// is how many rows the whole snapshot is expected to hold (a hint: 0
+	// when unknown). The hub owns the instances it is handed. An error from
+	// emit (the hub gave up) ends the read and is returned; when
+	// StreamSnapshot returns an error, the hub keeps nothing it emitted.
+	StreamSnapshot(ctx context.Context, emit func(Part) error) error
+}
+
+// Part is some of a streamed snapshot's rows (Streamer).
+type Part struct {
+	Instances []switchboard.Instance
+	Rows      int
+	Seq       int64
+	Epoch     string
+	Now       time.Time
+}

@@ -1,0 +1,80 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// streamDepth is how many parts a streamed first snapshot may have read
+// ahead of the part being applied.
+const streamDepth = 2
+
+// errNoParts is a Streamer that returned without a part: even an empty
+// catalog has a position and a clock to hand over.
+var errNoParts = errors.New("snapshot stream ended without a part")
+
+// streamFirst applies a Streamer's snapshot as the hub's first (start):
+// the source reads in the caller's goroutine while another applies the
+// parts already read, so a new process's first Watch takes about the
+// longer of the two instead of their sum. Nobody watches yet, so when the
+// read fails, what was applied of it is dropped and the mirror is empty
+// again.
+func (h *Hub) streamFirst(ctx context.Context, st Streamer) error {
+	parts := make(chan Part, streamDepth)
+	applied := make(chan struct{})
+	var first Part
+	begun := false
+	var order []*entry
+	go func() {
+		defer close(applied)
+		var r runs
+		for p := range parts {
+			h.mu.Lock()
+			if !begun {
+				first, begun = p, true
+				h.beginSnapshot(p.Now, p.Rows)
+			}
+			n := len(h.moved)
+			h.applyPart(p.Instances, first.Now)
+			run := slices.Clone(h.moved[n:]) // the part's new entries
+			h.mu.Unlock()
+			// Sorted and merged while the source reads the next part
+			// (nothing else writes to the hub before it has started).
+			slices.SortFunc(run, byNameID)
+			r.add(run)
+		}
+		order = r.merged()
+	}()
+	err := st.StreamSnapshot(ctx, func(p Part) error {
+		select {
+		case parts <- p:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(parts)
+	<-applied
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil && !begun {
+		err = errNoParts
+	}
+	if err != nil {
+		h.entries = make(map[string]*entry)
+		h.order, h.moved, h.dropped = nil, nil, 0
+		h.dl, h.bulk = nil, false
+		return err
+	}
+	h.endSnapshot(Snapshot{Seq: first.Seq, Epoch: first.Epoch, Now: first.Now})
+	// The order was built above: every entry of a first snapshot is new,
+	// so moved holds exactly the entries, which order holds sorted.
+	for _, e := range order {
+		e.reorder = false
+	}
+	clear(h.moved)
+	h.order, h.moved, h.dropped = order, nil, 0
+	h.renewedAt = first.Now
+	return nil
+}

@@ -1,0 +1,170 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// streamSource streams memSource's snapshot in parts of size rows; while
+// failAfter is positive, a read fails after that many parts.
+type streamSource struct {
+	*memSource
+	size      int
+	failAfter atomic.Int32
+	noParts   atomic.Bool
+	streams   atomic.Int32
+}
+
+var errMidStream = errors.New("connection reset mid-stream")
+
+func (s *streamSource) StreamSnapshot(ctx context.Context, emit func(Part) error) error {
+	s.streams.Add(1)
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if s.noParts.Load() {
+		return nil
+	}
+	fail := int(s.failAfter.Load())
+	for i, n := 0, 0; i == 0 || i < len(snap.Instances); i, n = i+s.size, n+1 {
+		if fail > 0 && n == fail {
+			return errMidStream
+		}
+		p := Part{Rows: len(snap.Instances), Seq: snap.Seq, Epoch: snap.Epoch, Now: snap.Now}
+		p.Instances = snap.Instances[i:min(i+s.size, len(snap.Instances))]
+		if err := emit(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initialSet watches q and returns the events before the first Synced.
+func initialSet(t *testing.T, h *Hub, q switchboard.Query) (<-chan switchboard.Event, []switchboard.Event) {
+	t.Helper()
+	ch, err := h.Watch(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []switchboard.Event
+	for ev := range ch {
+		if ev.Kind == switchboard.EventSynced {
+			return ch, evs
+		}
+		evs = append(evs, ev)
+	}
+	t.Fatal("watch closed before synced")
+	return nil, nil
+}
+
+func TestStreamedFirstSnapshotIsTheSnapshot(t *testing.T) {
+	m := newMem()
+	for i := range 100 {
+		in := inst(fmt.Sprintf("id-%03d", (i*37)%100), time.Minute)
+		in.Name = fmt.Sprint("svc-", i%7)
+		if i%10 == 0 {
+			in.LastSeen = time.Now().Add(-time.Hour) // past its TTL: expired
+		}
+		m.put(in)
+	}
+	plain := New(m, Options{PollInterval: time.Hour})
+	defer plain.Close()
+	st := &streamSource{memSource: m, size: 7}
+	streamed := New(st, Options{PollInterval: time.Hour})
+	defer streamed.Close()
+
+	for _, q := range []switchboard.Query{{}, {All: true}, {Name: "svc-3"}} {
+		_, want := initialSet(t, plain, q)
+		_, got := initialSet(t, streamed, q)
+		if len(got) != len(want) {
+			t.Fatalf("%+v: %d streamed, %d read whole", q, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Kind != want[i].Kind || got[i].Instance.ID != want[i].Instance.ID || got[i].Instance.Stale != want[i].Instance.Stale {
+				t.Fatalf("%+v: event %d streamed %v %s stale=%v, read whole %v %s stale=%v", q, i,
+					got[i].Kind, got[i].Instance.ID, got[i].Instance.Stale, want[i].Kind, want[i].Instance.ID, want[i].Instance.Stale)
+			}
+		}
+	}
+	if st.streams.Load() != 1 {
+		t.Fatalf("%d streamed reads, want 1 (the first Watch's)", st.streams.Load())
+	}
+	streamed.mu.Lock()
+	ok, n := streamed.checkOrder(), len(streamed.dl)
+	streamed.mu.Unlock()
+	if !ok {
+		t.Fatal("order does not hold the mirror sorted")
+	}
+	if n != 90 {
+		t.Fatalf("%d deadlines, want one per live instance (90)", n)
+	}
+	if s := streamed.Stats(); s.Instances != 100 || s.Active != 90 {
+		t.Fatalf("stats: %+v", s)
+	}
+
+	// The log goes on from the streamed snapshot's position.
+	ch, _ := initialSet(t, streamed, switchboard.Query{Name: "new"})
+	in := inst("id-new", time.Minute)
+	in.Name = "new"
+	m.put(in)
+	streamed.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "id-new" {
+		t.Fatalf("after the stream: %v %s", ev.Kind, ev.Instance.ID)
+	}
+}
+
+func TestStreamFailingMidwayKeepsNothing(t *testing.T) {
+	m := newMem()
+	for i := range 50 {
+		m.put(inst(fmt.Sprintf("id-%02d", i), time.Minute))
+	}
+	st := &streamSource{memSource: m, size: 10}
+	st.failAfter.Store(3) // 30 rows applied, then the read fails
+	h := New(st, Options{PollInterval: time.Hour})
+	defer h.Close()
+	if _, err := h.Watch(t.Context(), switchboard.Query{}); !errors.Is(err, errMidStream) {
+		t.Fatalf("watch over a failing stream: %v", err)
+	}
+	if s := h.Stats(); s.Instances != 0 {
+		t.Fatalf("a failed first read left %d instances in the mirror", s.Instances)
+	}
+	h.mu.Lock()
+	left := len(h.dl) + len(h.moved) + len(h.order)
+	h.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("a failed first read left %d deadlines or order entries", left)
+	}
+
+	st.failAfter.Store(0)
+	_, evs := initialSet(t, h, switchboard.Query{})
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.Instance.ID
+	}
+	if len(ids) != 50 || !slices.IsSorted(ids) {
+		t.Fatalf("after the failure, a Watch read %d instances (sorted: %v)", len(ids), slices.IsSorted(ids))
+	}
+}
+
+func TestStreamWithoutAPartIsAnError(t *testing.T) {
+	st := &streamSource{memSource: newMem(), size: 10}
+	st.noParts.Store(true)
+	h := New(st, Options{PollInterval: time.Hour})
+	defer h.Close()
+	if _, err := h.Watch(t.Context(), switchboard.Query{}); !errors.Is(err, errNoParts) {
+		t.Fatalf("watch over a stream without a part: %v", err)
+	}
+	// An empty catalog streams one empty part: synced at once.
+	st.noParts.Store(false)
+	if _, evs := initialSet(t, h, switchboard.Query{}); len(evs) != 0 {
+		t.Fatalf("empty catalog: %d events before synced", len(evs))
+	}
+}
