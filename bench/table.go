@@ -35,6 +35,14 @@ func printTable(w io.Writer, cfg config, res *results) {
 		fmt.Fprint(w, "---|")
 	}
 	fmt.Fprint(w, "---|\n")
+	// absent is the cell of a measurement system k has no result for: a
+	// column can be there for another system (serve-sqlite's is sqlite's).
+	absent := func(k string) string {
+		if cfg.systems[k] {
+			return "failed"
+		}
+		return "not run"
+	}
 	row := func(what string, cell func(k string) string, target string) {
 		fmt.Fprintf(w, "| %s |", what)
 		for _, k := range cols {
@@ -53,7 +61,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 			func(k string) string {
 				r, ok := res.churn[k]
 				if !ok {
-					return "failed"
+					return absent(k)
 				}
 				s := num(r.OpsPerSec)
 				if k != "etcd" && haveEtcd && etcd.OpsPerSec > 0 {
@@ -99,7 +107,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 				func(k string) string {
 					r, ok := res.lat[k][n]
 					if !ok {
-						return "failed"
+						return absent(k)
 					}
 					s := fmt.Sprintf("%.2f / %.2f", r.P50, r.P99)
 					if r.Missing > 0 {
@@ -130,7 +138,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 			func(k string) string {
 				r, ok := res.fleet[k]
 				if !ok {
-					return "failed"
+					return absent(k)
 				}
 				s := fleetCell(r, k != "sqlite")
 				if r.Procs != cfg.fleetProcs {
@@ -179,7 +187,7 @@ func printTable(w io.Writer, cfg config, res *results) {
 					case k != tier.column:
 						return ""
 					case !ok:
-						return "failed"
+						return absent(tier.key)
 					}
 					s := fmt.Sprintf("%s; %s", fleetCell(r, true), fleetHealth(r))
 					if tier.key == "serve" {
