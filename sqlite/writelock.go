@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ import (
 // asks, and the busy retry is still there for writers that do not queue
 // (other programs, older versions).
 type writeLock struct {
-	commits atomic.Uint64 // commits announced
+	commits atomic.Uint64 // commits announced (in-memory catalogs: no file to count in)
 	sem     chan struct{}
 	file    *os.File // nil for an in-memory catalog
 	path    string
@@ -95,13 +96,64 @@ func (l *writeLock) busy() error {
 		l.wait, l.path, switchboard.ErrBusy)
 }
 
-// announce tells watching processes that a commit just became visible
-// (and this process's checkpointer that there is WAL to copy back).
+// The sidecar file's layout. Byte 0 is the announcement: any write to the
+// file wakes the processes watching it. Bytes 8–15 count the commits every
+// Switchboard writer of the database has announced, bytes 16–23 the count
+// the last checkpoint covered, whichever process ran it (little-endian;
+// see checkpoint.go): the checkpointers of many processes share one
+// schedule instead of each checkpointing after its own commits. A short
+// file (an older build writes byte 0 only) counts from zero.
+const (
+	sidecarCommits = 8
+	sidecarMark    = 16
+	sidecarSize    = 24
+)
+
+// announce tells watching processes that a commit just became visible and
+// counts it in the sidecar. It runs while this writer holds the file's
+// lock, so no other Switchboard writer's count is lost.
 func (l *writeLock) announce() {
 	l.commits.Add(1)
-	if l.file != nil {
-		l.file.WriteAt([]byte{'!'}, 0)
+	if l.file == nil {
+		return
 	}
+	var b [sidecarMark]byte
+	if n, _ := l.file.ReadAt(b[:], 0); n < len(b) {
+		clear(b[:])
+	}
+	b[0] = '!'
+	binary.LittleEndian.PutUint64(b[sidecarCommits:], binary.LittleEndian.Uint64(b[sidecarCommits:])+1)
+	l.file.WriteAt(b[:], 0)
+}
+
+// counts returns the commits announced to the database and the count the
+// last checkpoint covered (this process's commits and 0 for an in-memory
+// catalog).
+func (l *writeLock) counts() (commits, mark uint64) {
+	if l.file == nil {
+		return l.commits.Load(), 0
+	}
+	var b [sidecarSize]byte
+	n, _ := l.file.ReadAt(b[:], 0)
+	if n >= sidecarMark {
+		commits = binary.LittleEndian.Uint64(b[sidecarCommits:])
+	}
+	if n >= sidecarSize {
+		mark = binary.LittleEndian.Uint64(b[sidecarMark:])
+	}
+	return commits, mark
+}
+
+// checkpointed records that a checkpoint covered the first n commits. It
+// does not take the lock: the mark is a schedule, not a guarantee, and a
+// lost or stale one only makes a checkpoint run early or late.
+func (l *writeLock) checkpointed(n uint64) {
+	if l.file == nil {
+		return
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	l.file.WriteAt(b[:], sidecarMark)
 }
 
 // close closes the file once no writer of this process holds or waits for
