@@ -10,7 +10,10 @@
 // number of changes it missed (see watcher.go).
 //
 // A backend implements Source and calls Hub.Notify after each write it makes
-// and whenever its push channel (LISTEN/NOTIFY, file change) fires.
+// and whenever its push channel (LISTEN/NOTIFY, file change) fires. A
+// backend that also implements Streamer hands a new process's first
+// snapshot over in parts as it reads them, and the hub applies and sorts
+// each part on another goroutine meanwhile (see stream.go).
 package hub
 
 import (
