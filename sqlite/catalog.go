@@ -420,9 +420,9 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	}
 	return c.reap(ctx, func(now int64) (string, []any) {
 		if olderThan > 0 {
-			return `last_seen < ?`, []any{now - olderThan.Microseconds()}
+			return `i.last_seen < ?`, []any{now - olderThan.Microseconds()}
 		}
-		return `last_seen < ? - 2 * ttl_ms * 1000`, []any{now}
+		return `i.last_seen < ? - 2 * ttls.t * 1000`, []any{now}
 	})
 }
 

@@ -19,16 +19,16 @@ func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (in
 		return 0, fmt.Errorf("sqlite: reap: %w: negative reachableFor %s", switchboard.ErrInvalid, reachableFor)
 	}
 	return c.reap(ctx, func(now int64) (string, []any) {
-		return `last_seen < ? - 2 * ttl_ms * 1000 AND ttl_ms <= ?`, []any{now, reachableFor.Milliseconds()}
+		return `i.last_seen < ? - 2 * ttls.t * 1000 AND ttls.t <= ?`, []any{now, reachableFor.Milliseconds()}
 	})
 }
 
 // reap deletes the rows that where (given the catalog's now, in
-// microseconds) selects, logging each removal with reason "expired" in the
-// same transaction, and returns how many it deleted. It looks first in a
-// read transaction, which no writer waits for: every process reaps, and a
-// reap that finds nothing (nearly all of them) must not hold the file's one
-// write lock for a scan of the table.
+// microseconds) selects, a condition of byTTL, logging each removal with
+// reason "expired" in the same transaction, and returns how many it
+// deleted. It looks first in a read transaction, which no writer waits
+// for: every process reaps, and a reap that finds nothing (nearly all of
+// them) must not take the file's one write lock.
 func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any)) (int, error) {
 	var found bool
 	err := c.read(ctx, func(tx *txn) error {
@@ -37,7 +37,7 @@ func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any
 			return err
 		}
 		cond, args := where(now)
-		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE `+cond+`)`, args...).Scan(&found)
+		return tx.QueryRowContext(ctx, `SELECT EXISTS (`+byTTL("1", cond)+`)`, args...).Scan(&found)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: reap: %w", err)
@@ -53,8 +53,9 @@ func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any
 			return err
 		}
 		cond, args := where(now)
+		due := byTTL("i.id", cond)
 		res, err := tx.ExecContext(ctx, `INSERT INTO changes (id, op, reason, at)
-			SELECT id, 'delete', ?, ? FROM instances WHERE `+cond+` ORDER BY id`,
+			SELECT id, 'delete', ?, ? FROM (`+due+`) ORDER BY id`,
 			append([]any{string(switchboard.ReasonExpired), now}, args...)...)
 		if err != nil {
 			return err
@@ -66,7 +67,7 @@ func (c *Catalog) reap(ctx context.Context, where func(now int64) (string, []any
 		if logged == 0 {
 			return errNoChange
 		}
-		if res, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE `+cond, args...); err != nil {
+		if res, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE id IN (`+due+`)`, args...); err != nil {
 			return err
 		}
 		deleted, err := res.RowsAffected()

@@ -131,6 +131,29 @@ var migrations = []string{
 	BEGIN
 		UPDATE instances SET packed = ` + packSQL("NEW") + ` WHERE id = NEW.id;
 	END;`,
+	// 6: the last_seen index becomes (ttl_ms, last_seen): whether a row is
+	// due for reaping depends on its own TTL (last_seen older than twice
+	// it), which no range of an index on last_seen alone expresses, so
+	// every reaper's look read the whole table. With the TTL first, each
+	// distinct TTL is one range of the index (see byTTL). A heartbeat
+	// updates one index entry, as before.
+	`DROP INDEX instances_last_seen;
+	CREATE INDEX instances_expiry ON instances(ttl_ms, last_seen);`,
+}
+
+// byTTL is a query of cols of the rows (alias i) that cond selects, where
+// cond may use ttls.t, the row's TTL in milliseconds. It walks the distinct
+// TTLs through the instances_expiry index (one seek each) and reads one
+// range of the index per TTL when cond bounds i.last_seen: O(d log n + k)
+// for d distinct TTLs and k rows, instead of a scan of the table. cond
+// comes first among the query's parameters.
+func byTTL(cols, cond string) string {
+	return `WITH RECURSIVE ttls(t) AS (
+			SELECT min(ttl_ms) FROM instances
+			UNION ALL
+			SELECT (SELECT min(ttl_ms) FROM instances WHERE ttl_ms > ttls.t) FROM ttls WHERE ttls.t IS NOT NULL)
+		SELECT ` + cols + ` FROM ttls CROSS JOIN instances i INDEXED BY instances_expiry
+		WHERE i.ttl_ms = ttls.t AND ` + cond
 }
 
 // epochSQL reads the catalog's epoch (see migration 4).

@@ -214,8 +214,8 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 	return b, nil
 }
 
-// RenewedSince returns the rows whose last_seen is after since (through the
-// last_seen index) and the catalog clock.
+// RenewedSince returns the rows whose last_seen is after since (one range
+// of the instances_expiry index per TTL: see byTTL) and the catalog clock.
 func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewal, time.Time, error) {
 	c := s.c
 	if c.closed.Load() {
@@ -231,7 +231,7 @@ func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewa
 		if now, err = clock(ctx, tx); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, last_seen FROM instances WHERE last_seen > ?`, since.UnixMicro())
+		rows, err := tx.QueryContext(ctx, byTTL("i.id, i.last_seen", `i.last_seen > ?`), since.UnixMicro())
 		if err != nil {
 			return err
 		}
