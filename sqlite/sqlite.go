@@ -241,6 +241,13 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 	d.rdb.SetMaxOpenConns(maxReadConns)
 	d.rdb.SetMaxIdleConns(maxReadConns)
 	q.Set("_txlock", "immediate")
+	// The write connection does not map the file: SQLite drops a
+	// connection's whole mapping at the start of each transaction after
+	// another process committed, and with writers in several processes
+	// that munmap (and the page faults after it) were a third of beginning
+	// a write. The few pages a write reads come through its page cache.
+	q["_pragma"] = slices.DeleteFunc(slices.Clone(q["_pragma"]), func(p string) bool { return strings.HasPrefix(p, "mmap_size") })
+	q.Add("_pragma", "mmap_size(0)")
 	if d.wdb, err = sql.Open("sqlite", name+"?"+q.Encode()); err != nil {
 		d.rdb.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
