@@ -14,9 +14,9 @@ import (
 // processes that each commit a heartbeat a second checkpoint about once a
 // second between them, where a per-process schedule had each of them
 // checkpoint every few seconds, 40 checkpoints a second in all. Each
-// checkpoint syncs the database file, and the kernel then walks every
-// process's mapping of each page it writes back (mmapSize): with 200
-// processes mapping the file, that walk had been a fifth of the fleet's CPU.
+// checkpoint syncs the database file (and, while connections mapped the
+// file, the kernel walked every process's mapping of each page it wrote
+// back: with 200 processes, a fifth of the fleet's CPU; see pragmas).
 const (
 	checkpointEvery = 200 * time.Millisecond
 	checkpointBatch = 256

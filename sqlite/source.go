@@ -16,15 +16,17 @@ type source struct{ c *Catalog }
 
 var _ hub.Source = source{}
 
-// logPosition reads the last sequence number ever given to a change-log
-// entry (AUTOINCREMENT never reuses one, even after a trim), the position
-// up to which the log has been trimmed, and the epoch they belong to.
-func logPosition(ctx context.Context, tx *txn) (head, trimmed int64, epoch string, err error) {
-	err = tx.QueryRowContext(ctx, `SELECT
+// logPosition reads, in one statement, the catalog's clock, the last
+// sequence number ever given to a change-log entry (AUTOINCREMENT never
+// reuses one, even after a trim), the position up to which the log has been
+// trimmed, and the epoch they belong to: a watcher reads them after every
+// commit it is told of.
+func logPosition(ctx context.Context, tx *txn) (now, head, trimmed int64, epoch string, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT `+nowSQL+`,
 		coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0),
 		(SELECT value FROM meta WHERE key = 'trimmed_seq'),
-		(`+epochSQL+`)`).Scan(&head, &trimmed, &epoch)
-	return head, trimmed, epoch, err
+		(`+epochSQL+`)`).Scan(&now, &head, &trimmed, &epoch)
+	return now, head, trimmed, epoch, err
 }
 
 // Snapshot reads every row (stale ones included) and the log position, in
@@ -36,11 +38,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	}
 	var snap hub.Snapshot
 	err := c.read(ctx, func(tx *txn) error {
-		now, err := clock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		head, _, epoch, err := logPosition(ctx, tx)
+		now, head, _, epoch, err := logPosition(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -80,11 +78,7 @@ func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) e
 		return errClosed("snapshot")
 	}
 	err := c.read(ctx, func(tx *txn) error {
-		now, err := clock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		head, _, epoch, err := logPosition(ctx, tx)
+		now, head, _, epoch, err := logPosition(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -151,11 +145,7 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 	more := false
 	err := c.read(ctx, func(tx *txn) error {
 		more = false
-		now, err := clock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		head, trimmed, epoch, err := logPosition(ctx, tx)
+		now, head, trimmed, epoch, err := logPosition(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -265,7 +255,7 @@ func (c *Catalog) maybeTrim(ctx context.Context, tx *txn, now int64) error {
 	if t-last < int64(c.trimEvery) || !c.lastTrim.CompareAndSwap(last, t) {
 		return nil
 	}
-	head, trimmed, _, err := logPosition(ctx, tx)
+	_, head, trimmed, _, err := logPosition(ctx, tx)
 	if err != nil {
 		return err
 	}
