@@ -188,45 +188,33 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 }
 
 // StreamSnapshot reads what Snapshot reads and hands the rows to emit in
-// parts of streamPart as they arrive (in the table's physical order),
+// parts (hub.PartSize) as they arrive (in the table's physical order),
 // decoded: a new process's hub applies one part while this goroutine
 // receives and decodes the next.
 func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
 	err := s.settledRead(ctx, func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error {
 		defer rows.Close()
-		part := hub.Part{Rows: max(sizeHint, 0), Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		parts := hub.NewParts(hub.Part{Rows: max(sizeHint, 0), Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}, emit)
 		it := newInterner() // shared across parts: the hub never modifies an instance
-		ins := make([]switchboard.Instance, 0, streamPart)
-		emitted := false
-		for {
-			more := rows.Next()
-			if more {
-				ins = append(ins, switchboard.Instance{})
-				if err := decodeRow(rows.RawValues(), &ins[len(ins)-1], it); err != nil {
-					return err
-				}
+		for rows.Next() {
+			in, err := parts.Next()
+			if err != nil {
+				return err
 			}
-			if len(ins) == streamPart || (!more && (len(ins) > 0 || !emitted)) {
-				part.Instances = ins
-				if err := emit(part); err != nil {
-					return err
-				}
-				emitted = true
-				ins = make([]switchboard.Instance, 0, streamPart)
-			}
-			if !more {
-				return rows.Err()
+			if err := decodeRow(rows.RawValues(), in, it); err != nil {
+				return err
 			}
 		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return parts.Close()
 	})
 	if err != nil {
 		return s.c.wrap("snapshot", err)
 	}
 	return nil
 }
-
-// streamPart is how many rows one part of StreamSnapshot holds.
-const streamPart = 4096
 
 var _ hub.Streamer = source{}
 

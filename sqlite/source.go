@@ -63,13 +63,10 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	return snap, nil
 }
 
-// streamPart is how many rows one part of StreamSnapshot holds.
-const streamPart = 4096
-
 var _ hub.Streamer = source{}
 
 // StreamSnapshot reads what Snapshot reads, in one read transaction, and
-// hands the rows to emit in parts of streamPart as they are read (in the
+// hands the rows to emit in parts (hub.PartSize) as they are read (in the
 // table's order, by id), decoded: a new process's hub applies one part
 // while this goroutine reads the next.
 func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
@@ -92,33 +89,25 @@ func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) e
 		}
 		defer rows.Close()
 		sh := newSharer() // shared across parts: the hub never modifies an instance
+		parts := hub.NewParts(part, emit)
 		var p packedRow
 		dest := p.dest()
-		ins := make([]switchboard.Instance, 0, min(streamPart, part.Rows))
-		emitted := false
-		for {
-			more := rows.Next()
-			if more {
-				if err := rows.Scan(dest...); err != nil {
-					return err
-				}
-				ins = append(ins, switchboard.Instance{})
-				if err := p.decode(&ins[len(ins)-1], sh, now); err != nil {
-					return err
-				}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
 			}
-			if len(ins) == streamPart || (!more && (len(ins) > 0 || !emitted)) {
-				part.Instances = ins
-				if err := emit(part); err != nil {
-					return err
-				}
-				emitted = true
-				ins = make([]switchboard.Instance, 0, streamPart)
+			in, err := parts.Next()
+			if err != nil {
+				return err
 			}
-			if !more {
-				return rows.Err()
+			if err := p.decode(in, sh, now); err != nil {
+				return err
 			}
 		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return parts.Close()
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: snapshot: %w", err)

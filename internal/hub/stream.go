@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/switchboard-io/switchboard"
 )
 
 // streamDepth is how many parts a streamed first snapshot may have read
@@ -77,4 +79,51 @@ func (h *Hub) streamFirst(ctx context.Context, st Streamer) error {
 	h.order, h.moved, h.dropped = order, nil, 0
 	h.renewedAt = first.Now
 	return nil
+}
+
+// PartSize is how many rows a Streamer hands over in one part.
+const PartSize = 4096
+
+// Parts gathers a Streamer's decoded rows into parts of PartSize and hands
+// each to emit as it fills.
+type Parts struct {
+	head    Part // the position, clock and row estimate every part carries
+	emit    func(Part) error
+	ins     []switchboard.Instance
+	emitted bool
+}
+
+// NewParts returns a Parts that hands emit parts carrying head's Seq,
+// Epoch, Now and Rows.
+func NewParts(head Part, emit func(Part) error) *Parts {
+	return &Parts{head: head, emit: emit, ins: make([]switchboard.Instance, 0, min(PartSize, max(head.Rows, 1)))}
+}
+
+// Next returns where to decode the next row, first handing over the part
+// it completes (an error from emit ends the stream).
+func (p *Parts) Next() (*switchboard.Instance, error) {
+	if len(p.ins) == PartSize {
+		if err := p.flush(); err != nil {
+			return nil, err
+		}
+	}
+	p.ins = append(p.ins, switchboard.Instance{})
+	return &p.ins[len(p.ins)-1], nil
+}
+
+// Close hands over the last part: the rows left, or an empty part when
+// none was handed over (an empty catalog still has a position).
+func (p *Parts) Close() error {
+	if len(p.ins) == 0 && p.emitted {
+		return nil
+	}
+	return p.flush()
+}
+
+func (p *Parts) flush() error {
+	part := p.head
+	part.Instances = p.ins
+	p.ins = make([]switchboard.Instance, 0, PartSize)
+	p.emitted = true
+	return p.emit(part)
 }

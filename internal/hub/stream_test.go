@@ -168,3 +168,47 @@ func TestStreamWithoutAPartIsAnError(t *testing.T) {
 		t.Fatalf("empty catalog: %d events before synced", len(evs))
 	}
 }
+
+func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
+	for _, rows := range []int{0, 1, PartSize, PartSize + 1, 2*PartSize + 5} {
+		var sizes []int
+		head := Part{Rows: rows, Seq: 7, Epoch: "e"}
+		p := NewParts(head, func(part Part) error {
+			if part.Seq != 7 || part.Epoch != "e" || part.Rows != rows {
+				t.Fatalf("part without the head: %+v", part)
+			}
+			sizes = append(sizes, len(part.Instances))
+			return nil
+		})
+		for i := range rows {
+			in, err := p.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.ID = fmt.Sprint(i)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want := []int{}
+		for left := rows; left > 0; left -= PartSize {
+			want = append(want, min(left, PartSize))
+		}
+		if rows == 0 {
+			want = []int{0} // an empty catalog still has a position
+		}
+		if !slices.Equal(sizes, want) {
+			t.Fatalf("%d rows: parts of %v, want %v", rows, sizes, want)
+		}
+	}
+	stop := errors.New("the hub gave up")
+	p := NewParts(Part{}, func(Part) error { return stop })
+	for range PartSize {
+		if _, err := p.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Next(); !errors.Is(err, stop) {
+		t.Fatalf("emit's error, at the part it ended: %v", err)
+	}
+}
