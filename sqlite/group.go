@@ -314,9 +314,9 @@ func (c *Catalog) lead(self *groupOp) {
 // runGroup runs ops in one write transaction, retried as a whole on
 // SQLITE_BUSY / SQLITE_LOCKED. An op that fails is rolled back to its
 // savepoint and gets its error; the others commit. It returns the changes
-// to hand to the hub (nil when none can be), whether anything committed,
-// and the error of the transaction itself (every op that has no error of
-// its own gets it).
+// to hand to the hub (nil when none can be, or the handle has no hub),
+// whether anything committed, and the error of the transaction itself
+// (every op that has no error of its own gets it).
 func (c *Catalog) runGroup(d *dbs, ops []*groupOp) (b *hub.Batch, wrote bool, err error) {
 	ctx := context.Background()
 	multi := len(ops) > 1
@@ -347,7 +347,9 @@ func (c *Catalog) runGroup(d *dbs, ops []*groupOp) (b *hub.Batch, wrote bool, er
 			return tx.Rollback()
 		}
 		var batch *hub.Batch
-		if len(changes) > 0 {
+		// Only a handle someone watches has a hub to hand the batch to
+		// (one that starts meanwhile reads the log: see notify).
+		if len(changes) > 0 && c.watched() {
 			batch = &hub.Batch{Changes: contiguous(changes), Now: time.UnixMicro(now).UTC()}
 			batch.Seq = batch.Changes[len(batch.Changes)-1].Seq
 			// The epoch of the file this transaction wrote, read in it: the

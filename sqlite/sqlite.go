@@ -502,6 +502,13 @@ func (c *Catalog) publish(b hub.Batch) {
 	}
 }
 
+// watched reports whether this handle has a hub (someone watched).
+func (c *Catalog) watched() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hub != nil
+}
+
 // notify tells the hub, if someone watches, that the catalog changed.
 func (c *Catalog) notify() {
 	c.mu.Lock()
