@@ -45,16 +45,9 @@ func newInterner() *interner {
 
 // acquire returns the cache's record of in, sharing what it can.
 func (it *interner) acquire(in *switchboard.Instance) *rec {
-	return &rec{
-		id:       in.ID,
-		addr:     in.Address,
-		sh:       it.shape(in),
-		meta:     it.meta(in.Metadata),
-		regSec:   in.RegisteredAt.Unix(),
-		regNsec:  int32(in.RegisteredAt.Nanosecond()),
-		seenSec:  in.LastSeen.Unix(),
-		seenNsec: int32(in.LastSeen.Nanosecond()),
-	}
+	reg, _ := stamp(in.RegisteredAt)
+	seen, _ := stamp(in.LastSeen)
+	return &rec{id: in.ID, addr: in.Address, sh: it.shape(in), meta: it.meta(in.Metadata), reg: reg, seen: seen}
 }
 
 // shape returns the shared shape of in. Its key is built from the interned
@@ -63,6 +56,12 @@ func (it *interner) acquire(in *switchboard.Instance) *rec {
 func (it *interner) shape(in *switchboard.Instance) *shape {
 	probe := shape{name: in.Name, typ: in.Type, version: in.Version, caps: in.Capabilities, comps: in.Components,
 		ttl: in.TTL, regLoc: in.RegisteredAt.Location(), seenLoc: in.LastSeen.Location(), stale: in.Stale}
+	if _, ok := stamp(in.RegisteredAt); !ok {
+		probe.oddReg = in.RegisteredAt
+	}
+	if _, ok := stamp(in.LastSeen); !ok {
+		probe.oddSeen = in.LastSeen
+	}
 	known := true
 	if len(in.Capabilities) > 0 {
 		if e := it.caps[string(it.capKey(in.Capabilities))]; e != nil {
@@ -86,7 +85,8 @@ func (it *interner) shape(in *switchboard.Instance) *shape {
 	}
 	sh := &shape{name: it.str(in.Name), typ: it.str(in.Type), version: it.str(in.Version),
 		caps: it.capList(in.Capabilities), comps: it.comp(in.Components),
-		ttl: probe.ttl, regLoc: probe.regLoc, seenLoc: probe.seenLoc, stale: probe.stale}
+		ttl: probe.ttl, regLoc: probe.regLoc, seenLoc: probe.seenLoc, stale: probe.stale,
+		oddReg: probe.oddReg, oddSeen: probe.oddSeen}
 	it.shapes[sh.key()] = &shared[*shape]{v: sh, n: 1}
 	return sh
 }

@@ -320,7 +320,7 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 func sameRec(a, b *rec) bool {
 	return a.id == b.id && a.addr == b.addr && a.sh == b.sh &&
 		reflect.ValueOf(a.meta).Pointer() == reflect.ValueOf(b.meta).Pointer() &&
-		a.regSec == b.regSec && a.regNsec == b.regNsec && a.seenSec == b.seenSec && a.seenNsec == b.seenNsec
+		a.reg == b.reg && a.seen == b.seen
 }
 
 type kept struct {
