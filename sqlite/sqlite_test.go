@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // quiet discards logs; its long default TTL keeps rows of a slow run under
@@ -581,6 +583,35 @@ func TestDetectorNotifiesOnForeignWrite(t *testing.T) {
 		case <-tctx(t).Done():
 			t.Fatal("no notification")
 		}
+	}
+}
+
+// The detector watches the sidecar itself; when the sidecar is removed it
+// watches the directory until a handle creates it again, then the new
+// sidecar, and notifies of every step (the data_version poll would too,
+// within 100 ms; here the watch's own state is checked).
+func TestDetectorFollowsAReplacedSidecar(t *testing.T) {
+	a, path := newFile(t)
+	kicks := make(chan struct{}, 1000)
+	d := a.detect(func() { kicks <- struct{}{} })
+	defer d.stop()
+	if !d.onFile.Load() {
+		t.Fatal("not watching the sidecar itself")
+	}
+	if err := os.Remove(path + "-wlock"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the watch to fall back to the directory", func() bool { return !d.onFile.Load() })
+	b := openFile(t, path) // creates the sidecar again
+	testkit.WaitUntil(t, "the watch to follow the new sidecar", func() bool { return d.onFile.Load() })
+	for len(kicks) > 0 {
+		<-kicks
+	}
+	mustRegister(t, b, sample("after"))
+	select {
+	case <-kicks:
+	case <-tctx(t).Done():
+		t.Fatal("no notification from the new sidecar")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -53,24 +54,41 @@ func (c *Catalog) watchHub() (*hub.Hub, error) {
 type detector struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	onFile atomic.Bool // watching the sidecar itself, not its directory (tests)
+	id     fileID      // the sidecar watched, while onFile (files' goroutine)
 }
 
 // detect starts the detector; notify is called on every sign of a write.
 func (c *Catalog) detect(notify func()) *detector {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &detector{cancel: cancel}
+	signal, dir := c.path+"-wlock", filepath.Dir(c.path)
 	if w, err := fsnotify.NewWatcher(); err != nil {
 		c.log.Warn("sqlite: file notifications unavailable, relying on data_version polling", "err", err)
-	} else if err := w.Add(filepath.Dir(c.path)); err != nil {
+	} else if err := d.watch(w, signal, dir); err != nil {
 		w.Close()
-		c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", filepath.Dir(c.path), "err", err)
+		c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
 	} else {
 		d.wg.Add(1)
-		go d.files(ctx, c, w, notify)
+		go d.files(ctx, c, w, signal, dir, notify)
 	}
 	d.wg.Add(1)
 	go d.dataVersion(ctx, c, notify)
 	return d
+}
+
+// watch watches the sidecar signal itself when it exists, and else its
+// directory dir, where its creation shows.
+func (d *detector) watch(w *fsnotify.Watcher, signal, dir string) error {
+	if id, err := statID(signal); err == nil {
+		if err := w.Add(signal); err == nil {
+			d.id = id
+			d.onFile.Store(true)
+			return nil
+		}
+	}
+	d.onFile.Store(false)
+	return w.Add(dir)
 }
 
 func (d *detector) stop() {
@@ -79,13 +97,14 @@ func (d *detector) stop() {
 }
 
 // files calls notify whenever a Switchboard writer of the file announces a
-// commit (a write to "<db>-wlock", see writeLock). The directory is watched
-// rather than the file so that a lock file created after the watch started
-// is seen too.
-func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, notify func()) {
+// commit (a write to "<db>-wlock", see writeLock). It watches the sidecar
+// itself (every Switchboard handle creates it when it opens the file), not
+// the directory: a directory watch also woke at each of the WAL's writes,
+// twice as often, in every watching process at once. When the sidecar is
+// removed or renamed it watches the directory until one is created again.
+func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, signal, dir string, notify func()) {
 	defer d.wg.Done()
 	defer w.Close()
-	signal := c.path + "-wlock"
 	for {
 		select {
 		case <-ctx.Done():
@@ -94,7 +113,28 @@ func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, n
 			if !ok {
 				return
 			}
-			if ev.Name == signal && ev.Has(fsnotify.Write|fsnotify.Create) {
+			if ev.Name != signal {
+				continue
+			}
+			switch {
+			case ev.Has(fsnotify.Write):
+				notify()
+			case ev.Has(fsnotify.Create) && !d.onFile.Load():
+				w.Remove(dir)
+				if err := d.watch(w, signal, dir); err != nil {
+					c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
+				}
+				notify()
+			case ev.Has(fsnotify.Remove|fsnotify.Rename|fsnotify.Chmod) && d.onFile.Load():
+				// Unlinked while processes still hold it open shows as a
+				// change of its attributes (its link count) only.
+				if id, err := statID(signal); err == nil && id == d.id {
+					continue
+				}
+				w.Remove(signal)
+				if err := d.watch(w, signal, dir); err != nil {
+					c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
+				}
 				notify()
 			}
 		case err, ok := <-w.Errors:
