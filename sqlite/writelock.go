@@ -146,7 +146,9 @@ func (l *writeLock) counts() (commits, mark uint64) {
 
 // checkpointed records that a checkpoint covered the first n commits. It
 // does not take the lock: the mark is a schedule, not a guarantee, and a
-// lost or stale one only makes a checkpoint run early or late.
+// lost or stale one only makes a checkpoint run early or late. Being a
+// write to the sidecar, it also wakes the watching processes, whose read
+// of the log then finds nothing new (at most once a checkpoint).
 func (l *writeLock) checkpointed(n uint64) {
 	if l.file == nil {
 		return
