@@ -17,7 +17,9 @@
 // this package: in-process writes are handed to it at once; each writer
 // announces its commit by writing to "<db>-wlock", which other processes
 // notice through inotify, with PRAGMA data_version polled as the fallback
-// for writers that do not announce.
+// for writers that do not announce. The sidecar also counts the commits, so
+// that the processes of one file share one WAL checkpoint schedule (see
+// checkpoint.go).
 package sqlite
 
 import (
