@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -22,10 +21,9 @@ import (
 // asks, and the busy retry is still there for writers that do not queue
 // (other programs, older versions).
 type writeLock struct {
-	commits atomic.Uint64 // commits announced (in-memory catalogs: no file to count in)
-	sem     chan struct{}
-	file    *os.File // nil for an in-memory catalog
-	path    string
+	sem  chan struct{}
+	file *os.File // nil for an in-memory catalog
+	path string
 	// wait bounds how long a writer waits for its turn: a process stopped
 	// (SIGSTOP) or hung while holding the lock must not stall every writer
 	// of every other process forever.
@@ -113,7 +111,6 @@ const (
 // counts it in the sidecar. It runs while this writer holds the file's
 // lock, so no other Switchboard writer's count is lost.
 func (l *writeLock) announce() {
-	l.commits.Add(1)
 	if l.file == nil {
 		return
 	}
@@ -127,11 +124,11 @@ func (l *writeLock) announce() {
 }
 
 // counts returns the commits announced to the database and the count the
-// last checkpoint covered (this process's commits and 0 for an in-memory
-// catalog).
+// last checkpoint covered (none for an in-memory catalog, which has no
+// sidecar and no checkpointer).
 func (l *writeLock) counts() (commits, mark uint64) {
 	if l.file == nil {
-		return l.commits.Load(), 0
+		return 0, 0
 	}
 	var b [sidecarSize]byte
 	n, _ := l.file.ReadAt(b[:], 0)
