@@ -412,18 +412,13 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 // older than twice their own TTL) and logs each removal with reason
 // "expired". It returns how many rows it deleted.
 func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
-	if c.closed.Load() {
-		return 0, errClosed("reap")
-	}
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
 	}
-	return c.reap(ctx, func(now int64) (string, []any) {
-		if olderThan > 0 {
-			return `i.last_seen < ?`, []any{now - olderThan.Microseconds()}
-		}
-		return `i.last_seen < ? - 2 * ttls.t * 1000`, []any{now}
-	})
+	if olderThan > 0 {
+		return c.reap(ctx, olderCond, func(now int64) []any { return []any{now - olderThan.Microseconds()} })
+	}
+	return c.reap(ctx, staleCond, func(now int64) []any { return []any{now} })
 }
 
 // Now returns the catalog's (SQLite's) clock.

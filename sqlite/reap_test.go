@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// A reaper's look, the reap itself and a hub's read of renewals are ranges
+// Every statement of a reap (the look, the log, the deletion, for each
+// kind of reap) and a hub's read of renewals are ranges
 // of the instances_expiry index, one per distinct TTL, never a scan of the
 // table: every process's reaper looks every few seconds, and at 10,000 rows
 // a scan was a fifth of a heartbeating fleet's CPU.
@@ -17,15 +18,26 @@ func TestReapAndRenewalsSearchTheExpiryIndex(t *testing.T) {
 		in.TTL = ttl
 		mustRegister(t, c, in)
 	}
-	for _, q := range []struct {
+	type query struct {
 		what, query string
 		args        []any
+	}
+	queries := []query{{"renewals", renewedSQL, []any{0}}}
+	for _, r := range []struct {
+		what, cond string
+		args       []any
 	}{
-		{"reaper's look", `SELECT EXISTS (` + byTTL("1", `i.last_seen < ? - 2 * ttls.t * 1000 AND ttls.t <= ?`) + `)`, []any{0, 0}},
-		{"reap", `DELETE FROM instances WHERE id IN (` + byTTL("i.id", `i.last_seen < ? - 2 * ttls.t * 1000`) + `)`, []any{0}},
-		{"reap --older-than", `SELECT id FROM (` + byTTL("i.id", `i.last_seen < ?`) + `) ORDER BY id`, []any{0}},
-		{"renewals", byTTL("i.id, i.last_seen", `i.last_seen > ?`), []any{0}},
+		{"reap with the grace", graceCond, []any{0, 0}},
+		{"reap", staleCond, []any{0}},
+		{"reap --older-than", olderCond, []any{0}},
 	} {
+		look, logged, del := reapSQL(r.cond)
+		queries = append(queries,
+			query{r.what + ": look", look, r.args},
+			query{r.what + ": log", logged, append([]any{"expired", 0}, r.args...)},
+			query{r.what + ": delete", del, r.args})
+	}
+	for _, q := range queries {
 		var plan []string
 		err := c.read(tctx(t), func(tx *txn) error {
 			rows, err := tx.QueryContext(tctx(t), `EXPLAIN QUERY PLAN `+q.query, q.args...)

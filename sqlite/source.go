@@ -210,7 +210,7 @@ func (s source) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renewa
 		if now, err = clock(ctx, tx); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, byTTL("i.id, i.last_seen", `i.last_seen > ?`), since.UnixMicro())
+		rows, err := tx.QueryContext(ctx, renewedSQL, since.UnixMicro())
 		if err != nil {
 			return err
 		}
