@@ -15,9 +15,6 @@ import (
 // for twice their own TTL whose TTL is at most reachableFor, in one
 // statement, and logs each removal with reason "expired".
 func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
-	if err := c.check(); err != nil {
-		return 0, err
-	}
 	if reachableFor < 0 {
 		return 0, fmt.Errorf("postgres: reap: %w: reachableFor must not be negative", switchboard.ErrInvalid)
 	}
@@ -28,6 +25,9 @@ func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (in
 // transaction holds, logs each removal with reason "expired", and
 // publishes them to this handle's watchers.
 func (c *Catalog) reap(ctx context.Context, cond string, args ...any) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
 	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
 		rows, err := tx.Query(ctx, `DELETE FROM instances WHERE id IN (
 				SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)
