@@ -29,36 +29,44 @@ func logPosition(ctx context.Context, tx *txn) (now, head, trimmed int64, epoch 
 	return now, head, trimmed, epoch, err
 }
 
+// snapshotRead runs read in one read transaction with what a snapshot
+// carries besides its rows: the log position, the epoch, the catalog clock
+// (now, also in microseconds) and the number of rows, counted through the
+// smallest index so that they can be read into one allocation.
+func (c *Catalog) snapshotRead(ctx context.Context, read func(tx *txn, head hub.Part, now int64) error) error {
+	if c.closed.Load() {
+		return errClosed("snapshot")
+	}
+	err := c.read(ctx, func(tx *txn) error {
+		now, seq, _, epoch, err := logPosition(ctx, tx)
+		if err != nil {
+			return err
+		}
+		head := hub.Part{Seq: seq, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&head.Rows); err != nil {
+			return err
+		}
+		return read(tx, head, now)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: snapshot: %w", err)
+	}
+	return nil
+}
+
 // Snapshot reads every row (stale ones included) and the log position, in
 // one read transaction.
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
-	c := s.c
-	if c.closed.Load() {
-		return hub.Snapshot{}, errClosed("snapshot")
-	}
 	var snap hub.Snapshot
-	err := c.read(ctx, func(tx *txn) error {
-		now, head, _, epoch, err := logPosition(ctx, tx)
-		if err != nil {
-			return err
-		}
-		// Counted first (through the smallest index), so the rows are read
-		// into one allocation instead of a slice that grows by copying.
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&n); err != nil {
-			return err
-		}
+	err := s.c.snapshotRead(ctx, func(tx *txn, head hub.Part, now int64) error {
 		// The hub never modifies an instance, so equal capabilities and
 		// metadata are decoded once and shared.
-		ins, err := queryInstances(ctx, tx, newSharer(), now, n, `SELECT `+packedCols+` FROM instances i`)
-		if err != nil {
-			return err
-		}
-		snap = hub.Snapshot{Instances: ins, Seq: head, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
-		return nil
+		ins, err := queryInstances(ctx, tx, newSharer(), now, head.Rows, `SELECT `+packedCols+` FROM instances i`)
+		snap = hub.Snapshot{Instances: ins, Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		return err
 	})
 	if err != nil {
-		return hub.Snapshot{}, fmt.Errorf("sqlite: snapshot: %w", err)
+		return hub.Snapshot{}, err
 	}
 	return snap, nil
 }
@@ -70,26 +78,14 @@ var _ hub.Streamer = source{}
 // table's order, by id), decoded: a new process's hub applies one part
 // while this goroutine reads the next.
 func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
-	c := s.c
-	if c.closed.Load() {
-		return errClosed("snapshot")
-	}
-	err := c.read(ctx, func(tx *txn) error {
-		now, head, _, epoch, err := logPosition(ctx, tx)
-		if err != nil {
-			return err
-		}
-		part := hub.Part{Seq: head, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&part.Rows); err != nil {
-			return err
-		}
+	return s.c.snapshotRead(ctx, func(tx *txn, head hub.Part, now int64) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+packedCols+` FROM instances i`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		sh := newSharer() // shared across parts: the hub never modifies an instance
-		parts := hub.NewParts(part, emit)
+		parts := hub.NewParts(head, emit)
 		var p packedRow
 		dest := p.dest()
 		for rows.Next() {
@@ -109,10 +105,6 @@ func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) e
 		}
 		return parts.Close()
 	})
-	if err != nil {
-		return fmt.Errorf("sqlite: snapshot: %w", err)
-	}
-	return nil
 }
 
 // changesBatch bounds one ChangesSince read (as on PostgreSQL): a hub that
