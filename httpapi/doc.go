@@ -11,7 +11,7 @@
 //	DELETE /v1/instances/{id}             deregister (X-Instance-Secret) → 204
 //	PUT    /v1/instances/{id}/heartbeat   renew (X-Instance-Secret) → 204; 404 when the row is gone
 //	POST   /v1/heartbeats                 renew many: {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
-//	POST   /v1/reap?older_than=           reap → {"reaped":n} (a default reap within 1 s of the last answers 0 at once)
+//	POST   /v1/reap?older_than=           reap → {"reaped":n} (a default reap within 1 s of the last, with no longer a grace, answers 0 at once)
 //	POST   /v1/reap?reachable_for=        reap with the caller's post-outage grace (below)
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)
 //	GET    /v1/now                        the catalog's clock → {"now":"…"}
