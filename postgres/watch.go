@@ -176,9 +176,9 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // the observation are not.
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
-	err := s.settledRead(ctx, func(head hub.Snapshot, sizeHint int, rows pgx.Rows) (err error) {
-		snap = head
-		snap.Instances, err = readAll(rows, readOpts{sizeHint: sizeHint, sort: true, share: true})
+	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) (err error) {
+		snap = hub.Snapshot{Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		snap.Instances, err = readAll(rows, readOpts{sizeHint: head.Rows, sort: true, share: true})
 		return err
 	})
 	if err != nil {
@@ -192,9 +192,9 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 // decoded: a new process's hub applies one part while this goroutine
 // receives and decodes the next.
 func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
-	err := s.settledRead(ctx, func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error {
+	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) error {
 		defer rows.Close()
-		parts := hub.NewParts(hub.Part{Rows: max(sizeHint, 0), Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}, emit)
+		parts := hub.NewParts(head, emit)
 		it := newInterner() // shared across parts: the hub never modifies an instance
 		for rows.Next() {
 			in, err := parts.Next()
@@ -219,11 +219,12 @@ func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) e
 var _ hub.Streamer = source{}
 
 // settledRead observes the writers, then reads every row once all of
-// them have ended: read gets the position and clock (head), the planner's
-// row estimate and the rows of snapshotQuery (see Snapshot). A writer
+// them have ended: read gets the position, the clock and the planner's row
+// estimate (head, without instances; Rows is never negative) and the rows
+// of snapshotQuery (see Snapshot). A writer
 // holding its transaction open is waited for, up to ctx; writers that
 // began after the observation are not.
-func (s source) settledRead(ctx context.Context, read func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error) error {
+func (s source) settledRead(ctx context.Context, read func(head hub.Part, rows pgx.Rows) error) error {
 	w, err := s.c.observeWriters(ctx)
 	if err != nil {
 		return err
@@ -247,18 +248,17 @@ func (s source) settledRead(ctx context.Context, read func(head hub.Snapshot, si
 
 // snapshot is one attempt of settledRead after observing w; settled is
 // false (and nothing is read) while w's writers have not all ended.
-func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Snapshot, sizeHint int, rows pgx.Rows) error) (settled bool, err error) {
+func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part, rows pgx.Rows) error) (settled bool, err error) {
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
-		var head hub.Snapshot
+		var head hub.Part
 		var mvcc string
 		var trimmed int64
-		var sizeHint int
 		if err := tx.QueryRow(ctx, `SELECT trimmed_to, `+epochSQL+`, now(), `+snapshotSQL+`,
 				(SELECT reltuples::int FROM pg_class WHERE oid = 'instances'::regclass) FROM change_log`).
-			Scan(&trimmed, &head.Epoch, &head.Now, &mvcc, &sizeHint); err != nil {
+			Scan(&trimmed, &head.Epoch, &head.Now, &mvcc, &head.Rows); err != nil {
 			return err
 		}
-		head.Now = head.Now.UTC()
+		head.Now, head.Rows = head.Now.UTC(), max(head.Rows, 0) // reltuples is -1 before the first analyze
 		ms, err := parseSnapshot(mvcc)
 		if err != nil || !w.settledIn(ms) {
 			return err
@@ -288,7 +288,7 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Snap
 		if err != nil {
 			return err
 		}
-		return read(head, sizeHint, rows)
+		return read(head, rows)
 	})
 	return settled, err
 }
