@@ -458,6 +458,12 @@ import { Store, parseFilter } from "./store.js";
     if (next) { root.dataset.theme = next; localStorage.setItem("sb-theme", next); }
     else if (localStorage.getItem("sb-theme")) root.dataset.theme = localStorage.getItem("sb-theme");
   }
+  // The keys page directly, not through the buttons: a button's disabled
+  // state is the last frame's, so "]" right after a change of filter (one
+  // page before, many now) was lost on a button not yet enabled. A page
+  // past the end is clamped by render.
+  function prevPage() { if (page > 0) { page--; rowsDirty = countsDirty = true; schedule(); } }
+  function nextPage() { page++; rowsDirty = countsDirty = true; schedule(); }
   function toggleTheme() {
     const cur = document.documentElement.dataset.theme || (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
     theme(cur === "dark" ? "light" : "dark");
@@ -468,8 +474,8 @@ import { Store, parseFilter } from "./store.js";
     $("filter").addEventListener("input", (ev) => setFilter(ev.target.value, true));
     $("filter").addEventListener("keydown", (ev) => { if (ev.key === "Escape") { setFilter("", false); ev.target.blur(); } });
     $("theme").addEventListener("click", toggleTheme);
-    $("prev").addEventListener("click", () => { if (page > 0) { page--; rowsDirty = countsDirty = true; schedule(); } });
-    $("next").addEventListener("click", () => { page++; rowsDirty = countsDirty = true; schedule(); });
+    $("prev").addEventListener("click", prevPage);
+    $("next").addEventListener("click", nextPage);
     $("rows").addEventListener("click", (ev) => { const b = ev.target.closest("[data-open]"); if (b) openDetail(b.dataset.open); });
     $("caps").addEventListener("click", (ev) => { const b = ev.target.closest("[data-cap-filter]"); if (b) setFilter("cap:" + b.dataset.capFilter, false); });
     $("detail").addEventListener("close", () => { detailId = ""; });
@@ -486,8 +492,8 @@ import { Store, parseFilter } from "./store.js";
       if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
       if (ev.key === "/") { ev.preventDefault(); $("filter").focus(); $("filter").select(); }
       else if (ev.key === "t") toggleTheme();
-      else if (ev.key === "]") $("next").click();
-      else if (ev.key === "[") $("prev").click();
+      else if (ev.key === "]") nextPage();
+      else if (ev.key === "[") prevPage();
     });
     setConn("connecting", "connecting…");
     rowsDirty = countsDirty = capsDirty = true;
