@@ -215,7 +215,7 @@ func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	}
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	state, _ := chromedp.Run(ectx, chromedp.Evaluate[string](`JSON.stringify({conn: document.getElementById("conn").textContent, rows: [...document.querySelectorAll("tr.inst")].map(r => r.dataset.id+"|"+r.dataset.state+"|"+r.dataset.reason), seen: window.__seen})`))
+	state, _ := chromedp.Run(ectx, chromedp.Evaluate[string](`JSON.stringify({conn: document.getElementById("conn").textContent, page: document.getElementById("page").textContent, shown: document.getElementById("shown").textContent, filter: document.getElementById("filter").value, focus: document.activeElement && document.activeElement.id, rows: [...document.querySelectorAll("tr.inst")].map(r => r.dataset.id+"|"+r.dataset.state+"|"+r.dataset.reason), seen: window.__seen})`))
 	t.Fatalf("timed out waiting for %s (%s; last error %v); page: %s", what, expr, last, state)
 }
 
