@@ -55,7 +55,6 @@ type Hub struct {
 	pumps   sync.WaitGroup // one per watcher; Close waits for them
 	resyncs sync.WaitGroup // the full resync in flight, if any
 	kick    chan struct{}
-	rearm   chan struct{} // re-arm the expiry timer; nothing to read
 	done    chan struct{}
 	stopped chan struct{}
 	close   sync.Once
@@ -137,7 +136,6 @@ func New(src Source, opts Options) *Hub {
 		opts:    opts,
 		log:     opts.Logger,
 		kick:    make(chan struct{}, 1),
-		rearm:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		entries: make(map[string]*entry),
@@ -155,33 +153,24 @@ func (h *Hub) Notify() {
 	}
 }
 
-// Publish hands the hub a write this process has just committed (or a
-// change a notification carried), so its watchers hear of it without a
-// read of the log. It is applied at once when it directly follows what the
-// hub has seen (b.Changes[0].Seq == last + 1), and then nothing is read:
-// the loop only re-arms its expiry timer for what was applied. Otherwise,
-// or before the first Watch, it is only a Notify. Backends call it after
-// commit, in commit order or not: out-of-order calls fall back to reading
-// the log. The hub keeps its own copy of each instance: the caller (and
-// whoever it returned the instance to) may go on using its maps.
+// Publish hands the hub a write this process has just committed, so its
+// watchers hear of it without a read of the log. It is applied at once when
+// it directly follows what the hub has seen (b.Changes[0].Seq == last + 1);
+// otherwise, or before the first Watch, it is only a Notify. Backends call it
+// after commit, in commit order or not: out-of-order calls fall back to
+// reading the log. The hub keeps its own copy of each instance: the caller
+// (and whoever it returned the instance to) may go on using its maps.
 func (h *Hub) Publish(b Batch) {
-	applied := false
 	if h.started.Load() && len(b.Changes) > 0 {
 		h.mu.Lock()
 		if h.healthy && b.Epoch == h.epoch && b.Changes[0].Seq == h.seq+1 {
 			h.applyBatch(cloneBatch(b))
-			applied = true
 		}
 		h.mu.Unlock()
 	}
-	if !applied {
-		h.Notify()
-		return
-	}
-	select {
-	case h.rearm <- struct{}{}:
-	default:
-	}
+	// The loop re-reads from its cursor (usually nothing) and re-arms its
+	// expiry timer for what was just applied.
+	h.Notify()
 }
 
 // Close stops the hub and closes every watcher's channel. It is idempotent.
@@ -307,10 +296,6 @@ func (h *Hub) run() {
 		select {
 		case <-h.done:
 			return
-		case <-h.rearm:
-			// A published change was applied: only its deadline is new.
-			wake.Stop()
-			continue
 		case <-h.kick:
 			if !healthy {
 				// Wait for the retry timer: an unreachable catalog is not
