@@ -213,26 +213,25 @@ func (sh *sharer) strings(s string) ([]string, error) {
 	if sh == nil {
 		return jsonfast.Strings(s)
 	}
-	if v, ok := sh.caps[s]; ok {
-		return v, nil
-	}
-	v, err := jsonfast.Strings(s)
-	if err == nil && len(sh.caps) < sharerMax {
-		sh.caps[s] = v
-	}
-	return v, err
+	return shared(sh.caps, s, jsonfast.Strings)
 }
 
 func (sh *sharer) stringMap(s string) (map[string]string, error) {
 	if sh == nil {
 		return jsonfast.StringMap(s)
 	}
-	if v, ok := sh.md[s]; ok {
+	return shared(sh.md, s, jsonfast.StringMap)
+}
+
+// shared returns the decoded form of s kept in m, decoding and keeping it
+// (while m holds fewer than sharerMax) the first time.
+func shared[V any](m map[string]V, s string, decode func(string) (V, error)) (V, error) {
+	if v, ok := m[s]; ok {
 		return v, nil
 	}
-	v, err := jsonfast.StringMap(s)
-	if err == nil && len(sh.md) < sharerMax {
-		sh.md[s] = v
+	v, err := decode(s)
+	if err == nil && len(m) < sharerMax {
+		m[s] = v
 	}
 	return v, err
 }
