@@ -291,6 +291,13 @@ func (p *Pool) apply(module string, next map[string]string) {
 			if !p.lazy {
 				p.goLocked(func() { p.prewarm(c) })
 			}
+		} else if c, ok := p.conns[addr]; ok {
+			// A new registration says something listens there now (a
+			// restarted module on its old port, another module on a port
+			// the kernel handed out again): a connection waiting out a
+			// reconnect backoff tries again at once instead of failing
+			// sends until the backoff ends.
+			c.retryNow()
 		}
 	}
 	for id, addr := range prev {
@@ -499,6 +506,13 @@ func (c *conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed
+}
+
+// retryNow makes a connection in TRANSIENT_FAILURE reconnect at once.
+func (c *conn) retryNow() {
+	if cc := c.cc.Load(); cc != nil && cc.GetState() == connectivity.TransientFailure {
+		cc.ResetConnectBackoff()
+	}
 }
 
 func (c *conn) close() {

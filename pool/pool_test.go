@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
@@ -377,4 +378,40 @@ func TestRoundRobinSkipsFailedReplica(t *testing.T) {
 	if _, err := send(ctx, p, "f.mod.n:in", "x"); codeOf(err) != router.CodeUnavailable {
 		t.Fatalf("all replicas down: %v", err)
 	}
+}
+
+// TestNewRegistrationRetriesAFailedAddressAtOnce: a module that registers on
+// an address whose connection waits out a reconnect backoff (a restarted
+// module back on its old port, or another module on a port the kernel
+// handed out again while a stale registration still holds it) is reached
+// at once, not when the backoff ends. The backoff here is an hour, so the
+// send can only succeed through the reset.
+func TestNewRegistrationRetriesAFailedAddressAtOnce(t *testing.T) {
+	old := startServer(t, nil)
+	p := newPool(t, Options{DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: time.Hour, Multiplier: 1, MaxDelay: time.Hour},
+		MinConnectTimeout: 5 * time.Second,
+	})}})
+	p.AddInstance("mod-old", "1", old.addr)
+	testkit.WaitUntil(t, "the connection READY", func() bool { return p.States()[old.addr] == connectivity.Ready })
+	old.stop()
+	testkit.WaitUntil(t, "the connection in TRANSIENT_FAILURE", func() bool {
+		return p.States()[old.addr] == connectivity.TransientFailure
+	})
+	l, err := net.Listen("tcp", old.addr)
+	if err != nil {
+		t.Skipf("the old port is taken again: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = grpcwire.Serve(ctx, l, router.Echo, grpcwire.ServerOptions{Logger: quiet})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	p.AddInstance("mod-new", "2", old.addr)
+	testkit.WaitUntil(t, "a send to the new module answered", func() bool {
+		out, err := send(context.Background(), p, "f.mod-new.n:in", "x")
+		return err == nil && out == "x"
+	})
 }

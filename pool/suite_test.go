@@ -32,6 +32,10 @@ func TestRouterSuite(t *testing.T) {
 				_ = grpcwire.Serve(sctx, lis, h, grpcwire.ServerOptions{Logger: quiet})
 			}()
 			t.Cleanup(func() {
+				// Forget the module with its server: a stale registration
+				// would share its connection with a later module the kernel
+				// gives the same port.
+				p.Deregister(module)
 				stop()
 				select {
 				case <-done:
