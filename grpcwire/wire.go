@@ -315,16 +315,6 @@ func trailerValue(s string) string {
 	return s
 }
 
-// ParseDepth reads an x-message-depth value: a decimal from 0 upward. A
-// malformed value is a permanent error.
-func ParseDepth(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, router.Permanent("invalid_argument", "malformed "+router.DepthHeader+" "+strconv.Quote(s))
-	}
-	return n, nil
-}
-
 // depthFromIncoming reads x-message-depth of an incoming call (0 when
 // absent).
 func depthFromIncoming(ctx context.Context) (int, error) {
@@ -332,5 +322,5 @@ func depthFromIncoming(ctx context.Context) (int, error) {
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	return ParseDepth(vs[0])
+	return router.ParseDepth(vs[0])
 }

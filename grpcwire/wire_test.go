@@ -255,21 +255,6 @@ func TestServeEcho(t *testing.T) {
 	}
 }
 
-func FuzzParseDepth(f *testing.F) {
-	for _, s := range []string{"0", "1", "256", "-1", "", "x", "99999999999999999999", "+3"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseDepth(s)
-		if err != nil {
-			return
-		}
-		if back, aerr := strconv.Atoi(s); n < 0 || aerr != nil || back != n {
-			t.Fatalf("ParseDepth(%q) = %d", s, n)
-		}
-	})
-}
-
 func FuzzErrorMapping(f *testing.F) {
 	f.Add("quota", true, "msg")
 	f.Add("", false, "")

@@ -219,9 +219,9 @@ func incoming(h nats.Header, data []byte) (*router.Message, error) {
 		Payload: data,
 	}
 	if d := h.Get(HeaderDepth); d != "" {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 0 {
-			return nil, router.Permanent("invalid_argument", "malformed "+HeaderDepth+" "+strconv.Quote(d))
+		n, err := router.ParseDepth(d)
+		if err != nil {
+			return nil, err
 		}
 		msg.Depth = n
 	}

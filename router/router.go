@@ -56,6 +56,17 @@ const MaxDepth = 256
 // hop depth between processes.
 const DepthHeader = "x-message-depth"
 
+// ParseDepth reads a DepthHeader value as a wire received it: a decimal
+// from 0 upward. A malformed value is a permanent invalid_argument error
+// that quotes it.
+func ParseDepth(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, Permanent("invalid_argument", "malformed "+DepthHeader+" "+strconv.Quote(s))
+	}
+	return n, nil
+}
+
 // Message is one message between nodes.
 type Message struct {
 	// ID identifies the message; the router fills it in when empty.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -322,6 +323,26 @@ func TestAsError(t *testing.T) {
 	if !errors.Is(wrapped, &Error{Code: "c1"}) {
 		t.Fatal("errors.Is by code")
 	}
+}
+
+// FuzzParseDepth: every value either parses to the decimal it spells, or
+// is refused as a permanent invalid_argument error quoting it.
+func FuzzParseDepth(f *testing.F) {
+	for _, s := range []string{"0", "1", "256", "-1", "", "x", "99999999999999999999", "+3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseDepth(s)
+		if err != nil {
+			if e := AsError(err); e == nil || e.Code != "invalid_argument" || e.Retryable || !strings.Contains(e.Message, strconv.Quote(s)) {
+				t.Fatalf("ParseDepth(%q): %v", s, err)
+			}
+			return
+		}
+		if back, aerr := strconv.Atoi(s); n < 0 || aerr != nil || back != n {
+			t.Fatalf("ParseDepth(%q) = %d", s, n)
+		}
+	})
 }
 
 func FuzzRoute(f *testing.F) {
