@@ -55,6 +55,9 @@ func init() {
 const (
 	// busyTimeout is how long SQLite itself waits for a lock (ms).
 	busyTimeout = 5000
+	// journalSizeLimit is the length a WAL file is cut back to when it
+	// starts over (bytes).
+	journalSizeLimit = 64 << 20
 	// maxReadConns bounds the read pool of a file catalog.
 	maxReadConns = 8
 	// retryBudget bounds the extra time spent retrying a transaction that
@@ -91,6 +94,8 @@ type Catalog struct {
 	fileWatch      *detector     // the identity check; nil for memory or MustExist
 	checkpointer   *detector     // the WAL checkpoints; nil for memory
 	checkpointed   atomic.Uint64 // the commit count the last checkpoint covered
+	ckDue          chan struct{} // wakes the checkpointer (see announced); nil for memory
+	ckArmed        atomic.Bool   // an idle wake-up of the checkpointer is pending
 
 	// Change-log retention; fields so that tests can shrink them.
 	keepChanges    int64
@@ -209,6 +214,9 @@ func pragmas(memory bool) url.Values {
 		// No checkpoint inside a commit: the catalog's checkpointer does
 		// it beside the writers (see checkpoint.go).
 		q.Add("_pragma", "wal_autocheckpoint(0)")
+		// A WAL that a burst grew past this is cut back to it when it
+		// starts over (see restartWAL).
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", journalSizeLimit))
 	}
 	return q
 }
@@ -432,7 +440,7 @@ func (c *Catalog) writeOn(ctx context.Context, d *dbs, fn func(tx *txn) (*hub.Ba
 		return tx.Commit()
 	})
 	if err == nil {
-		d.wlock.announce()
+		c.announced(d.wlock.announce())
 	}
 	unlock()
 	d.wstmts.prepareWanted(ctx)

@@ -109,18 +109,25 @@ const (
 
 // announce tells watching processes that a commit just became visible and
 // counts it in the sidecar. It runs while this writer holds the file's
-// lock, so no other Switchboard writer's count is lost.
-func (l *writeLock) announce() {
+// lock, so no other Switchboard writer's count is lost. It returns the
+// counts after it, as counts does.
+func (l *writeLock) announce() (commits, mark uint64) {
 	if l.file == nil {
-		return
+		return 0, 0
 	}
-	var b [sidecarMark]byte
-	if n, _ := l.file.ReadAt(b[:], 0); n < len(b) {
+	var b [sidecarSize]byte
+	n, _ := l.file.ReadAt(b[:], 0)
+	if n < sidecarMark {
 		clear(b[:])
 	}
+	if n >= sidecarSize {
+		mark = binary.LittleEndian.Uint64(b[sidecarMark:])
+	}
 	b[0] = '!'
-	binary.LittleEndian.PutUint64(b[sidecarCommits:], binary.LittleEndian.Uint64(b[sidecarCommits:])+1)
-	l.file.WriteAt(b[:], 0)
+	commits = binary.LittleEndian.Uint64(b[sidecarCommits:]) + 1
+	binary.LittleEndian.PutUint64(b[sidecarCommits:], commits)
+	l.file.WriteAt(b[:sidecarMark], 0)
+	return commits, mark
 }
 
 // counts returns the commits announced to the database and the count the
