@@ -68,8 +68,9 @@ func dial(ctx context.Context, st store) (client, error) {
 }
 
 // quiet is the logger of the catalog handles and registrations: nothing,
-// or with SWITCHBOARD_BENCH_LOG=1 their warnings on stderr (a child's
-// stderr is shown when it fails).
+// or with SWITCHBOARD_BENCH_LOG=1 their warnings on stderr, which the
+// harness then passes on as they come (otherwise a child's stderr is shown
+// only when it fails).
 var quiet = func() *slog.Logger {
 	if os.Getenv("SWITCHBOARD_BENCH_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -61,6 +61,9 @@ func spawn(role string, st store, arg any) (*child, error) {
 	}
 	c := &child{role: role, cmd: cmd, stdin: in, lines: make(chan string, 4), stderr: &tailBuffer{max: 4096}}
 	cmd.Stderr = c.stderr
+	if os.Getenv("SWITCHBOARD_BENCH_LOG") != "" {
+		cmd.Stderr = io.MultiWriter(c.stderr, os.Stderr)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
