@@ -9,8 +9,10 @@ import (
 
 // fileCheckEvery is how often a file catalog checks that its path still
 // names the file it has open: well within one default heartbeat interval
-// (3 s), so a registration is back within two.
-const fileCheckEvery = 500 * time.Millisecond
+// (3 s), so a registration is back within two. Not more often: every
+// wake-up of every process that has the file open costs (200 fleet
+// processes checking twice a second woke as often as they heartbeat).
+const fileCheckEvery = time.Second
 
 // watchFile starts the file identity check (see checkFile).
 func (c *Catalog) watchFile() *detector {
