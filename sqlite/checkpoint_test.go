@@ -16,6 +16,31 @@ import (
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
+// checkpointRound registers 1,500 instances (ids prefix-0, prefix-1, …),
+// one commit each, waits for c's checkpointer to cover every commit, and
+// returns the length of the WAL file of path then.
+func checkpointRound(t *testing.T, c *Catalog, path, prefix string) int64 {
+	t.Helper()
+	for i := range 1500 {
+		in := switchboard.Instance{ID: fmt.Sprintf("%s-%d", prefix, i), Name: "ck", Type: "svc",
+			Address: fmt.Sprintf("10.0.%d.%d:80", i/250, i%250), Capabilities: []string{"a", fmt.Sprintf("c%d", i%50)}}
+		if _, err := c.Register(tctx(t), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitUntil(t, "the checkpointer to cover every commit", func() bool {
+		d, done := c.use()
+		defer done()
+		commits, mark := d.wlock.counts()
+		return commits == mark && c.checkpointed.Load() == commits
+	})
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
 // With SQLite's automatic checkpoint off, the checkpointer alone copies the
 // WAL back: after each round of writes it catches up, the next writer
 // starts the WAL over, and the WAL file stays the size of one round instead
@@ -25,29 +50,13 @@ func TestCheckpointerKeepsTheWALSmall(t *testing.T) {
 	c, path := newFile(t)
 	var first int64
 	for round := range 3 {
-		for i := range 1500 {
-			in := switchboard.Instance{ID: fmt.Sprintf("ck-%d-%d", round, i), Name: "ck", Type: "svc",
-				Address: fmt.Sprintf("10.0.%d.%d:80", i/250, i%250), Capabilities: []string{"a", fmt.Sprintf("c%d", i%50)}}
-			if _, err := c.Register(tctx(t), in); err != nil {
-				t.Fatal(err)
-			}
-		}
-		testkit.WaitUntil(t, "the checkpointer to cover every commit", func() bool {
-			d, done := c.use()
-			defer done()
-			commits, mark := d.wlock.counts()
-			return commits == mark && c.checkpointed.Load() == commits
-		})
-		st, err := os.Stat(path + "-wal")
-		if err != nil {
-			t.Fatal(err)
-		}
+		size := checkpointRound(t, c, path, fmt.Sprintf("ck-%d", round))
 		if round == 0 {
-			first = st.Size()
+			first = size
 			continue
 		}
-		if st.Size() > first*3/2 {
-			t.Fatalf("round %d: WAL %d bytes, %d after the first round: not started over", round, st.Size(), first)
+		if size > first*3/2 {
+			t.Fatalf("round %d: WAL %d bytes, %d after the first round: not started over", round, size, first)
 		}
 	}
 }
@@ -126,27 +135,11 @@ func TestCheckpointerRestartsTheWALUnderConstantReaders(t *testing.T) {
 	defer func() { cancel(); readers.Wait() }()
 	for round := range 2 {
 		before := restarts(path)
-		for i := range 1500 {
-			in := switchboard.Instance{ID: fmt.Sprintf("rs-%d-%d", round, i), Name: "rs", Type: "svc",
-				Address: fmt.Sprintf("10.0.%d.%d:80", i/250, i%250), Capabilities: []string{"a", fmt.Sprintf("c%d", i%50)}}
-			if _, err := c.Register(tctx(t), in); err != nil {
-				t.Fatal(err)
-			}
-		}
-		testkit.WaitUntil(t, "the checkpointer to cover every commit", func() bool {
-			d, done := c.use()
-			defer done()
-			commits, mark := d.wlock.counts()
-			return commits == mark && c.checkpointed.Load() == commits
-		})
-		st, err := os.Stat(path + "-wal")
-		if err != nil {
-			t.Fatal(err)
-		}
+		size := checkpointRound(t, c, path, fmt.Sprintf("rs-%d", round))
 		n := restarts(path) - before
-		t.Logf("round %d: the WAL started over %d times; %d bytes", round, n, st.Size())
+		t.Logf("round %d: the WAL started over %d times; %d bytes", round, n, size)
 		if n < 2 {
-			t.Fatalf("round %d: the WAL started over %d times in 1,500 commits under constant readers (%d bytes)", round, n, st.Size())
+			t.Fatalf("round %d: the WAL started over %d times in 1,500 commits under constant readers (%d bytes)", round, n, size)
 		}
 	}
 }
