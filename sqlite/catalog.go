@@ -278,7 +278,13 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	var missing []string
 	err = c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		missing = nil
-		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ?
+		// OR FAIL: no constraint of this update can fail, and with the
+		// default ABORT SQLite would still copy every page the statement
+		// changes into a statement journal first, to undo the statement
+		// alone (a quarter of a heartbeat's CPU; BenchmarkHeartbeat10k:
+		// 6.9 → 5.2 µs an id). An error fails the whole transaction, or, in
+		// a group, rolls back the op's savepoint, as before.
+		res, err := tx.ExecContext(ctx, `UPDATE OR FAIL instances SET last_seen = ?
 			WHERE id IN (SELECT value FROM json_each(?))`, now, string(list))
 		if err != nil {
 			return nil, err
