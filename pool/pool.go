@@ -13,9 +13,9 @@
 // pool's run context ends. Addresses that are not host:port (nats://…) are
 // never dialled. A new registration on an address whose connection waits
 // out a reconnect backoff retries it at once. Connections are plaintext, or
-// TLS / mutual TLS with Options.TLS; a send without a deadline gets DefaultCallTimeout; the trace
-// context of a send travels in the request metadata (otelgrpc when spans
-// are recorded).
+// TLS / mutual TLS with Options.TLS; a send without a deadline gets
+// DefaultCallTimeout; the trace context of a send travels in the request
+// metadata (otelgrpc when spans are recorded).
 //
 // Pool implements router.Wire; Follow keeps the table in step with a
 // switchboard.Catalog.

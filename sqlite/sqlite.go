@@ -18,7 +18,8 @@
 // announces its commit by writing to "<db>-wlock", which other processes
 // notice through inotify, with PRAGMA data_version polled as the fallback
 // for writers that do not announce. The sidecar also counts the commits, so
-// that the processes of one file share one WAL checkpoint schedule (see
+// that the processes of one file share one WAL checkpoint schedule, and a
+// WAL that steady traffic keeps from starting over is made to (see
 // checkpoint.go).
 package sqlite
 
