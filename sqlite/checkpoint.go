@@ -40,12 +40,8 @@ const (
 // walRestartFrames). A program without it (an older build, the sqlite3
 // shell) still checkpoints on its own commits.
 func (c *Catalog) checkpoints() *detector {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &detector{cancel: cancel}
 	c.ckDue = make(chan struct{}, 1)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	return background(func(ctx context.Context) {
 		var last uint64 // the mark as this process last saw it
 		moved := time.Now()
 		for {
@@ -54,13 +50,11 @@ func (c *Catalog) checkpoints() *detector {
 				return
 			case <-c.ckDue:
 			}
-			if mark := c.checkpoint(ctx, last, time.Since(moved) >= checkpointIdle); mark != last {
+			mark, pending := c.checkpoint(ctx, last, time.Since(moved) >= checkpointIdle)
+			if mark != last {
 				last, moved = mark, time.Now()
 			}
-			dd, done := c.use()
-			commits, mark := dd.wlock.counts()
-			done()
-			if commits != mark {
+			if pending {
 				// Not due yet, or another process's checkpoint moved the
 				// mark: look again once the idle time has passed.
 				// (Never sooner than a fifth of it: a checkpoint that failed
@@ -68,8 +62,7 @@ func (c *Catalog) checkpoints() *detector {
 				c.wakeIdle(max(checkpointIdle-time.Since(moved), checkpointIdle/5))
 			}
 		}
-	}()
-	return d
+	})
 }
 
 // announced is called after each commit of this process with the sidecar's
@@ -106,30 +99,31 @@ func (c *Catalog) wakeCheckpointer() {
 
 // checkpoint runs a PASSIVE checkpoint when checkpointBatch commits have
 // been announced since the last checkpoint's mark, or any when idle is
-// true (and the mark is still last, the one idle was timed from), and
-// returns the mark after it. A failure is left to the next round.
-func (c *Catalog) checkpoint(ctx context.Context, last uint64, idle bool) uint64 {
+// true (and the mark is still last, the one idle was timed from). It
+// returns the mark after it, and whether commits it did not cover remain
+// (as far as it read the counts). A failure is left to the next round.
+func (c *Catalog) checkpoint(ctx context.Context, last uint64, idle bool) (mark uint64, pending bool) {
 	d, done := c.use()
 	defer done()
 	commits, mark := d.wlock.counts()
 	switch {
 	case commits == mark:
-		return mark
+		return mark, false
 	case commits > mark && commits-mark < checkpointBatch && !(idle && mark == last):
 		// Not due yet. (A count below the mark is a sidecar created over
 		// again: due at once.)
-		return mark
+		return mark, true
 	}
 	var busy, frames, copied int64
 	if err := d.rdb.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied); err != nil {
-		return mark
+		return mark, true
 	}
 	if frames >= walRestartFrames {
 		restartWAL(ctx, d)
 	}
 	d.wlock.checkpointed(commits)
 	c.checkpointed.Store(commits)
-	return commits
+	return commits, false
 }
 
 // walRestartFrames is the WAL length (in 4 KiB frames: 16 MiB) past which a

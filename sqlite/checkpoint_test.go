@@ -175,18 +175,18 @@ func TestCheckpointScheduleIsTheDatabases(t *testing.T) {
 		t.Fatalf("commits counted by a: %d, by b: %d; want the same count of at least 20", ca, cb)
 	}
 	// Below the batch and not idle: not due.
-	if m := a.checkpoint(tctx(t), 0, false); m != 0 {
-		t.Fatalf("a checkpoint ran %d commits in, before it was due", m)
+	if m, pending := a.checkpoint(tctx(t), 0, false); m != 0 || !pending {
+		t.Fatalf("a checkpoint ran %d commits in, before it was due (pending %v)", m, pending)
 	}
 	// Idle since the mark last moved: a checkpoints, and b sees its mark.
-	if m := a.checkpoint(tctx(t), 0, true); m != ca {
-		t.Fatalf("idle checkpoint: mark %d, want %d", m, ca)
+	if m, pending := a.checkpoint(tctx(t), 0, true); m != ca || pending {
+		t.Fatalf("idle checkpoint: mark %d, want %d (pending %v)", m, ca, pending)
 	}
 	if _, mb := counts(b); mb != ca {
 		t.Fatalf("b sees mark %d after a's checkpoint, want %d", mb, ca)
 	}
 	// b's checkpointer, timed from an older mark, does not run again.
-	if m := b.checkpoint(tctx(t), 0, true); m != ca || b.checkpointed.Load() != 0 {
+	if m, _ := b.checkpoint(tctx(t), 0, true); m != ca || b.checkpointed.Load() != 0 {
 		t.Fatalf("b checkpointed again (mark %d, its own %d)", m, b.checkpointed.Load())
 	}
 	// The byte watchers wake on is still written.

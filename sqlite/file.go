@@ -23,11 +23,7 @@ func (c *Catalog) watchFile() *detector {
 // every runs fn every period in a goroutine of its own until the returned
 // detector is stopped.
 func every(period time.Duration, fn func(ctx context.Context)) *detector {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &detector{cancel: cancel}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	return background(func(ctx context.Context) {
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -38,6 +34,18 @@ func every(period time.Duration, fn func(ctx context.Context)) *detector {
 			}
 			fn(ctx)
 		}
+	})
+}
+
+// background runs loop in a goroutine of its own until the returned
+// detector is stopped (its ctx ends; stop waits for it to return).
+func background(loop func(ctx context.Context)) *detector {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &detector{cancel: cancel}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		loop(ctx)
 	}()
 	return d
 }

@@ -91,6 +91,16 @@ func (d *detector) watch(w *fsnotify.Watcher, signal, dir string) error {
 	return w.Add(dir)
 }
 
+// rewatch stops watching old and watches the sidecar or its directory
+// again (see watch); a failure leaves the data_version poll to notice
+// writes.
+func (d *detector) rewatch(c *Catalog, w *fsnotify.Watcher, old, signal, dir string) {
+	w.Remove(old)
+	if err := d.watch(w, signal, dir); err != nil {
+		c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
+	}
+}
+
 func (d *detector) stop() {
 	d.cancel()
 	d.wg.Wait()
@@ -120,10 +130,7 @@ func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, s
 			case ev.Has(fsnotify.Write):
 				notify()
 			case ev.Has(fsnotify.Create) && !d.onFile.Load():
-				w.Remove(dir)
-				if err := d.watch(w, signal, dir); err != nil {
-					c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
-				}
+				d.rewatch(c, w, dir, signal, dir)
 				notify()
 			case ev.Has(fsnotify.Remove|fsnotify.Rename|fsnotify.Chmod) && d.onFile.Load():
 				// Unlinked while processes still hold it open shows as a
@@ -131,10 +138,7 @@ func (d *detector) files(ctx context.Context, c *Catalog, w *fsnotify.Watcher, s
 				if id, err := statID(signal); err == nil && id == d.id {
 					continue
 				}
-				w.Remove(signal)
-				if err := d.watch(w, signal, dir); err != nil {
-					c.log.Warn("sqlite: cannot watch the database directory, relying on data_version polling", "dir", dir, "err", err)
-				}
+				d.rewatch(c, w, signal, signal, dir)
 				notify()
 			}
 		case err, ok := <-w.Errors:

@@ -116,15 +116,9 @@ func (l *writeLock) announce() (commits, mark uint64) {
 		return 0, 0
 	}
 	var b [sidecarSize]byte
-	n, _ := l.file.ReadAt(b[:], 0)
-	if n < sidecarMark {
-		clear(b[:])
-	}
-	if n >= sidecarSize {
-		mark = binary.LittleEndian.Uint64(b[sidecarMark:])
-	}
+	commits, mark = l.load(&b)
+	commits++
 	b[0] = '!'
-	commits = binary.LittleEndian.Uint64(b[sidecarCommits:]) + 1
 	binary.LittleEndian.PutUint64(b[sidecarCommits:], commits)
 	l.file.WriteAt(b[:sidecarMark], 0)
 	return commits, mark
@@ -138,10 +132,18 @@ func (l *writeLock) counts() (commits, mark uint64) {
 		return 0, 0
 	}
 	var b [sidecarSize]byte
+	return l.load(&b)
+}
+
+// load reads the sidecar into b and returns its counts: zero for what a
+// short file lacks (b is cleared when even the commit count is missing).
+func (l *writeLock) load(b *[sidecarSize]byte) (commits, mark uint64) {
 	n, _ := l.file.ReadAt(b[:], 0)
-	if n >= sidecarMark {
-		commits = binary.LittleEndian.Uint64(b[sidecarCommits:])
+	if n < sidecarMark {
+		clear(b[:])
+		return 0, 0
 	}
+	commits = binary.LittleEndian.Uint64(b[sidecarCommits:])
 	if n >= sidecarSize {
 		mark = binary.LittleEndian.Uint64(b[sidecarMark:])
 	}
