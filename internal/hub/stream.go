@@ -90,14 +90,22 @@ type Parts struct {
 	head    Part // the position, clock and row estimate every part carries
 	emit    func(Part) error
 	ins     []switchboard.Instance
+	handed  int // rows handed over so far
 	emitted bool
 }
 
 // NewParts returns a Parts that hands emit parts carrying head's Seq,
 // Epoch, Now and Rows.
 func NewParts(head Part, emit func(Part) error) *Parts {
-	return &Parts{head: head, emit: emit, ins: make([]switchboard.Instance, 0, min(PartSize, max(head.Rows, 1)))}
+	p := &Parts{head: head, emit: emit}
+	p.ins = make([]switchboard.Instance, 0, p.room())
+	return p
 }
+
+// room is the capacity of the next part: PartSize, or the rows the head's
+// estimate says are left when that is fewer (at least 1; a low estimate
+// only makes Next grow the part).
+func (p *Parts) room() int { return min(PartSize, max(p.head.Rows-p.handed, 1)) }
 
 // Next returns where to decode the next row, first handing over the part
 // it completes (an error from emit ends the stream).
@@ -106,6 +114,9 @@ func (p *Parts) Next() (*switchboard.Instance, error) {
 		if err := p.flush(); err != nil {
 			return nil, err
 		}
+	}
+	if p.ins == nil {
+		p.ins = make([]switchboard.Instance, 0, p.room())
 	}
 	p.ins = append(p.ins, switchboard.Instance{})
 	return &p.ins[len(p.ins)-1], nil
@@ -120,10 +131,14 @@ func (p *Parts) Close() error {
 	return p.flush()
 }
 
+// flush hands over the part gathered so far. The next part is allocated
+// by the next row, if any, to the size the estimate says is left: a
+// stream's last part is not a full PartSize allocation for a few rows.
 func (p *Parts) flush() error {
 	part := p.head
 	part.Instances = p.ins
-	p.ins = make([]switchboard.Instance, 0, PartSize)
+	p.handed += len(p.ins)
+	p.ins = nil
 	p.emitted = true
 	return p.emit(part)
 }

@@ -170,17 +170,34 @@ func TestStreamWithoutAPartIsAnError(t *testing.T) {
 }
 
 func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
-	for _, rows := range []int{0, 1, PartSize, PartSize + 1, 2*PartSize + 5} {
+	// estimate is the head's row count: exact, or off (a PostgreSQL
+	// snapshot's comes from the planner's statistics).
+	for _, c := range []struct{ rows, estimate int }{
+		{0, 0}, {1, 1}, {PartSize, PartSize}, {PartSize + 1, PartSize + 1}, {2*PartSize + 5, 2*PartSize + 5},
+		{PartSize + 20, 10}, {3, 0}, {5, 2 * PartSize},
+	} {
 		var sizes []int
-		head := Part{Rows: rows, Seq: 7, Epoch: "e"}
+		next := 0 // the next row expected, in order across parts
+		head := Part{Rows: c.estimate, Seq: 7, Epoch: "e"}
 		p := NewParts(head, func(part Part) error {
-			if part.Seq != 7 || part.Epoch != "e" || part.Rows != rows {
+			if part.Seq != 7 || part.Epoch != "e" || part.Rows != c.estimate {
 				t.Fatalf("part without the head: %+v", part)
+			}
+			for _, in := range part.Instances {
+				if in.ID != fmt.Sprint(next) {
+					t.Fatalf("%+v: row %q where row %d belongs", c, in.ID, next)
+				}
+				next++
+			}
+			// With an exact estimate no part holds room for more rows
+			// than it carries (the last one is not a full allocation).
+			if c.estimate == c.rows && c.rows > 0 && cap(part.Instances) != len(part.Instances) {
+				t.Fatalf("%+v: a part of %d rows holds room for %d", c, len(part.Instances), cap(part.Instances))
 			}
 			sizes = append(sizes, len(part.Instances))
 			return nil
 		})
-		for i := range rows {
+		for i := range c.rows {
 			in, err := p.Next()
 			if err != nil {
 				t.Fatal(err)
@@ -191,14 +208,14 @@ func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []int{}
-		for left := rows; left > 0; left -= PartSize {
+		for left := c.rows; left > 0; left -= PartSize {
 			want = append(want, min(left, PartSize))
 		}
-		if rows == 0 {
+		if c.rows == 0 {
 			want = []int{0} // an empty catalog still has a position
 		}
-		if !slices.Equal(sizes, want) {
-			t.Fatalf("%d rows: parts of %v, want %v", rows, sizes, want)
+		if !slices.Equal(sizes, want) || next != c.rows {
+			t.Fatalf("%+v: parts of %v (%d rows), want %v", c, sizes, next, want)
 		}
 	}
 	stop := errors.New("the hub gave up")
