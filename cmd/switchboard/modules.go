@@ -102,19 +102,42 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 	return cmd
 }
 
+// fromSignal is the sender of a message injected from outside a flow: the
+// TinySystems SDK's runner uses an incoming payload only from "signal".
+const fromSignal = "signal"
+
+// validFrom checks send's --from: "signal" or a full node name with port.
+func validFrom(from string) error {
+	if from == fromSignal {
+		return nil
+	}
+	n, err := switchboard.ParseNodeName(from)
+	if err == nil {
+		err = n.RequirePort()
+	}
+	if err != nil {
+		return &switchboard.FieldError{Field: "--from", Value: from, Reason: `must be "signal" or a node name <flow>.<module>.<node>:<port>`}
+	}
+	return nil
+}
+
 func newSendCmd(g *globals) *cobra.Command {
-	var to, data string
+	var to, from, data string
 	var attempts int
 	var verbose bool
 	var tf tlsFlags
 	cmd := &cobra.Command{
-		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--edge-retry N] [--verbose] [--tls-ca F [--tls-cert F --tls-key F]]",
+		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--from signal|<node>:<port>] [--edge-retry N] [--verbose] [--tls-ca F [--tls-cert F --tls-key F]]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
 		Long: `Send one message to a node of a module, found in the catalog by its name, over the gRPC pool,
 and print the reply on stdout. A failure prints its code and whether it is retryable, and exits 1;
---edge-retry N retries a retryable failure up to N attempts in all (waiting 1 s, doubling).`,
+--edge-retry N retries a retryable failure up to N attempts in all (waiting 1 s, doubling).
+The message comes from "signal" unless --from names a sending node: a TinySystems SDK node
+uses an incoming payload only when the message comes from "signal" (from a node, it runs
+with its edge's configuration instead).`,
 		Example: `  switchboard send --to flow1.echo.node-a:in --data 'hello'
-  switchboard send --to flow1.echo.node-a:in --data 'hello' --edge-retry 3`,
+  switchboard send --to flow1.echo.node-a:in --data 'hello' --edge-retry 3
+  switchboard send --to flow1.echo.node-a:in --data 'hello' --from flow1.tester.node-t:out`,
 		Annotations: map[string]string{annEnv: envDSNHelp + "\n" + envTLSHelp},
 		Args:        noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -127,6 +150,9 @@ and print the reply on stdout. A failure prints its code and whether it is retry
 			}
 			if err != nil {
 				return usage(flagField(err, "--to"))
+			}
+			if err := validFrom(from); err != nil {
+				return usage(err)
 			}
 			if attempts < 1 || attempts > router.MaxMaxAttempts {
 				return usage(&switchboard.FieldError{Field: "--edge-retry", Value: fmt.Sprint(attempts), Reason: "must be from 1 to 10"})
@@ -146,10 +172,11 @@ and print the reply on stdout. A failure prints its code and whether it is retry
 				return err
 			}
 			defer cat.Close()
-			if handled, err := sendOverNATS(ctx, g, c, cat, to, data, policy, verbose); handled || err != nil {
+			msg := router.Message{From: from, To: to, Payload: []byte(data)}
+			if handled, err := sendOverNATS(ctx, g, c, cat, msg, policy, verbose); handled || err != nil {
 				return err
 			}
-			return sendVia(ctx, g, to, data, policy, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {
+			return sendVia(ctx, g, msg, policy, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {
 				// Follow only the target module: a one-shot send has no
 				// reason to pre-warm connections to every address in the
 				// catalog.
@@ -166,6 +193,7 @@ and print the reply on stdout. A failure prints its code and whether it is retry
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "full node name with port: <flow>.<module>.<node>:<port>")
 	f.StringVar(&data, "data", "", "payload")
+	f.StringVar(&from, "from", fromSignal, `sender: "signal" (an injected message, whose payload an SDK node uses) or the full node name with port of a sending node`)
 	f.IntVar(&attempts, "edge-retry", 1, "maxAttempts of the edge's retry policy (1–10; retries wait 1 s, doubling)")
 	f.BoolVar(&verbose, "verbose", false, "print the message's trace id (trace_id <hex>) to stderr")
 	tf.add(f)

@@ -164,7 +164,8 @@ func (pickWire) Send(context.Context, *router.Message) ([]byte, error) { return 
 // nats://127.0.0.1:4222), or when it is unknown and a NATS URL is
 // configured. handled is false when the gRPC pool should carry the message:
 // then nothing was sent and no NATS connection was made.
-func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, to, data string, p router.RetryPolicy, verbose bool) (handled bool, err error) {
+func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, msg router.Message, p router.RetryPolicy, verbose bool) (handled bool, err error) {
+	to := msg.To
 	target, err := switchboard.ParseNodeName(to)
 	if err != nil {
 		return false, err
@@ -196,15 +197,15 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, fmt.Errorf("send to %s: module %q is on NATS (%v) and %w", to, target.Module, addrs, err)
 	}
 	defer closeWire(w)
-	return true, sendVia(ctx, g, to, data, p, verbose, func(context.Context, trace.TracerProvider) (router.Wire, func(), error) {
+	return true, sendVia(ctx, g, msg, p, verbose, func(context.Context, trace.TracerProvider) (router.Wire, func(), error) {
 		return w, func() {}, nil
 	})
 }
 
-// sendVia sends one message through a router over the wire that wire makes
-// (inside the send's trace; done releases it), and prints the reply: what
-// `send` does over NATS and over the connection pool.
-func sendVia(ctx context.Context, g *globals, to, data string, p router.RetryPolicy, verbose bool,
+// sendVia sends msg through a router over the wire that wire makes (inside
+// the send's trace; done releases it), and prints the reply: what `send`
+// does over NATS and over the connection pool.
+func sendVia(ctx context.Context, g *globals, msg router.Message, p router.RetryPolicy, verbose bool,
 	wire func(ctx context.Context, tp trace.TracerProvider) (w router.Wire, done func(), err error)) error {
 	var out []byte
 	err := g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
@@ -217,15 +218,15 @@ func sendVia(ctx context.Context, g *globals, to, data string, p router.RetryPol
 		if err != nil {
 			return err
 		}
-		out, err = r.SendWithPolicy(ctx, &router.Message{From: "switchboard-cli", To: to, Payload: []byte(data)}, p)
+		out, err = r.SendWithPolicy(ctx, &msg, p)
 		return err
 	})
 	if err != nil {
 		var re *router.Error
 		if errors.As(err, &re) {
-			return fmt.Errorf("send to %s failed: %s (code %s, retryable %t)", to, re.Message, re.Code, re.Retryable)
+			return fmt.Errorf("send to %s failed: %s (code %s, retryable %t)", msg.To, re.Message, re.Code, re.Retryable)
 		}
-		return fmt.Errorf("send to %s failed: %w", to, err)
+		return fmt.Errorf("send to %s failed: %w", msg.To, err)
 	}
 	fmt.Fprintf(g.stdout, "%s\n", out)
 	return nil

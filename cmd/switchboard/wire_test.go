@@ -183,3 +183,51 @@ func TestSendToSDKPeerErrorIsNotRetried(t *testing.T) {
 		t.Fatalf("register exit: %v", err)
 	}
 }
+
+// sdkRunner answers like a TinySystems SDK node's runner: it takes the
+// incoming payload only from "signal"; from another node it runs with its
+// edge's configuration instead (here: it says so).
+type sdkRunner struct {
+	modulepb.UnimplementedModuleServiceServer
+}
+
+func (sdkRunner) Message(_ context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
+	if req.From != "signal" {
+		return &modulepb.MessageResponse{Data: []byte("edge configuration, from " + req.From)}, nil
+	}
+	return &modulepb.MessageResponse{Data: req.Payload}, nil
+}
+
+// TestSendInjectsAsSignal: `send` comes from "signal" by default, so that
+// an SDK node uses its payload; --from names a sending node instead, and
+// anything else is refused before a message is sent.
+func TestSendInjectsAsSignal(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	modulepb.RegisterModuleServiceServer(gs, sdkRunner{})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	cat := openCatalog(t, dsn)
+	if _, err := cat.Register(t.Context(), switchboard.Instance{Name: "sdk-module", Type: "module", Address: lis.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(args ...string) (int, string, string) {
+		return cli(t, append([]string{"send", "--dsn", dsn, "--to", "flow.sdk-module.node:in", "--data", "the payload"}, args...)...)
+	}
+	if code, stdout, stderr := send(); code != 0 || stdout != "the payload\n" {
+		t.Fatalf("send: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := send("--from", "flow.tester.node-t:out"); code != 0 || stdout != "edge configuration, from flow.tester.node-t:out\n" {
+		t.Fatalf("send --from: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	for _, bad := range []string{"", "switchboard-cli", "flow.tester.node-t", "flow.tester.node-t:out\n"} {
+		code, stdout, stderr := send("--from", bad)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "--from") || !strings.Contains(stderr, `"signal"`) {
+			t.Fatalf("send --from %q: exit %d stdout %q stderr %q", bad, code, stdout, stderr)
+		}
+	}
+}
