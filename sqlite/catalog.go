@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
@@ -125,7 +124,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, err
 	}
 	if n.ID == "" {
-		n.ID = uuid.NewString()
+		n.ID = c.ids.next()
 	}
 	if c.closed.Load() {
 		return switchboard.Instance{}, errClosed("register " + n.ID)

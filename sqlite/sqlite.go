@@ -83,6 +83,7 @@ const (
 type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
+	ids  idSource // generates the ids of registrations without one
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string
 
@@ -154,6 +155,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	opts = opts.WithDefaults()
 	c := &Catalog{
 		opts:           opts,
+		ids:            newIDSource(),
 		log:            opts.Logger.With("component", "catalog", "backend", "sqlite"),
 		keepChanges:    keepChanges,
 		keepChangesAge: keepChangesAge,

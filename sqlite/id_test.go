@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// The ids a handle generates are UUID v4 that share their first four bytes;
+// another handle's start otherwise (a 2⁻³² chance that two handles draw
+// the same prefix, which only costs locality).
+func TestGeneratedIDsAreUUIDv4WithTheHandlesPrefix(t *testing.T) {
+	a, _ := newFile(t)
+	b, _ := newFile(t)
+	prefix := func(c *Catalog) string {
+		t.Helper()
+		var first string
+		for range 20 {
+			in, err := c.Register(tctx(t), switchboard.Instance{Name: "svc", Type: "svc", Address: "127.0.0.1:80"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := uuid.Parse(in.ID)
+			if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != in.ID {
+				t.Fatalf("id %q: not a UUID v4 in canonical form (%v)", in.ID, err)
+			}
+			p := in.ID[:8]
+			if first == "" {
+				first = p
+			} else if p != first {
+				t.Fatalf("ids of one handle start %s and %s", first, p)
+			}
+		}
+		return first
+	}
+	if pa, pb := prefix(a), prefix(b); pa == pb {
+		t.Fatalf("two handles' ids both start %s", pa)
+	}
+	// An id the caller gives is kept as it is.
+	in, err := a.Register(tctx(t), switchboard.Instance{ID: "pod-7", Name: "svc", Type: "svc", Address: "127.0.0.1:80"})
+	if err != nil || in.ID != "pod-7" {
+		t.Fatalf("given id: %q, %v", in.ID, err)
+	}
+}
+
+// What the prefix is for: among the rows of 100 processes registered
+// interleaved (as a fleet starts), one process's heartbeat of its 50
+// rewrites a few pages, counted as the frames its commit adds to the WAL.
+// With fully random ids (the control) the same heartbeat rewrites a table
+// page per row.
+func TestOneHandlesHeartbeatRewritesFewPages(t *testing.T) {
+	const handles, each = 100, 50
+	frames := func(gen func(h int) string) int {
+		c, _ := newFile(t)
+		var mine []string
+		for i := range each {
+			for h := range handles {
+				id := gen(h)
+				if h == 0 {
+					mine = append(mine, id)
+				}
+				in := switchboard.Instance{ID: id, Name: fmt.Sprintf("svc-%d", h), Type: "svc",
+					Address: fmt.Sprintf("10.0.%d.%d:80", h, i), Capabilities: []string{"a", "b"},
+					Metadata: map[string]string{"zone": "z", "pod": strings.Repeat("p", 40)}}
+				if _, err := c.Register(tctx(t), in); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		d, done := c.use()
+		db, err := sql.Open("sqlite", d.dsn)
+		done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		walFrames := func() int {
+			var busy, log, done int
+			if err := db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
+				t.Fatal(err)
+			}
+			return log
+		}
+		beat := func() {
+			if missing, err := c.Heartbeat(tctx(t), mine...); err != nil || len(missing) > 0 {
+				t.Fatalf("heartbeat: %v, missing %v", err, missing)
+			}
+		}
+		// The first heartbeat also gathers the rows' entries in the
+		// expiry index (ttl_ms, last_seen), registered at 50 times; a
+		// process's every later one moves 50 neighbouring entries.
+		beat()
+		before := walFrames()
+		beat()
+		after := walFrames()
+		if after < before { // the heartbeat's commit started the WAL over
+			return after
+		}
+		return after - before
+	}
+	srcs := make([]idSource, handles)
+	for h := range srcs {
+		srcs[h] = newIDSource()
+	}
+	prefixed := frames(func(h int) string { return srcs[h].next() })
+	random := frames(func(int) string { return uuid.NewString() })
+	t.Logf("a heartbeat of %d rows among %d: %d WAL frames with the handle's prefix, %d with random ids", each, handles*each, prefixed, random)
+	if prefixed > 20 {
+		t.Errorf("with the handle's prefix the heartbeat wrote %d pages, want at most 20", prefixed)
+	}
+	if random < 40 {
+		t.Errorf("control: with random ids the heartbeat wrote only %d pages; the test no longer shows the scatter", random)
+	}
+}
