@@ -155,21 +155,30 @@ func (s *sdkPeer) Message(context.Context, *modulepb.MessageRequest) (*modulepb.
 	return nil, errors.New("component: invalid settings")
 }
 
-// TestSendToSDKPeerErrorIsNotRetried: `send --edge-retry 3` to an SDK-style
-// module whose handler fails delivers the message once and reports the
-// failure as permanent (it used to be delivered three times).
-func TestSendToSDKPeerErrorIsNotRetried(t *testing.T) {
+// serveModule serves srv, a ModuleService as another implementation (the
+// SDK) has it, on a loopback port until the test ends, and returns the
+// address.
+func serveModule(t *testing.T, srv modulepb.ModuleServiceServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer := &sdkPeer{}
 	gs := grpc.NewServer()
-	modulepb.RegisterModuleServiceServer(gs, peer)
+	modulepb.RegisterModuleServiceServer(gs, srv)
 	go gs.Serve(lis)
-	defer gs.Stop()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
+}
+
+// TestSendToSDKPeerErrorIsNotRetried: `send --edge-retry 3` to an SDK-style
+// module whose handler fails delivers the message once and reports the
+// failure as permanent (it used to be delivered three times).
+func TestSendToSDKPeerErrorIsNotRetried(t *testing.T) {
+	peer := &sdkPeer{}
+	addr := serveModule(t, peer)
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
-	reg := start(t, "register", "--dsn", dsn, "--name", "sdk-module", "--type", "module", "--address", lis.Addr().String())
+	reg := start(t, "register", "--dsn", dsn, "--name", "sdk-module", "--type", "module", "--address", addr)
 	reg.line(t)
 	code, _, stderr := cli(t, "send", "--dsn", dsn, "--to", "flow.sdk-module.node.sub:in", "--data", "x", "--edge-retry", "3")
 	if code != 1 || !strings.Contains(stderr, "component: invalid settings (code remote_error, retryable false)") || strings.Contains(stderr, "attempts") {
@@ -202,17 +211,10 @@ func (sdkRunner) Message(_ context.Context, req *modulepb.MessageRequest) (*modu
 // an SDK node uses its payload; --from names a sending node instead, and
 // anything else is refused before a message is sent.
 func TestSendInjectsAsSignal(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	modulepb.RegisterModuleServiceServer(gs, sdkRunner{})
-	go gs.Serve(lis)
-	defer gs.Stop()
+	addr := serveModule(t, sdkRunner{})
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
 	cat := openCatalog(t, dsn)
-	if _, err := cat.Register(t.Context(), switchboard.Instance{Name: "sdk-module", Type: "module", Address: lis.Addr().String()}); err != nil {
+	if _, err := cat.Register(t.Context(), switchboard.Instance{Name: "sdk-module", Type: "module", Address: addr}); err != nil {
 		t.Fatal(err)
 	}
 	send := func(args ...string) (int, string, string) {
