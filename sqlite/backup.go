@@ -18,6 +18,7 @@ import (
 // the catalog it was taken from, whose log has moved on since, so watchers
 // resync from a snapshot instead of reading its log as a continuation.
 func (c *Catalog) Backup(ctx context.Context, dst string) error {
+	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return errClosed("backup")
 	}

@@ -109,6 +109,44 @@ func TestFileDeletedUnderOpenCatalog(t *testing.T) {
 	set.WaitForSet(t, "a write of the other handle", func() string { return "boot later" })
 }
 
+// A handle without watchers runs no ticker for the identity check: its own
+// operations run it. A bootstrap's heartbeats notice the deleted file,
+// reopen the path and register again in the new file.
+func TestFileDeletedUnderAHandleWithoutWatchers(t *testing.T) {
+	log := &testkit.SyncBuffer{}
+	opts := quiet
+	opts.Logger = slogTo(log)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	a, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	in := sample("boot")
+	in.TTL = 2 * time.Second
+	reg, err := switchboard.Bootstrap(tctx(t), a, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	rmCatalog(t, path)
+	testkit.WaitUntil(t, "the file to exist again", func() bool { _, err := os.Stat(path); return err == nil })
+	b := openFile(t, path) // another process, in effect
+	testkit.WaitUntil(t, "the bootstrap's registration in the new file", func() bool {
+		_, err := b.Get(tctx(t), "boot")
+		return err == nil
+	})
+	if n := strings.Count(log.String(), "while open; opening the path again"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
+	}
+	a.mu.Lock()
+	ticker := a.fileTicker
+	a.mu.Unlock()
+	if ticker != nil {
+		t.Fatal("a handle without watchers runs the identity check on a ticker")
+	}
+}
+
 // A file replaced by a backup taken earlier (moved into place) is reopened
 // too: watchers end with exactly the backup's rows plus the bootstraps that
 // registered again (issue 13 items 1 and 3).
@@ -195,14 +233,14 @@ func slogTo(w *testkit.SyncBuffer) *slog.Logger {
 func TestReopenKeepsTheNewFilesWAL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	a := openFile(t, path)
-	a.fileWatch.stop() // reopened by hand below
+	a.checksFile = false // reopened by hand below
 	mustRegister(t, a, sample("old"))
 	if _, err := a.List(tctx(t), switchboard.Query{}); err != nil {
 		t.Fatal(err)
 	}
 	rmCatalog(t, path)
 	b := openFile(t, path) // the new file, written by "another process"
-	b.fileWatch.stop()
+	b.checksFile = false
 	for _, id := range []string{"n1", "n2", "n3"} {
 		mustRegister(t, b, sample(id))
 	}

@@ -91,9 +91,11 @@ type Catalog struct {
 	// swaps it under the write lock when the file was deleted or replaced.
 	fileMu sync.RWMutex
 	d      *dbs
-	// fileCheckEvery is the period of the file identity check.
+	// fileCheckEvery is the period of the file identity check, which
+	// checksFile says this handle runs (a file, not MustExist).
 	fileCheckEvery time.Duration
-	fileWatch      *detector     // the identity check; nil for memory or MustExist
+	checksFile     bool
+	fc             fileCheck
 	checkpointer   *detector     // the WAL checkpoints; nil for memory
 	checkpointed   atomic.Uint64 // the commit count the last checkpoint covered
 	ckDue          chan struct{} // wakes the checkpointer (see announced); nil for memory
@@ -105,13 +107,16 @@ type Catalog struct {
 	trimEvery      time.Duration
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
 
-	closed    atomic.Bool
-	wq        writeQueue // group commits of Register, Heartbeat, Deregister
-	mu        sync.Mutex // guards hub, detector and closing
-	hub       *hub.Hub
-	detector  *detector
-	closeOnce sync.Once
-	closeErr  error
+	closed   atomic.Bool
+	wq       writeQueue // group commits of Register, Heartbeat, Deregister
+	mu       sync.Mutex // guards hub, detector, fileTicker and closing
+	hub      *hub.Hub
+	detector *detector
+	// fileTicker runs the file identity check once a second for a handle
+	// with watchers (see fileCheckEvery); nil until the first Watch.
+	fileTicker *detector
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // dbs is one opening of the database: its pools, their prepared
@@ -145,9 +150,10 @@ var (
 // opts.MustExist it opens only an existing catalog: it creates no file or
 // directory, and a path holding none is switchboard.ErrNoCatalog.
 //
-// A file catalog checks every fileCheckEvery whether its path still names
-// the file it has open; when the file was deleted or replaced, it logs a
-// warning and opens the path again (see reopen).
+// A file catalog checks, at most every fileCheckEvery, whether its path
+// still names the file it has open: first in each operation, and on a
+// ticker once it has watchers. When the file was deleted or replaced, it
+// logs a warning and opens the path again (see reopen).
 func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
 	if dsn.Scheme != "sqlite" {
 		return nil, fmt.Errorf("sqlite: open %q: not a sqlite DSN", dsn.Raw)
@@ -182,9 +188,8 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		return nil, err
 	}
 	c.d = d
-	if c.path != "" && !opts.MustExist {
-		c.fileWatch = c.watchFile()
-	}
+	c.checksFile = c.path != "" && !opts.MustExist
+	c.fc.last.Store(time.Now().UnixNano())
 	if c.path != "" {
 		c.checkpointer = c.checkpoints()
 	}
@@ -328,16 +333,16 @@ func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		c.wq.close(switchboard.ErrClosed)
-		if c.fileWatch != nil {
-			c.fileWatch.stop()
-		}
 		if c.checkpointer != nil {
 			c.checkpointer.stop()
 		}
 		c.mu.Lock()
-		h, d := c.hub, c.detector
-		c.hub, c.detector = nil, nil
+		h, d, ft := c.hub, c.detector, c.fileTicker
+		c.hub, c.detector, c.fileTicker = nil, nil, nil
 		c.mu.Unlock()
+		if ft != nil {
+			ft.stop()
+		}
 		if h != nil {
 			h.Close()
 		}

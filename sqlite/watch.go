@@ -21,6 +21,7 @@ const dataVersionEvery = 100 * time.Millisecond
 // process's one hub is created at the first Watch, together with the
 // detection of other processes' writes on a file catalog.
 func (c *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	c.checkFileDue(ctx)
 	h, err := c.watchHub()
 	if err != nil {
 		return nil, err
@@ -43,6 +44,9 @@ func (c *Catalog) watchHub() (*hub.Hub, error) {
 			SelfPreservationThreshold: c.opts.SelfPreservationThreshold, SelfPreservationMin: c.opts.SelfPreservationMin})
 		if c.path != "" {
 			c.detector = c.detect(c.hub.Notify)
+		}
+		if c.checksFile {
+			c.fileTicker = c.watchFile()
 		}
 	}
 	return c.hub, nil
