@@ -35,6 +35,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
+	"github.com/switchboard-io/switchboard/internal/idgen"
 )
 
 // Environment variables read by the registered backend.
@@ -97,6 +98,12 @@ type Client struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
+	// ids generates the ids of registrations made without one, here rather
+	// than by the server: their shared prefix keeps this process's rows side
+	// by side in a SQLite catalog behind the server (see internal/idgen),
+	// where the server renews a window's heartbeats of many clients at once.
+	ids idgen.Source
+
 	mu      sync.Mutex
 	secrets map[string]string // id -> secret returned at registration
 
@@ -128,7 +135,7 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	cctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		base: strings.TrimSuffix(rawURL, "/"), cfg: cfg, http: hc, log: cfg.Logger,
-		ctx: cctx, cancel: cancel, secrets: map[string]string{},
+		ctx: cctx, cancel: cancel, secrets: map[string]string{}, ids: idgen.New(),
 	}, nil
 }
 
@@ -234,7 +241,8 @@ func (c *Client) secret(id string) string {
 	return c.secrets[id]
 }
 
-// Register implements switchboard.Catalog. The server returns a secret for
+// Register implements switchboard.Catalog. Without an id it registers a
+// new UUID v4 of this client's (see ids). The server returns a secret for
 // the id; this client keeps it for the id's heartbeats, re-registration
 // and deregistration.
 func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
@@ -243,6 +251,9 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	}
 	if in.Components != nil && !json.Valid(in.Components) {
 		return switchboard.Instance{}, &switchboard.FieldError{Field: "components", Reason: "not valid JSON"}
+	}
+	if in.ID == "" {
+		in.ID = c.ids.Next()
 	}
 	var out schema.RegisterResponse
 	if err := c.do(ctx, http.MethodPut, "/v1/instances", in, &out, schema.SecretHeader, c.secret(in.ID)); err != nil {

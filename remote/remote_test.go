@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/internal/testkit"
@@ -180,6 +182,37 @@ func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
 
 // TestSecretsAcrossClients: a second client cannot renew, re-register or
 // deregister the first one's registration.
+// A registration without an id gets one from the client: a UUID v4 with
+// the client's prefix (its rows sit together in a SQLite catalog behind the
+// server), which the server accepts as any new id and secures as usual.
+func TestClientGeneratesItsIDs(t *testing.T) {
+	ctx := context.Background()
+	url, _ := serve(t, testkit.OpenSQLite(t), httpapi.Options{})
+	a, b := client(t, url, remote.Config{}), client(t, url, remote.Config{})
+	prefix := func(c *remote.Client) string {
+		t.Helper()
+		var first string
+		for range 5 {
+			in := mustRegister(t, c, inst("gen"))
+			if u, err := uuid.Parse(in.ID); err != nil || u.Version() != 4 || u.String() != in.ID {
+				t.Fatalf("id %q: not a UUID v4 in canonical form (%v)", in.ID, err)
+			}
+			if first == "" {
+				first = in.ID[:8]
+			} else if in.ID[:8] != first {
+				t.Fatalf("one client's ids start %s and %s", first, in.ID[:8])
+			}
+			if missing, err := c.Heartbeat(ctx, in.ID); err != nil || len(missing) > 0 {
+				t.Fatalf("heartbeat of %s: %v, missing %v", in.ID, err, missing)
+			}
+		}
+		return first
+	}
+	if pa, pb := prefix(a), prefix(b); pa == pb {
+		t.Fatalf("two clients' ids both start %s", pa)
+	}
+}
+
 func TestSecretsAcrossClients(t *testing.T) {
 	ctx := context.Background()
 	cat := testkit.OpenSQLite(t)

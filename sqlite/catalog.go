@@ -125,7 +125,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, err
 	}
 	if n.ID == "" {
-		n.ID = c.ids.next()
+		n.ID = c.ids.Next()
 	}
 	if c.closed.Load() {
 		return switchboard.Instance{}, errClosed("register " + n.ID)

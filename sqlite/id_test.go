@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/idgen"
 )
 
 // The ids a handle generates are UUID v4 that share their first four bytes;
@@ -103,11 +104,11 @@ func TestOneHandlesHeartbeatRewritesFewPages(t *testing.T) {
 		}
 		return after - before
 	}
-	srcs := make([]idSource, handles)
+	srcs := make([]idgen.Source, handles)
 	for h := range srcs {
-		srcs[h] = newIDSource()
+		srcs[h] = idgen.New()
 	}
-	prefixed := frames(func(h int) string { return srcs[h].next() })
+	prefixed := frames(func(h int) string { return srcs[h].Next() })
 	random := frames(func(int) string { return uuid.NewString() })
 	t.Logf("a heartbeat of %d rows among %d: %d WAL frames with the handle's prefix, %d with random ids", each, handles*each, prefixed, random)
 	if prefixed > 20 {

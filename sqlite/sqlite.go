@@ -42,6 +42,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/idgen"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -83,7 +84,7 @@ const (
 type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
-	ids  idSource // generates the ids of registrations without one
+	ids  idgen.Source // generates the ids of registrations without one (clustered by handle)
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string
 
@@ -161,7 +162,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	opts = opts.WithDefaults()
 	c := &Catalog{
 		opts:           opts,
-		ids:            newIDSource(),
+		ids:            idgen.New(),
 		log:            opts.Logger.With("component", "catalog", "backend", "sqlite"),
 		keepChanges:    keepChanges,
 		keepChangesAge: keepChangesAge,
