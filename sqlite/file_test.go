@@ -66,26 +66,43 @@ func rmCatalog(t *testing.T, path string) {
 	}
 }
 
+// bootedHandle opens a new catalog file whose log it returns, with a
+// bootstrap of "boot" (TTL 2 s, heartbeats every 200 ms); both end with
+// the test.
+func bootedHandle(t *testing.T) (c *Catalog, path string, log *testkit.SyncBuffer) {
+	t.Helper()
+	log = &testkit.SyncBuffer{}
+	opts := quiet
+	opts.Logger = slogTo(log)
+	path = filepath.Join(t.TempDir(), "catalog.db")
+	c, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	in := sample("boot")
+	in.TTL = 2 * time.Second
+	reg, err := switchboard.Bootstrap(tctx(t), c, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return c, path, log
+}
+
+// oneReopenWarning checks that log warned once of the file's deletion.
+func oneReopenWarning(t *testing.T, log *testkit.SyncBuffer) {
+	t.Helper()
+	if n := strings.Count(log.String(), "while open; opening the path again"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
+	}
+}
+
 // A handle whose file is deleted under it reopens the path within a check
 // period: its bootstraps register again, and its watchers and another
 // handle's end with exactly the new file's rows (issue 13 item 1).
 func TestFileDeletedUnderOpenCatalog(t *testing.T) {
-	log := &testkit.SyncBuffer{}
-	opts := quiet
-	opts.Logger = slogTo(log)
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	a, err := Open(tctx(t), fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	in := sample("boot")
-	in.TTL = 2 * time.Second
-	reg, err := switchboard.Bootstrap(tctx(t), a, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: opts.Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	a, path, log := bootedHandle(t)
 	mustRegister(t, a, sample("plain")) // no heartbeat: gone with the file
 	w, err := a.Watch(tctx(t), switchboard.Query{})
 	if err != nil {
@@ -101,9 +118,7 @@ func TestFileDeletedUnderOpenCatalog(t *testing.T) {
 	if _, err := b.Get(tctx(t), "boot"); err != nil {
 		t.Fatalf("the bootstrap did not register again in the new file: %v", err)
 	}
-	if n := strings.Count(log.String(), "while open; opening the path again"); n != 1 {
-		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
-	}
+	oneReopenWarning(t, log)
 	// Writes of both handles meet in the new file.
 	mustRegister(t, b, sample("later"))
 	set.WaitForSet(t, "a write of the other handle", func() string { return "boot later" })
@@ -113,22 +128,7 @@ func TestFileDeletedUnderOpenCatalog(t *testing.T) {
 // operations run it. A bootstrap's heartbeats notice the deleted file,
 // reopen the path and register again in the new file.
 func TestFileDeletedUnderAHandleWithoutWatchers(t *testing.T) {
-	log := &testkit.SyncBuffer{}
-	opts := quiet
-	opts.Logger = slogTo(log)
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	a, err := Open(tctx(t), fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	in := sample("boot")
-	in.TTL = 2 * time.Second
-	reg, err := switchboard.Bootstrap(tctx(t), a, in, switchboard.BootstrapOptions{HeartbeatInterval: 200 * time.Millisecond, Logger: opts.Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	a, path, log := bootedHandle(t)
 	rmCatalog(t, path)
 	testkit.WaitUntil(t, "the file to exist again", func() bool { _, err := os.Stat(path); return err == nil })
 	b := openFile(t, path) // another process, in effect
@@ -136,9 +136,7 @@ func TestFileDeletedUnderAHandleWithoutWatchers(t *testing.T) {
 		_, err := b.Get(tctx(t), "boot")
 		return err == nil
 	})
-	if n := strings.Count(log.String(), "while open; opening the path again"); n != 1 {
-		t.Fatalf("want one warning, got %d:\n%s", n, log.String())
-	}
+	oneReopenWarning(t, log)
 	a.mu.Lock()
 	ticker := a.fileTicker
 	a.mu.Unlock()
