@@ -10,8 +10,9 @@ import (
 )
 
 // fileCheckEvery is how often, at most, a file catalog checks that its path
-// still names the file it has open: well within one default heartbeat
-// interval (3 s), so a registration is back within two.
+// still names the file it has open: within one default heartbeat interval
+// (3 s). The heartbeat that runs the check renews in the file it finds, so
+// its registrations are back at once.
 //
 // The check rides on the handle's own operations (each public method runs
 // it first when it is due), and only a handle with watchers, which must
@@ -26,7 +27,7 @@ const fileCheckEvery = time.Second
 // fileCheck is the state of the file identity check.
 type fileCheck struct {
 	mu     sync.Mutex   // held by the check under way
-	last   atomic.Int64 // when the last check began (Unix ns); 0: never
+	last   atomic.Int64 // when the last check began (Unix ns; Open counts as one)
 	warned bool         // the deletion or replacement was logged (guarded by mu)
 }
 
