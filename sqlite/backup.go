@@ -18,7 +18,6 @@ import (
 // the catalog it was taken from, whose log has moved on since, so watchers
 // resync from a snapshot instead of reading its log as a continuation.
 func (c *Catalog) Backup(ctx context.Context, dst string) error {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return errClosed("backup")
 	}
@@ -40,7 +39,7 @@ func (c *Catalog) Backup(ctx context.Context, dst string) error {
 	os.Remove(tmpName) // VACUUM INTO wants to create the file itself
 	defer os.Remove(tmpName)
 
-	d, done := c.use()
+	d, done := c.opening(ctx)
 	err = c.retry(ctx, func() error {
 		_, err := d.rdb.ExecContext(ctx, `VACUUM INTO ?`, tmpName)
 		return err

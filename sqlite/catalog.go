@@ -116,7 +116,6 @@ func logChange(ctx context.Context, tx *txn, now int64, id, op string, reason sw
 // the same transaction. Concurrent writes of this handle share one
 // transaction (see writeQueue).
 func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
-	c.checkFileDue(ctx)
 	n, err := switchboard.Normalize(in)
 	if err != nil {
 		return switchboard.Instance{}, err
@@ -254,7 +253,6 @@ func insertCaps(ctx context.Context, tx *txn, id, caps string) error {
 // that expired it add it back at once. Concurrent writes of this handle
 // share one transaction (see writeQueue).
 func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
-	c.checkFileDue(ctx)
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -319,7 +317,6 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 // "deregistered"; switchboard.ErrNotFound when there is none. Concurrent
 // writes of this handle share one transaction (see writeQueue).
 func (c *Catalog) Deregister(ctx context.Context, id string) error {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return errClosed("deregister " + id)
 	}
@@ -349,7 +346,6 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 // Get returns the instance id, stale or not; switchboard.ErrNotFound when
 // there is none.
 func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return switchboard.Instance{}, errClosed("get " + id)
 	}
@@ -379,7 +375,6 @@ func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 // queryInstances). The capability filter goes through the capability
 // index; staleness is judged by the catalog clock.
 func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return nil, errClosed("list")
 	}
@@ -422,7 +417,6 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 // older than twice their own TTL) and logs each removal with reason
 // "expired". It returns how many rows it deleted.
 func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
-	c.checkFileDue(ctx)
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
 	}
@@ -434,12 +428,11 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 
 // Now returns the catalog's (SQLite's) clock.
 func (c *Catalog) Now(ctx context.Context) (time.Time, error) {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return time.Time{}, errClosed("now")
 	}
 	var now int64
-	d, done := c.use()
+	d, done := c.opening(ctx)
 	err := c.retry(ctx, func() error {
 		return d.rdb.QueryRowContext(ctx, `SELECT `+nowSQL).Scan(&now)
 	})

@@ -14,10 +14,10 @@ import (
 // (3 s). The heartbeat that runs the check renews in the file it finds, so
 // its registrations are back at once.
 //
-// The check rides on the handle's own operations (each public method runs
-// it first when it is due), and only a handle with watchers, which must
-// notice a replaced file even when it does nothing else, runs it on a
-// ticker too. A ticker in every handle woke every process that had the file
+// The check rides on the handle's own operations (each takes the database
+// through opening, which runs it when it is due), and only a handle with
+// watchers, which must notice a replaced file even when it does nothing
+// else, runs it on a ticker too. A ticker in every handle woke every process that had the file
 // open once a second for one stat: in a fleet of 200 processes that each
 // renew once a second, the 200 extra wake-ups cost 0.09–0.25 of the fleet's
 // 0.5–0.65 cores on this project's virtual machine (each wake-up of an idle
@@ -48,7 +48,7 @@ func (c *Catalog) checkFileDue(ctx context.Context) {
 		return
 	}
 	c.fc.last.Store(now)
-	c.checkFile(ctx, &c.fc.warned)
+	c.checkFile(ctx)
 }
 
 // watchFile starts the ticker of the file identity check, for a handle
@@ -88,12 +88,13 @@ func background(loop func(ctx context.Context)) *detector {
 }
 
 // checkFile compares the identity (device, inode) of the file the path
-// names with the one this catalog has open (run by checkFileDue). When the file was deleted
-// (`rm .data/switchboard.db*`) or replaced (a restored copy moved into
-// place), the process would go on writing to a file nobody else reads: it
-// logs a warning, once, and opens the path again (see reopen); a failed
-// reopen is retried at the next check.
-func (c *Catalog) checkFile(ctx context.Context, warned *bool) {
+// names with the one this catalog has open (run by checkFileDue, under
+// c.fc.mu). When the file was deleted (`rm .data/switchboard.db*`) or
+// replaced (a restored copy moved into place), the process would go on
+// writing to a file nobody else reads: it logs a warning, once, and opens
+// the path again (see reopen); a failed reopen is retried at the next
+// check.
+func (c *Catalog) checkFile(ctx context.Context) {
 	d, done := c.use()
 	open := d.id
 	done()
@@ -108,8 +109,8 @@ func (c *Catalog) checkFile(ctx context.Context, warned *bool) {
 		c.log.Debug("sqlite: cannot check the catalog file", "db", c.path, "err", err)
 		return
 	}
-	if !*warned {
-		*warned = true
+	if !c.fc.warned {
+		c.fc.warned = true
 		c.log.Warn("sqlite: the catalog file was "+what+" while open; opening the path again (registrations are written again at their next heartbeat)",
 			"db", c.path)
 	}
@@ -119,7 +120,7 @@ func (c *Catalog) checkFile(ctx context.Context, warned *bool) {
 		}
 		return
 	}
-	*warned = false
+	c.fc.warned = false
 	c.log.Info("sqlite: catalog file reopened", "db", c.path)
 }
 

@@ -232,7 +232,7 @@ func (c *Catalog) lead(self *groupOp) {
 	if q.lastGroup.Load() > 1 {
 		gather(q)
 	}
-	d, done := c.use()
+	d, done := c.opening(self.ctx)
 	defer done()
 	unlock, err := d.wlock.lock(self.ctx)
 	if err != nil {

@@ -49,7 +49,6 @@ func readLease(ctx context.Context, tx *txn, name string) (leaseRow, error) {
 // holder already holds it, it is renewed with the same token. Otherwise
 // switchboard.ErrLeaseHeld.
 func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
-	c.checkFileDue(ctx)
 	if err := checkNames(name, holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
 	}
@@ -100,7 +99,6 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 // l.Holder with l.Token and has not expired; switchboard.ErrLeaseLost
 // otherwise.
 func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
-	c.checkFileDue(ctx)
 	if err := checkNames(l.Name, l.Holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
 	}
@@ -153,7 +151,6 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 // taking it over, is a no-op; switchboard.ErrLeaseLost when someone else
 // took it since (or there is no such lease).
 func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
-	c.checkFileDue(ctx)
 	if err := checkNames(l.Name, l.Holder); err != nil {
 		return fmt.Errorf("sqlite: release lease %s: %w", l.Name, err)
 	}
@@ -184,7 +181,6 @@ func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 // Leases lists every lease row, ordered by name; a released lease has an
 // empty Holder.
 func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
-	c.checkFileDue(ctx)
 	if c.closed.Load() {
 		return nil, errClosed("leases")
 	}

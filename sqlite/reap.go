@@ -35,7 +35,6 @@ func reapSQL(cond string) (look, logged, del string) {
 // for twice their own TTL whose TTL is at most reachableFor, in one
 // transaction, and logs each removal with reason "expired".
 func (c *Catalog) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
-	c.checkFileDue(ctx)
 	if reachableFor < 0 {
 		return 0, fmt.Errorf("sqlite: reap: %w: negative reachableFor %s", switchboard.ErrInvalid, reachableFor)
 	}

@@ -357,6 +357,15 @@ func (c *Catalog) Close() error {
 	return c.closeErr
 }
 
+// opening is use for an operation (every public method takes the database
+// through it, by read, writeChange or a group's lead): it first runs the
+// file identity check when it is due (see checkFileDue), so that the
+// operation works on the file the path names.
+func (c *Catalog) opening(ctx context.Context) (d *dbs, done func()) {
+	c.checkFileDue(ctx)
+	return c.use()
+}
+
 // use returns the current opening of the database, held until done is
 // called (a reopen waits for it).
 func (c *Catalog) use() (d *dbs, done func()) {
@@ -419,7 +428,7 @@ func (c *Catalog) write(ctx context.Context, fn func(tx *txn) error) error {
 // the hub directly, so this process's watchers hear of them without a log
 // read.
 func (c *Catalog) writeChange(ctx context.Context, fn func(tx *txn) (*hub.Batch, error)) error {
-	d, done := c.use()
+	d, done := c.opening(ctx)
 	defer done()
 	return c.writeOn(ctx, d, fn)
 }
@@ -467,7 +476,7 @@ func (c *Catalog) writeOn(ctx context.Context, d *dbs, fn func(tx *txn) (*hub.Ba
 // read runs fn in a read transaction: every statement of fn sees the same
 // snapshot of the database.
 func (c *Catalog) read(ctx context.Context, fn func(tx *txn) error) error {
-	d, done := c.use()
+	d, done := c.opening(ctx)
 	defer done()
 	return c.readOn(ctx, d, fn)
 }

@@ -21,7 +21,6 @@ const dataVersionEvery = 100 * time.Millisecond
 // process's one hub is created at the first Watch, together with the
 // detection of other processes' writes on a file catalog.
 func (c *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
-	c.checkFileDue(ctx)
 	h, err := c.watchHub()
 	if err != nil {
 		return nil, err
