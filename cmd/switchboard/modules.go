@@ -106,16 +106,22 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 // TinySystems SDK's runner uses an incoming payload only from "signal".
 const fromSignal = "signal"
 
+// portedNode parses a node name that must have a port (a sender or a
+// receiver of send).
+func portedNode(s string) (switchboard.NodeName, error) {
+	n, err := switchboard.ParseNodeName(s)
+	if err == nil {
+		err = n.RequirePort()
+	}
+	return n, err
+}
+
 // validFrom checks send's --from: "signal" or a full node name with port.
 func validFrom(from string) error {
 	if from == fromSignal {
 		return nil
 	}
-	n, err := switchboard.ParseNodeName(from)
-	if err == nil {
-		err = n.RequirePort()
-	}
-	if err != nil {
+	if _, err := portedNode(from); err != nil {
 		return &switchboard.FieldError{Field: "--from", Value: from, Reason: `must be "signal" or a node name <flow>.<module>.<node>:<port>`}
 	}
 	return nil
@@ -144,10 +150,7 @@ with its edge's configuration instead).`,
 			if !cmd.Flags().Changed("to") {
 				return usagef("--to is required")
 			}
-			target, err := switchboard.ParseNodeName(to)
-			if err == nil {
-				err = target.RequirePort()
-			}
+			target, err := portedNode(to)
 			if err != nil {
 				return usage(flagField(err, "--to"))
 			}
