@@ -15,6 +15,8 @@ type (
 	HeartbeatItem = schema.HeartbeatItem
 	// HeartbeatResponse is schema.HeartbeatResponse.
 	HeartbeatResponse = schema.HeartbeatResponse
+	// ReapResponse is schema.ReapResponse.
+	ReapResponse = schema.ReapResponse
 	// NowResponse is schema.NowResponse.
 	NowResponse = schema.NowResponse
 	// LeaseJSON is schema.LeaseJSON.

@@ -363,7 +363,11 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"reaped": n})
+	out := ReapResponse{Reaped: n}
+	if s.opts.ReapInterval > 0 {
+		out.ReapsEvery = s.opts.ReapInterval.String()
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -346,6 +346,13 @@ func TestServerReaper(t *testing.T) {
 		all := listAll(t, s)
 		return len(all) == 1 && all[0].ID == long.Instance.ID
 	})
+	// A reap request's answer says that this server reaps by itself, and
+	// how often (without a reaper it says nothing: TestReapNowAndLeases).
+	code, b := call(t, "POST", s.url+"/v1/reap?reachable_for=1s", nil)
+	var r httpapi.ReapResponse
+	if code != 200 || json.Unmarshal(b, &r) != nil || r.ReapsEvery != "50ms" {
+		t.Fatalf("reap on a server that reaps: %d %s", code, b)
+	}
 }
 
 // TestExpiredRegistrationCanBeTakenOver: once a row has expired (its owner

@@ -108,6 +108,10 @@ type Client struct {
 	secrets map[string]string // id -> secret returned at registration
 
 	watchers atomic.Int64
+
+	// serverReaps is when (Unix ns) ReapGrace asks the server again after
+	// it said it reaps by itself; zero until it has.
+	serverReaps atomic.Int64
 }
 
 // Open returns a client of the server at rawURL (http://HOST:PORT or
@@ -344,9 +348,7 @@ func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error)
 	if olderThan > 0 {
 		path += "?older_than=" + url.QueryEscape(olderThan.String())
 	}
-	var out struct {
-		Reaped int `json:"reaped"`
-	}
+	var out schema.ReapResponse
 	err := c.do(ctx, http.MethodPost, path, nil, &out)
 	return out.Reaped, err
 }
@@ -356,6 +358,14 @@ func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error)
 // how long it has itself been reachable to the catalog, in one request; no
 // row is sent to this client. (A server older than this client ignores
 // reachable_for and reaps without a grace.)
+//
+// It is what a Bootstrap's reaper calls, every few seconds in every
+// process. A server that runs its own reaper says so in its answer
+// (reaps_every); for leaveReaps after such an answer ReapGrace leaves
+// reaping to the server and returns 0 without a request. 200 clients that
+// reap every 5 s then send the server about 3 reap requests a second
+// between them instead of 40, and a server whose reaper was turned off is
+// reaped by its clients again within leaveReaps.
 func (c *Client) ReapGrace(ctx context.Context, reachableFor time.Duration) (int, error) {
 	if reachableFor < 0 {
 		return 0, &switchboard.FieldError{Field: "reachableFor", Value: reachableFor.String(), Reason: "must not be negative"}
@@ -363,12 +373,22 @@ func (c *Client) ReapGrace(ctx context.Context, reachableFor time.Duration) (int
 	if reachableFor < time.Millisecond {
 		return 0, nil // no TTL is shorter: nothing is outside its grace
 	}
-	var out struct {
-		Reaped int `json:"reaped"`
+	if time.Now().UnixNano() < c.serverReaps.Load() {
+		return 0, nil
 	}
+	var out schema.ReapResponse
 	err := c.do(ctx, http.MethodPost, "/v1/reap?reachable_for="+url.QueryEscape(reachableFor.String()), nil, &out)
+	if err == nil && out.ReapsEvery != "" {
+		if every, perr := time.ParseDuration(out.ReapsEvery); perr == nil && every > 0 {
+			c.serverReaps.Store(time.Now().Add(leaveReaps).UnixNano())
+		}
+	}
 	return out.Reaped, err
 }
+
+// leaveReaps is how long a client leaves reaping to a server that said it
+// reaps by itself.
+const leaveReaps = time.Minute
 
 // Now implements switchboard.Catalog: the catalog's clock, read through
 // the server.

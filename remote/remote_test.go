@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +338,49 @@ func TestTwoServersOnePostgres(t *testing.T) {
 	}
 	if ev := w.next(); ev.Kind != switchboard.EventRemoved || ev.Reason != switchboard.ReasonDeregistered {
 		t.Fatalf("removal on B: %+v", ev)
+	}
+}
+
+// TestReapGraceLeavesReapingToAServerThatReaps: a Bootstrap's reaper
+// (ReapGrace) asks a server that runs its own reaper once, then leaves
+// reaping to it; a server without one is asked every time. Reap (an
+// operator's explicit reap) always reaches the server.
+func TestReapGraceLeavesReapingToAServerThatReaps(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		want     int64 // reap requests the server sees for three ReapGrace calls
+	}{
+		{"server reaps", time.Hour, 1},
+		{"server does not reap", -1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := httpapi.New(testkit.OpenSQLite(t), httpapi.Options{ReapInterval: tc.interval, Logger: quiet})
+			t.Cleanup(func() { api.Close() })
+			var reaps atomic.Int64
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/reap" {
+					reaps.Add(1)
+				}
+				api.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hs.Close)
+			c := client(t, hs.URL, remote.Config{})
+			ctx := context.Background()
+			for range 3 {
+				if _, err := c.ReapGrace(ctx, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := reaps.Load(); got != tc.want {
+				t.Fatalf("%d reap requests for 3 ReapGrace calls, want %d", got, tc.want)
+			}
+			if _, err := c.Reap(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := reaps.Load(); got != tc.want+1 {
+				t.Fatalf("Reap did not reach the server: %d requests", got)
+			}
+		})
 	}
 }

@@ -57,6 +57,15 @@ type HeartbeatItem struct {
 	Secret string `json:"secret"`
 }
 
+// ReapResponse is the body of a successful POST /v1/reap.
+type ReapResponse struct {
+	Reaped int `json:"reaped"`
+	// ReapsEvery is the period of the server's own reaper ("10s"), absent
+	// when it has none. A client's Bootstrap leaves reaping to a server
+	// that reaps by itself (remote.Client.ReapGrace).
+	ReapsEvery string `json:"reaps_every,omitempty"`
+}
+
 // HeartbeatResponse lists the ids that have no row (register them again).
 type HeartbeatResponse struct {
 	Missing []string `json:"missing"`
