@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -17,7 +18,7 @@ import (
 
 // store says how a process reaches one system under measurement.
 type store struct {
-	Kind   string // "etcd" or "switchboard"
+	Kind   string // "etcd", "switchboard" or "floor"
 	DSN    string // switchboard: the catalog DSN; etcd: the client URL
 	Prefix string // etcd: the key prefix of this measurement
 }
@@ -63,6 +64,9 @@ func dial(ctx context.Context, st store) (client, error) {
 		return &sbClient{cat: cat}, nil
 	case "etcd":
 		return dialEtcd(ctx, st)
+	case "floor":
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		return &floorClient{url: st.DSN, http: &http.Client{Transport: tr}}, nil
 	}
 	return nil, fmt.Errorf("unknown store kind %q", st.Kind)
 }

@@ -47,7 +47,11 @@ type config struct {
 }
 
 func main() {
-	if role := os.Getenv(roleEnv); role != "" {
+	switch role := os.Getenv(roleEnv); role {
+	case "":
+	case floorRole:
+		os.Exit(runFloorServer())
+	default:
 		os.Exit(runChild(role))
 	}
 	log.SetFlags(log.Ltime)
@@ -55,7 +59,7 @@ func main() {
 	var cfg config
 	var parts, systems, watchers string
 	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet)")
-	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, serve-sqlite: SQLite through switchboard serve; the serve ones fleet only)")
+	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, serve-sqlite: SQLite through switchboard serve; floor: a bare Go HTTP server with no catalog; the serve ones and floor fleet only)")
 	flag.StringVar(&cfg.etcdBin, "etcd", "etcd", "the etcd server binary")
 	flag.StringVar(&cfg.sbBin, "switchboard", "", "the switchboard binary, for the serve tier (needed by -systems serve)")
 	flag.IntVar(&cfg.churnProcs, "churn-procs", 12, "write churn: writer processes")
@@ -242,6 +246,11 @@ func measureAll(ctx context.Context, cfg config) (*results, error) {
 		}
 		if cfg.systems["serve-sqlite"] {
 			s := serveSQLiteSystem(tmp, cfg.sbBin)
+			fleet = append(fleet, s)
+			res.names[s.key] = s.name
+		}
+		if cfg.systems["floor"] {
+			s := floorSystem()
 			fleet = append(fleet, s)
 			res.names[s.key] = s.name
 		}

@@ -203,6 +203,10 @@ func printTable(w io.Writer, cfg config, res *results) {
 				}())
 		}
 	}
+	if r, ok := res.fleet["floor"]; ok && cfg.parts["fleet"] {
+		fmt.Fprintf(w, "\nThe floor, with no catalog: %d processes × %d ids, each process sending its ids in one JSON POST a second over `net/http` to a bare Go HTTP server that keeps them in a map: CPU of the processes + the server = %.3f + %.3f = **%.3f** cores; %s.\n",
+			r.Procs, r.Each, r.ClientCores, r.ServerCores, r.ClientCores+r.ServerCores, fleetHealth(r))
+	}
 	for _, e := range res.errs {
 		fmt.Fprintf(w, "\nFailed: %s\n", e)
 	}
