@@ -109,5 +109,8 @@
 // once the server has been reachable to the catalog (its mirror synced) for
 // that row's TTL, and, given ?reachable_for=, the client too. No row is
 // sent to the client, so 200 clients starting at once cost the server 40
-// small requests a second, not 200 listings of the catalog.
+// small requests a second, not 200 listings of the catalog. The answer
+// says how often the server reaps by itself ("reaps_every", absent when
+// its reaper is off); a remote client's Bootstrap then leaves reaping to
+// the server for a minute at a time, and the 40 requests become about 3.
 package httpapi
