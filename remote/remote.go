@@ -131,6 +131,7 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 64
+		tr.WriteBufferSize = writeBuffer
 		if cfg.TLS != nil {
 			tr.TLSClientConfig = cfg.TLS
 		}
@@ -268,6 +269,13 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	c.mu.Unlock()
 	return out.Instance, nil
 }
+
+// writeBuffer is the size of the client's buffer for a request: with the
+// transport's default of 4 KiB, a heartbeat of 50 registrations (ids and
+// secrets, ~5 KiB) took two write system calls, and a process's share of a
+// large fleet is mostly system calls and wake-ups. Up to ~600 ids now go
+// out in one.
+const writeBuffer = 64 << 10
 
 // heartbeatChunk keeps each request well under the server's 1 MiB limit.
 const heartbeatChunk = 2000
