@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -36,34 +35,7 @@ func floorSystem() system {
 		}
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), roleEnv+"="+floorRole)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		errs := &tailBuffer{max: 4096}
-		cmd.Stderr = errs
-		out, err := cmd.StdoutPipe()
-		if err == nil {
-			err = cmd.Start()
-		}
-		if err != nil {
-			return store{}, nil, nil, fmt.Errorf("floor server: %w", err)
-		}
-		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-		addr := make(chan string, 1)
-		go func() {
-			var l string
-			_, _ = fmt.Fscanln(out, &l)
-			addr <- l
-		}()
-		select {
-		case a := <-addr:
-			if a == "" {
-				stop()
-				return store{}, nil, nil, fmt.Errorf("floor server did not start: %s", errs)
-			}
-			return store{Kind: "floor", DSN: "http://" + a}, func() []int { return []int{cmd.Process.Pid} }, stop, nil
-		case <-time.After(30 * time.Second):
-			stop()
-			return store{}, nil, nil, fmt.Errorf("floor server did not start: %s", errs)
-		}
+		return startServer(cmd, "floor", func() []int { return nil }, func() {})
 	}}
 }
 
@@ -74,8 +46,8 @@ type floorBody struct {
 	Missing []string `json:"missing"`
 }
 
-// runFloorServer is the floor's server process: it prints its address and
-// serves until killed.
+// runFloorServer is the floor's server process: it says where it listens
+// (as serve does) and serves until stopped.
 func runFloorServer() int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,7 +90,7 @@ func runFloorServer() int {
 		mu.Unlock()
 		fmt.Fprintln(w, n)
 	})
-	fmt.Println(ln.Addr().String())
+	fmt.Printf("floor: listening on http://%s\n", ln.Addr())
 	fmt.Fprintln(os.Stderr, http.Serve(ln, mux))
 	return 1
 }

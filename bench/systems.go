@@ -140,7 +140,14 @@ func serveSQLiteSystem(dir, bin string) system {
 // its http:// store; the server's processes are serve's and those others
 // lists; cleanup runs after serve has stopped.
 func startServe(bin, dsn string, others func() []int, cleanup func()) (store, func() []int, func(), error) {
-	cmd := exec.Command(bin, "--dsn", dsn, "serve", "--listen", "127.0.0.1:0")
+	return startServer(exec.Command(bin, "--dsn", dsn, "serve", "--listen", "127.0.0.1:0"), "switchboard", others, cleanup)
+}
+
+// startServer runs cmd, a server whose first line on stdout says
+// "listening on URL", and returns the store of kind at that URL; the
+// server's processes are cmd's and those others lists; cleanup runs after
+// cmd has stopped.
+func startServer(cmd *exec.Cmd, kind string, others func() []int, cleanup func()) (store, func() []int, func(), error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errs := &tailBuffer{max: 4096}
 	cmd.Stderr = errs
@@ -150,7 +157,7 @@ func startServe(bin, dsn string, others func() []int, cleanup func()) (store, fu
 	}
 	if err != nil {
 		cleanup()
-		return store{}, nil, nil, fmt.Errorf("%s serve: %w", bin, err)
+		return store{}, nil, nil, fmt.Errorf("%s: %w", cmd.Path, err)
 	}
 	stopServe := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -179,14 +186,14 @@ func startServe(bin, dsn string, others func() []int, cleanup func()) (store, fu
 		_, rest, ok := strings.Cut(l, "listening on ")
 		if !ok {
 			stopServe()
-			return store{}, nil, nil, fmt.Errorf("serve: %q %s", l, errs)
+			return store{}, nil, nil, fmt.Errorf("%s: %q %s", cmd.Path, l, errs)
 		}
 		u, _, _ := strings.Cut(rest, " ")
 		pids := func() []int { return append(others(), cmd.Process.Pid) }
-		return store{Kind: "switchboard", DSN: u}, pids, stopServe, nil
+		return store{Kind: kind, DSN: u}, pids, stopServe, nil
 	case <-time.After(60 * time.Second):
 		stopServe()
-		return store{}, nil, nil, fmt.Errorf("serve did not start: %s", errs)
+		return store{}, nil, nil, fmt.Errorf("%s did not start: %s", cmd.Path, errs)
 	}
 }
 
