@@ -12,8 +12,11 @@
 // on. It is a module of its own so that the main module never depends on
 // the etcd client, and it uses Switchboard's public API only.
 //
-// Children (the writers, watchers and fleet processes) are this program run
-// again with SWITCHBOARD_BENCH_ROLE set.
+// With -systems floor it also runs the fleet against a bare Go HTTP server
+// with no catalog (floor.go): what the same traffic costs any Go tier.
+//
+// Children (the writers, watchers and fleet processes, and the floor's
+// server) are this program run again with SWITCHBOARD_BENCH_ROLE set.
 package main
 
 import (
