@@ -66,10 +66,11 @@ func runFloorServer() int {
 			return
 		}
 		out := floorBody{Missing: []string{}}
+		add := r.URL.Query().Get("add") != ""
 		now := time.Now()
 		mu.Lock()
 		for _, id := range in.IDs {
-			if _, ok := seen[id]; !ok && r.URL.Query().Get("add") == "" {
+			if _, ok := seen[id]; !ok && !add {
 				out.Missing = append(out.Missing, id)
 				continue
 			}
