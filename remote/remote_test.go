@@ -182,8 +182,6 @@ func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
 	}
 }
 
-// TestSecretsAcrossClients: a second client cannot renew, re-register or
-// deregister the first one's registration.
 // A registration without an id gets one from the client: a UUID v4 with
 // the client's prefix (its rows sit together in a SQLite catalog behind the
 // server), which the server accepts as any new id and secures as usual.
@@ -215,6 +213,8 @@ func TestClientGeneratesItsIDs(t *testing.T) {
 	}
 }
 
+// TestSecretsAcrossClients: a second client cannot renew, re-register or
+// deregister the first one's registration.
 func TestSecretsAcrossClients(t *testing.T) {
 	ctx := context.Background()
 	cat := testkit.OpenSQLite(t)
