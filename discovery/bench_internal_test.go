@@ -118,9 +118,14 @@ var pickSink switchboard.Instance
 
 // BenchmarkPickFloor measures what bounds a random pick among 100,000: the
 // member at a random index of the capability bucket "all" put together as
-// an Instance, from the bucket's tree ("tree", what PickRandom does after
-// finding the bucket) and from a flat copy of its records in one array
-// ("array": no tree to descend, only the random index's own cache miss).
+// an Instance, from the bucket's slots ("slots", what PickRandom does after
+// finding the bucket) and from a flat copy of the same records in one
+// array ("array": no structure to descend, only the random index's own
+// cache miss). In these loops consecutive picks are independent, so the
+// processor overlaps one pick's miss with the next one's; "array-chained"
+// makes each index depend on the record read before it (a zero derived
+// from it), which leaves one whole miss per pick: what a pick costs a
+// caller that uses the instance before picking again.
 func BenchmarkPickFloor(b *testing.B) {
 	w := newWriter()
 	for i := 0; i < 100000; i++ {
@@ -129,22 +134,27 @@ func BenchmarkPickFloor(b *testing.B) {
 	}
 	s := w.snapshot()
 	bk := lookupBucket(&s.caps, hashID("all"), "all")
-	flat := make([]rec, 0, bk.set.n)
-	bk.set.each(func(r rec) bool { flat = append(flat, r); return true })
-	for _, v := range []struct {
-		name string
-		at   func(int) *rec
-	}{
-		{"tree", bk.set.ptrAt},
-		{"array", func(i int) *rec { return &flat[i] }},
-	} {
-		b.Run(v.name, func(b *testing.B) {
+	flat := make([]rec, 0, bk.pool.n)
+	for i := range bk.pool.n {
+		flat = append(flat, *bk.pool.at(i))
+	}
+	run := func(name string, pick func() switchboard.Instance) {
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			cpu := processCPU()
 			defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
 			for b.Loop() {
-				pickSink = v.at(rand.IntN(len(flat))).instance()
+				pickSink = pick()
 			}
 		})
 	}
+	run("slots", func() switchboard.Instance { return bk.pool.at(rand.IntN(len(flat))).instance() })
+	run("array", func() switchboard.Instance { return flat[rand.IntN(len(flat))].instance() })
+	var prev *rec = &flat[0]
+	run("array-chained", func() switchboard.Instance {
+		// reg is a positive Unix time: the shift is 0, known only once
+		// the record is loaded.
+		prev = &flat[rand.IntN(len(flat))^int(uint64(prev.reg)>>63)]
+		return prev.instance()
+	})
 }

@@ -335,19 +335,29 @@ func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
 
 // has reports whether an element equal to x is in the tree.
 func (t *tree[T]) has(x T, cmp func(a, b T) int) bool {
+	_, ok := t.get(x, cmp)
+	return ok
+}
+
+// get returns the element equal to x, as the leaf holds it.
+func (t *tree[T]) get(x T, cmp func(a, b T) int) (T, bool) {
+	var zero T
 	n := t.root
 	if n == nil {
-		return false
+		return zero, false
 	}
 	for {
 		i, found := search(n.items, x, cmp)
-		if found {
-			return true
+		if n.leaf() {
+			if found {
+				return n.items[i], true
+			}
+			return zero, false
 		}
-		if n.leaf() || i == 0 {
-			return false
+		if !found && i == 0 {
+			return zero, false
 		}
-		n = n.kids[i-1]
+		n = n.kids[child(i, found)]
 	}
 }
 

@@ -8,8 +8,9 @@
 // one path per index it touches and every published version stays intact
 // for its readers (see Snapshot). Each instance is held as a compact
 // record; what instances repeat (names, types, capability lists, metadata
-// maps) is shared between them, and capability buckets hold their members'
-// records in their leaves, so that a pick reads one leaf.
+// maps) is shared between them, and each capability also keeps a copy of
+// its members' records in numbered slots, so that a pick finds its record
+// by shifts and reads one cache line (see slots).
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service".
@@ -216,14 +217,15 @@ func (c *Cache) Get(id string) (switchboard.Instance, bool) { return c.snap.Load
 func (c *Cache) Lookup(q switchboard.Query) []switchboard.Instance { return c.snap.Load().Lookup(q) }
 
 // PickRoundRobin returns the next active instance with capability cp,
-// cycling through them in name, id order; false when there is none. It
-// takes O(log n) and allocates nothing.
+// cycling through the capability's slots; false when there is none. It
+// finds the capability in O(log n) of the number of capabilities, then
+// the member in O(1), and allocates nothing.
 func (c *Cache) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRoundRobin(cp)
 }
 
 // PickRandom returns a uniformly random active instance with capability cp
-// (O(log n), no allocation).
+// (the capability in O(log n), the member in O(1), no allocation).
 func (c *Cache) PickRandom(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRandom(cp)
 }

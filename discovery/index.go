@@ -40,7 +40,7 @@ type writer struct {
 	all   tree[*rec]
 	names tree[keyed[*rec]]
 	types tree[keyed[*rec]]
-	caps  tree[keyed[rec]] // records by value: see rec
+	caps  tree[keyed[member]]
 	in    *interner
 
 	changes []change // since the last publish
@@ -83,16 +83,16 @@ func (w *writer) put(in *switchboard.Instance) {
 		}
 		for _, c := range old.sh.caps {
 			if renamed || !p.hasCapability(c) {
-				leave(w, &w.caps, c, *old, cmpRec)
+				leaveCap(w, c, old)
 			}
 		}
 	}
 	w.ids.set(idEntry{h, p}, w.ep, cmpIDEntry)
 	w.all.set(p, w.ep, cmpNameID)
-	join(w, &w.names, p.sh.name, p, cmpNameID, false)
-	join(w, &w.types, p.sh.typ, p, cmpNameID, false)
+	join(w, &w.names, p.sh.name, p, cmpNameID)
+	join(w, &w.types, p.sh.typ, p, cmpNameID)
 	for _, c := range p.sh.caps {
-		join(w, &w.caps, c, *p, cmpRec, true)
+		joinCap(w, c, p)
 	}
 	if old != nil {
 		w.in.release(old)
@@ -111,38 +111,86 @@ func (w *writer) remove(id string) {
 	leave(w, &w.names, old.sh.name, old, cmpNameID)
 	leave(w, &w.types, old.sh.typ, old, cmpNameID)
 	for _, c := range old.sh.caps {
-		leave(w, &w.caps, c, *old, cmpRec)
+		leaveCap(w, c, old)
 	}
 	w.in.release(old)
 	w.changes = append(w.changes, change{old: old})
 }
 
 // mine returns b if it belongs to the current epoch, or a new version of
-// it (same members, cursor carried over) that does and replaces it in idx.
+// it (same members, slots and cursor carried over) that does and replaces
+// it in idx.
 func mine[T any](w *writer, idx *tree[keyed[T]], h uint64, b *bucket[T]) *bucket[T] {
 	if b.epoch == w.ep {
 		return b
 	}
 	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
+	if b.pool != nil {
+		pool := *b.pool
+		nb.pool = &pool
+	}
 	idx.set(keyed[T]{h, nb}, w.ep, cmpKeyed[T])
 	return nb
 }
 
-// join puts x into the bucket key of idx; capability buckets get a
-// round-robin cursor.
-func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int, cursor bool) {
+// join puts x into the bucket key of idx, making the bucket if it is new.
+func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
 	h := hashID(key)
 	b := lookupBucket(idx, h, key)
 	if b == nil {
 		b = &bucket[T]{key: key, epoch: w.ep}
-		if cursor {
-			b.rr = new(atomic.Uint64)
-		}
 		idx.set(keyed[T]{h, b}, w.ep, cmpKeyed[T])
 	} else {
 		b = mine(w, idx, h, b)
 	}
 	b.set.set(x, w.ep, cmp)
+}
+
+// joinCap puts p into the bucket of capability c: its copy into a new
+// slot, or, when p replaces a record of the same name and id, into that
+// record's slot. A new capability bucket gets its slots and round-robin
+// cursor.
+func joinCap(w *writer, c string, p *rec) {
+	h := hashID(c)
+	b := lookupBucket(&w.caps, h, c)
+	if b == nil {
+		b = &bucket[member]{key: c, epoch: w.ep, pool: &slots{}, rr: new(atomic.Uint64)}
+		w.caps.set(keyed[member]{h, b}, w.ep, cmpKeyed[member])
+	} else {
+		b = mine(w, &w.caps, h, b)
+	}
+	if e, ok := b.set.get(member{p: p}, cmpMember); ok {
+		b.pool.set(int(e.slot), p, w.ep)
+		b.set.set(member{p, e.slot}, w.ep, cmpMember)
+		return
+	}
+	slot := b.pool.push(p, w.ep)
+	b.set.set(member{p, int32(slot)}, w.ep, cmpMember)
+}
+
+// leaveCap takes the record of old's name and id out of the bucket of
+// capability c: out of its tree, and out of its slot, which the last
+// slot's record then takes (its member is told its new slot).
+func leaveCap(w *writer, c string, old *rec) {
+	h := hashID(c)
+	b := lookupBucket(&w.caps, h, c)
+	if b == nil {
+		return
+	}
+	e, ok := b.set.get(member{p: old}, cmpMember)
+	if !ok {
+		return
+	}
+	if b.set.n == 1 {
+		w.caps.delete(keyed[member]{h, b}, w.ep, cmpKeyed[member])
+		return
+	}
+	b = mine(w, &w.caps, h, b)
+	b.set.delete(e, w.ep, cmpMember)
+	if moved := b.pool.remove(int(e.slot), w.ep); moved != nil {
+		m, _ := b.set.get(member{p: moved}, cmpMember)
+		b.set.set(member{m.p, e.slot}, w.ep, cmpMember)
+	}
 }
 
 // leave takes x out of the bucket key of idx, and the bucket out of idx

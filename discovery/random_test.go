@@ -274,11 +274,10 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
 		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
 	}
-	// Every tree's structure, the indexes' own included (their picks by
-	// index are not used, but their heads are kept all the same).
+	// Every tree's structure, the indexes of buckets included.
 	check(t, &s.all, cmpNameID, slices.Collect(func(yield func(*rec) bool) { s.all.each(yield) }))
 	check(t, &s.ids, cmpIDEntry, slices.Collect(func(yield func(idEntry) bool) { s.ids.each(yield) }))
-	check(t, &s.caps, cmpKeyed[rec], slices.Collect(func(yield func(keyed[rec]) bool) { s.caps.each(yield) }))
+	check(t, &s.caps, cmpKeyed[member], slices.Collect(func(yield func(keyed[member]) bool) { s.caps.each(yield) }))
 	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
 		check(t, idx, cmpKeyed[*rec], slices.Collect(func(yield func(keyed[*rec]) bool) { idx.each(yield) }))
 	}
@@ -295,9 +294,10 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 			return true
 		})
 	}
-	// A capability bucket holds copies of the records: each must be the
-	// record the index by id holds now.
-	s.caps.each(func(e keyed[rec]) bool {
+	// A capability bucket's tree points to the records the index by id
+	// holds now; each member's slot holds a copy of its record, and the
+	// slots are exactly the members.
+	s.caps.each(func(e keyed[member]) bool {
 		b := e.b
 		if e.h != hashID(b.key) {
 			t.Fatalf("bucket %q under another hash", b.key)
@@ -305,10 +305,19 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if b.set.n == 0 {
 			t.Fatalf("empty bucket %q kept", b.key)
 		}
-		check(t, &b.set, cmpRec, slices.Collect(func(yield func(rec) bool) { b.set.each(yield) }))
-		b.set.each(func(r rec) bool {
-			if p := lookupID(&s.ids, hashID(r.id), r.id); p == nil || !sameRec(p, &r) {
-				t.Fatalf("capability %s holds a record of %s that is not the current one", b.key, r.id)
+		check(t, &b.set, cmpMember, slices.Collect(func(yield func(member) bool) { b.set.each(yield) }))
+		checkSlots(t, b.pool, b.set.n)
+		taken := make([]bool, b.pool.n)
+		b.set.each(func(m member) bool {
+			if p := lookupID(&s.ids, hashID(m.p.id), m.p.id); p != m.p {
+				t.Fatalf("capability %s points to a record of %s that is not the current one", b.key, m.p.id)
+			}
+			if m.slot < 0 || int(m.slot) >= b.pool.n || taken[m.slot] {
+				t.Fatalf("capability %s: %s in slot %d of %d, taken before: %v", b.key, m.p.id, m.slot, b.pool.n, int(m.slot) < len(taken) && m.slot >= 0 && taken[m.slot])
+			}
+			taken[m.slot] = true
+			if r := b.pool.at(int(m.slot)); !sameRec(m.p, r) {
+				t.Fatalf("capability %s: slot %d holds %s, not the current record of %s", b.key, m.slot, r.id, m.p.id)
 			}
 			return true
 		})
@@ -415,12 +424,12 @@ func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
 	exactlyOnce := func(v version) {
 		t.Helper()
 		b := lookupBucket(&v.s.caps, hashID(cp), cp)
-		if b == nil || b.set.n != len(v.ids) {
+		if b == nil || b.set.n != len(v.ids) || b.pool.n != len(v.ids) {
 			t.Fatalf("seed %d: no bucket of %d members", seed, len(v.ids))
 		}
 		hits := make(map[string]int, len(v.ids))
-		for i := range b.set.n {
-			hits[b.set.ptrAt(i).id]++
+		for i := range b.pool.n {
+			hits[b.pool.at(i).id]++
 		}
 		for _, id := range v.ids {
 			if hits[id] != 1 {

@@ -17,11 +17,11 @@ import (
 // back together from the two when a lookup returns it, without allocating.
 //
 // The records are small enough to be kept twice: once on their own, which
-// the index by id, the listing by name and the name and type buckets point
-// to, and once by value in the leaves of each capability bucket they are
-// in, so that a pick reads one leaf, and a round robin walks the leaves in
-// order, instead of following a pointer to wherever the instance was
-// allocated (a cache miss, and at 100,000 instances mostly a TLB miss too).
+// every index points to, and once by value in a slot of each capability
+// they have (see slots), so that a pick reads the slot's record instead of
+// first following a pointer to wherever the instance was allocated (a
+// cache miss, and at 100,000 instances mostly a TLB miss too), and a round
+// robin walks the slots in order.
 
 // rec is an instance as the cache holds it: 64 bytes, one cache line (a
 // random pick among 100,000 is one miss on its record, not two when a
@@ -146,6 +146,3 @@ func cmpNameID(a, b *rec) int {
 	}
 	return strings.Compare(a.id, b.id)
 }
-
-// cmpRec is cmpNameID for records held by value.
-func cmpRec(a, b rec) int { return cmpNameID(&a, &b) }

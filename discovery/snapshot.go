@@ -19,7 +19,7 @@ type Snapshot struct {
 	all   tree[*rec]    // by name, then id
 	names tree[keyed[*rec]]
 	types tree[keyed[*rec]]
-	caps  tree[keyed[rec]]
+	caps  tree[keyed[member]]
 	stale bool
 	err   error
 
@@ -28,15 +28,27 @@ type Snapshot struct {
 
 // bucket is the instances that share one name, type or capability, by
 // name then id, in one version: pointers to their records (T is *rec), or,
-// for a capability, the records themselves (T is rec). A new version of a
-// bucket is made only when its own members change.
+// for a capability, members (T is member), each a pointer to its record
+// and the number of the slot in pool that holds a copy of it. A new
+// version of a bucket is made only when its own members change.
 type bucket[T any] struct {
 	key   string
 	epoch uint64
 	set   tree[T]
+	pool  *slots                                 // a capability's slots: what picks read
 	rr    *atomic.Uint64                         // round-robin cursor of a capability, kept across versions
 	list  atomic.Pointer[[]switchboard.Instance] // the ordered listing, built on first use
 }
+
+// member is an element of a capability bucket's tree: the record, and the
+// slot of the bucket's pool that holds its copy.
+type member struct {
+	p    *rec
+	slot int32
+}
+
+// cmpMember orders a capability's members by name, then id.
+func cmpMember(a, b member) int { return cmpNameID(a.p, b.p) }
 
 // keyed is an element of an index of buckets: the bucket with a hash of
 // its key, so that a lookup compares integers held in the node instead of
@@ -133,23 +145,23 @@ func lookupBucket[T any](idx *tree[keyed[T]], h uint64, key string) *bucket[T] {
 }
 
 // members is what a query reads: one index, whose elements are pointers to
-// records or (a capability bucket) records.
+// records or (a capability bucket) members.
 type members struct {
 	ptrs *tree[*rec]
-	vals *tree[rec]
+	caps *tree[member]
 }
 
 func (m members) len() int {
-	if m.vals != nil {
-		return m.vals.n
+	if m.caps != nil {
+		return m.caps.n
 	}
 	return m.ptrs.n
 }
 
 // each calls fn for every record in order until fn returns false.
 func (m members) each(fn func(*rec) bool) {
-	if m.vals != nil {
-		m.vals.eachPtr(fn)
+	if m.caps != nil {
+		m.caps.each(func(e member) bool { return fn(e.p) })
 	} else {
 		m.ptrs.each(fn)
 	}
@@ -191,7 +203,7 @@ func (s *Snapshot) ByCapability(cp string) []switchboard.Instance {
 	if b == nil {
 		return nil
 	}
-	return b.listing(members{vals: &b.set})
+	return b.listing(members{caps: &b.set})
 }
 
 // ByName returns the active instances named name, by id (shared; do not
@@ -240,7 +252,7 @@ func (s *Snapshot) Count(q switchboard.Query) int {
 
 var (
 	emptySet  tree[*rec]
-	emptyVals tree[rec]
+	emptyCaps tree[member]
 )
 
 // source returns the smallest index that holds what q selects, and whether
@@ -259,9 +271,9 @@ func (s *Snapshot) source(q switchboard.Query) (members, bool) {
 	if q.Capability != "" {
 		b := lookupBucket(&s.caps, hashID(q.Capability), q.Capability)
 		if b != nil {
-			consider(members{vals: &b.set}, true)
+			consider(members{caps: &b.set}, true)
 		} else {
-			consider(members{vals: &emptyVals}, false)
+			consider(members{caps: &emptyCaps}, false)
 		}
 	}
 	for _, f := range []struct {
@@ -317,15 +329,16 @@ func (s *Snapshot) Lookup(q switchboard.Query) []switchboard.Instance {
 func (s *Snapshot) Stale() (bool, error) { return s.stale, s.err }
 
 // PickRoundRobin returns the next instance with capability cp, cycling
-// through them in name, id order; false when there is none. The cursor is
-// the capability's, shared by every version.
+// through them in the order of the capability's slots; false when there is
+// none. The cursor is the capability's, shared by every version: in a
+// stable set every member is picked once per cycle.
 func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 	b := lookupBucket(&s.caps, hashID(cp), cp)
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
 	n := b.rr.Add(1) - 1
-	return b.set.ptrAt(int(n % uint64(b.set.n))).instance(), true
+	return b.pool.at(int(n % uint64(b.pool.n))).instance(), true
 }
 
 // PickRandom returns a uniformly random instance with capability cp.
@@ -334,5 +347,5 @@ func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
-	return b.set.ptrAt(rand.IntN(b.set.n)).instance(), true
+	return b.pool.at(rand.IntN(b.pool.n)).instance(), true
 }
