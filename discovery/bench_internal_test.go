@@ -90,30 +90,6 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkAt measures the i-th element of a tree of 100,000, at random
-// and in order.
-func BenchmarkAt(b *testing.B) {
-	var tr tree[int]
-	for i := 0; i < 100000; i++ {
-		tr.set(i, 1, func(a, b int) int { return a - b })
-	}
-	idx := rand.Perm(100000)
-	b.Run("random", func(b *testing.B) {
-		k, sum := 0, 0
-		for b.Loop() {
-			sum += tr.at(idx[k%len(idx)])
-			k++
-		}
-	})
-	b.Run("in-order", func(b *testing.B) {
-		k, sum := 0, 0
-		for b.Loop() {
-			sum += tr.at(k % 100000)
-			k++
-		}
-	})
-}
-
 var pickSink switchboard.Instance
 
 // BenchmarkPickFloor measures what bounds a random pick among 100,000: the

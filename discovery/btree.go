@@ -5,17 +5,18 @@ import (
 	"slices"
 )
 
-// The cache's indexes are persistent (copy-on-write) B+ trees that count
-// their elements, so that one change copies only the path from the root to
-// one leaf (O(log n)), every published version stays valid for the readers
-// that hold it, and the i-th element (a pick) is found in O(log n) without
-// allocating.
+// The cache's indexes are persistent (copy-on-write) B+ trees, so that one
+// change copies only the path from the root to one leaf (O(log n)) and
+// every published version stays valid for the readers that hold it.
 //
 // Nodes carry the epoch they were created in. The writer mutates in place
 // the nodes of its current epoch, which no reader can reach yet, and copies
 // any older node before changing it; publishing a version ends the epoch.
 // A burst of changes (a snapshot of 100,000 instances) is therefore built
 // mostly in place, and a single change costs a few node copies.
+//
+// A pick does not use these trees: it reads a capability's slots (see
+// slots), which find the i-th member by shifts instead of by counts.
 
 const (
 	maxNode = 64          // elements of a leaf, children of an inner node
@@ -23,19 +24,11 @@ const (
 )
 
 // node is a B+ tree node. In a leaf, items are the elements in order. In an
-// inner node, items[i] is the first element under kids[i] and cum[i] counts
-// the elements under kids[0..i]. An inner node whose children are leaves
-// also holds, in heads[i], the items of kids[i] (the same slice): finding
-// the i-th element then reads the leaf's elements without first loading
-// the leaf, one dependent cache miss fewer when the leaves are cold. Every
-// change to a leaf goes through its parent, which sets heads again; other
-// nodes have no heads.
+// inner node, items[i] is the first element under kids[i].
 type node[T any] struct {
 	epoch uint64
 	items []T
 	kids  []*node[T]
-	cum   []int32
-	heads [][]T
 }
 
 // tree is one version of a persistent B+ tree; the zero value is empty.
@@ -50,14 +43,6 @@ func (n *node[T]) leaf() bool { return n.kids == nil }
 // size is the number of slots used: elements of a leaf, children otherwise.
 func (n *node[T]) size() int { return len(n.items) }
 
-// count is the number of elements under n.
-func (n *node[T]) count() int {
-	if n.leaf() {
-		return len(n.items)
-	}
-	return int(n.cum[len(n.cum)-1])
-}
-
 // own returns n if it belongs to epoch ep, or a copy of it that does.
 func own[T any](n *node[T], ep uint64) *node[T] {
 	if n.epoch == ep {
@@ -66,10 +51,6 @@ func own[T any](n *node[T], ep uint64) *node[T] {
 	c := &node[T]{epoch: ep, items: append(make([]T, 0, len(n.items)+1), n.items...)}
 	if !n.leaf() {
 		c.kids = append(make([]*node[T], 0, len(n.kids)+1), n.kids...)
-		c.cum = append(make([]int32, 0, len(n.cum)+1), n.cum...)
-	}
-	if n.heads != nil {
-		c.heads = append(make([][]T, 0, len(n.heads)+1), n.heads...)
 	}
 	return c
 }
@@ -98,38 +79,11 @@ func child(i int, found bool) int {
 	return i - 1
 }
 
-// refresh recomputes an inner node's separators, counts and heads from
-// its children.
-func (n *node[T]) refresh() {
-	var sum int32
-	for k, kid := range n.kids {
-		n.items[k] = kid.items[0]
-		sum += int32(kid.count())
-		n.cum[k] = sum
-		if n.heads != nil {
-			n.heads[k] = kid.items
-		}
-	}
-}
-
-// recount refreshes the separators, counts and heads of children from..to, which
-// changed, and moves the counts after them by d, the change in the number
-// of elements under n (reading every child would cost a cache miss each).
-func (n *node[T]) recount(from, to int, d int32) {
-	var sum int32
-	if from > 0 {
-		sum = n.cum[from-1]
-	}
+// separate sets the separators of children from..to (which changed) to
+// their first elements.
+func (n *node[T]) separate(from, to int) {
 	for k := from; k <= to && k < len(n.kids); k++ {
 		n.items[k] = n.kids[k].items[0]
-		sum += int32(n.kids[k].count())
-		n.cum[k] = sum
-		if n.heads != nil {
-			n.heads[k] = n.kids[k].items
-		}
-	}
-	for k := to + 1; k < len(n.cum); k++ {
-		n.cum[k] += d
 	}
 }
 
@@ -147,16 +101,8 @@ func (n *node[T]) split(ep uint64, after int) *node[T] {
 	n.items = n.items[:half]
 	if !n.leaf() {
 		r.kids = append(make([]*node[T], 0, maxNode+1), n.kids[half:]...)
-		r.cum = make([]int32, len(r.kids), maxNode+1)
 		clear(n.kids[half:])
 		n.kids = n.kids[:half]
-		n.cum = n.cum[:half]
-		if n.heads != nil {
-			r.heads = make([][]T, len(r.kids), maxNode+1)
-			clear(n.heads[half:])
-			n.heads = n.heads[:half]
-		}
-		r.refresh()
 	}
 	return r
 }
@@ -173,11 +119,7 @@ func (t *tree[T]) set(x T, ep uint64, cmp func(a, b T) int) bool {
 	right, added := t.root.set(x, ep, cmp)
 	if right != nil {
 		l := t.root
-		t.root = &node[T]{epoch: ep, items: make([]T, 2, 4), kids: []*node[T]{l, right}, cum: make([]int32, 2, 4)}
-		if l.leaf() {
-			t.root.heads = make([][]T, 2, 4)
-		}
-		t.root.refresh()
+		t.root = &node[T]{epoch: ep, items: []T{l.items[0], right.items[0]}, kids: []*node[T]{l, right}}
 	}
 	if added {
 		t.n++
@@ -200,22 +142,12 @@ func (n *node[T]) set(x T, ep uint64, cmp func(a, b T) int) (*node[T], bool) {
 		n.kids[j] = kid
 		right, added := kid.set(x, ep, cmp)
 		i = j + 1
-		var d int32
-		if added {
-			d = 1
-		}
 		if right != nil {
 			n.kids = slices.Insert(n.kids, j+1, right)
 			n.items = slices.Insert(n.items, j+1, right.items[0])
-			n.cum = slices.Insert(n.cum, j+1, 0)
-			if n.heads != nil {
-				n.heads = slices.Insert(n.heads, j+1, nil)
-			}
-			n.recount(j, j+1, d)
 			i++
-		} else {
-			n.recount(j, j, d)
 		}
+		n.separate(j, j)
 		if !added {
 			return nil, false
 		}
@@ -255,21 +187,17 @@ func (n *node[T]) delete(x T, ep uint64, cmp func(a, b T) int) {
 	n.kids[j] = kid
 	kid.delete(x, ep, cmp)
 	if kid.size() < minNode && len(n.kids) > 1 {
-		l, merged := n.rebalance(j, ep)
-		if merged {
-			n.recount(l, l, -1)
-		} else {
-			n.recount(l, l+1, -1)
-		}
+		l := n.rebalance(j, ep)
+		n.separate(l, l+1)
 		return
 	}
-	n.recount(j, j, -1)
+	n.separate(j, j)
 }
 
 // rebalance fixes the underfull child j by merging it with a sibling, or,
 // when both would not fit in one node, by sharing their slots evenly. It
-// returns the index of the left one of the two, and whether they merged.
-func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
+// returns the index of the left one of the two.
+func (n *node[T]) rebalance(j int, ep uint64) int {
 	l, r := j, j+1
 	if r == len(n.kids) {
 		l, r = j-1, j
@@ -280,19 +208,10 @@ func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
 		a.items = append(a.items, b.items...)
 		if !a.leaf() {
 			a.kids = append(a.kids, b.kids...)
-			a.cum = append(a.cum, b.cum...)
-			if a.heads != nil {
-				a.heads = append(a.heads, b.heads...)
-			}
-			a.refresh()
 		}
 		n.kids = slices.Delete(n.kids, r, r+1)
 		n.items = slices.Delete(n.items, r, r+1)
-		n.cum = slices.Delete(n.cum, r, r+1)
-		if n.heads != nil {
-			n.heads = slices.Delete(n.heads, r, r+1)
-		}
-		return l, true
+		return l
 	}
 	want := (a.size() + b.size()) / 2
 	if k := want - a.size(); k > 0 { // move b's first k to a's end
@@ -300,13 +219,7 @@ func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
 		b.items = slices.Delete(b.items, 0, k)
 		if !a.leaf() {
 			a.kids = append(a.kids, b.kids[:k]...)
-			a.cum = append(a.cum, b.cum[:k]...)
 			b.kids = slices.Delete(b.kids, 0, k)
-			b.cum = slices.Delete(b.cum, 0, k)
-			if a.heads != nil {
-				a.heads = append(a.heads, b.heads[:k]...)
-				b.heads = slices.Delete(b.heads, 0, k)
-			}
 		}
 	} else if k := -k; k > 0 { // move a's last k to b's front
 		at := len(a.items) - k
@@ -315,22 +228,11 @@ func (n *node[T]) rebalance(j int, ep uint64) (int, bool) {
 		a.items = a.items[:at]
 		if !a.leaf() {
 			b.kids = slices.Insert(b.kids, 0, a.kids[at:]...)
-			b.cum = slices.Insert(b.cum, 0, a.cum[at:]...)
 			clear(a.kids[at:])
 			a.kids = a.kids[:at]
-			a.cum = a.cum[:at]
-			if a.heads != nil {
-				b.heads = slices.Insert(b.heads, 0, a.heads[at:]...)
-				clear(a.heads[at:])
-				a.heads = a.heads[:at]
-			}
 		}
 	}
-	if !a.leaf() {
-		a.refresh()
-		b.refresh()
-	}
-	return l, false
+	return l
 }
 
 // has reports whether an element equal to x is in the tree.
@@ -393,47 +295,6 @@ func find[T any, K cmp.Ordered](t *tree[T], k K, key func(T) K) (T, bool) {
 	}
 }
 
-// at returns the i-th element (0 ≤ i < t.n).
-func (t *tree[T]) at(i int) T { return *t.ptrAt(i) }
-
-// ptrAt returns the i-th element (0 ≤ i < t.n) where it is held, in its
-// leaf: read it, never write it. Below the root it reads only the counts
-// and kids of inner nodes and then, from the heads of the last one, the
-// element: the leaf node itself is not loaded (one dependent cache miss
-// fewer when the leaves are cold).
-//
-// The child is found by interpolation: nodes hold between a quarter and
-// all of maxNode, so the child of the i-th of a node's m elements is near
-// i·len(kids)/m, and a short walk from that guess finds it. A binary
-// search (measured, branching or not) took half again as long in a pick
-// at a random index: its comparisons are unpredictable, or, without
-// branches, each waits for the load before it.
-func (t *tree[T]) ptrAt(i int) *T {
-	n := t.root
-	if n.leaf() {
-		return &n.items[i]
-	}
-	for {
-		cum := n.cum
-		last := len(cum) - 1
-		k := min(i*len(cum)/int(cum[last]), last)
-		// The first k with cum[k] > i: it exists since i < cum[last].
-		for int(cum[k]) <= i {
-			k++
-		}
-		for k > 0 && int(cum[k-1]) > i {
-			k--
-		}
-		if k > 0 {
-			i -= int(cum[k-1])
-		}
-		if n.heads != nil {
-			return &n.heads[k][i]
-		}
-		n = n.kids[k]
-	}
-}
-
 // each calls fn for every element in order until fn returns false; it
 // reports whether it reached the end.
 func (t *tree[T]) each(fn func(T) bool) bool {
@@ -454,32 +315,6 @@ func (n *node[T]) each(fn func(T) bool) bool {
 	}
 	for _, k := range n.kids {
 		if !k.each(fn) {
-			return false
-		}
-	}
-	return true
-}
-
-// eachPtr is each, with each element passed where it is held (read it,
-// never write it): for elements too large to copy for every call.
-func (t *tree[T]) eachPtr(fn func(*T) bool) bool {
-	if t.root == nil {
-		return true
-	}
-	return t.root.eachPtr(fn)
-}
-
-func (n *node[T]) eachPtr(fn func(*T) bool) bool {
-	if n.leaf() {
-		for i := range n.items {
-			if !fn(&n.items[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	for _, k := range n.kids {
-		if !k.eachPtr(fn) {
 			return false
 		}
 	}
