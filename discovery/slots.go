@@ -8,14 +8,14 @@ import "slices"
 // order, so a pick draws a number and finds that slot by shifts alone.
 //
 // slots is a persistent radix of fixed-size chunks: a top array of middle
-// nodes, each of up to 64 chunks of 64 records (4 KiB, the records' own
-// size class). The i-th record is top[i>>12].kids[i>>6&63][i&63]: two
-// loads from small arrays that stay in cache (at 100,000 members, 25 top
-// entries and 25 middle nodes of 512 bytes of pointers), then the record's
-// own line — no search, no comparison, no count to walk, which is what a
-// B+ tree's pick pays on top of that miss.
+// nodes, each of up to 64 chunks of 64 records (4 KiB, exactly a size
+// class of Go's allocator). The i-th record is top[i>>12].kids[i>>6&63][i&63]:
+// two loads from small arrays that stay in cache (at 100,000 members, 25
+// top entries and 25 middle nodes of 1.5 KiB of chunk slices), then the
+// record's own line — no search, no comparison, no count to walk, which is
+// what a B+ tree's pick pays on top of that miss.
 //
-// A member leaves by taking the last slot's record into its own, so the
+// When a member leaves, the last slot's record moves into its slot, so the
 // slots stay dense and a uniform number is a uniform pick. A change copies
 // at most one chunk, one middle node and the top array (8 bytes per 4,096
 // members), in the epoch discipline of the trees: chunks, middle nodes and
@@ -31,8 +31,8 @@ const (
 // A middle node holds its chunks as slices, not pointers to arrays:
 // indexing a slice checks its length, held in the middle node, where a
 // pointer to an array is checked against nil by a load from the chunk's
-// first cache line, a second miss beside the record's own (measured: a
-// random pick among 100,000 took half again as long).
+// first cache line, a second line for a pick to wait for beside the
+// record's own.
 type slotMid struct {
 	kids  [midLen][]rec  // each of chunkLen records, or nil
 	eps   [midLen]uint64 // the epoch each chunk was made in
