@@ -98,10 +98,11 @@ var pickSink switchboard.Instance
 // finding the bucket) and from a flat copy of the same records in one
 // array ("array": no structure to descend, only the random index's own
 // cache miss). In these loops consecutive picks are independent, so the
-// processor overlaps one pick's miss with the next one's; "array-chained"
-// makes each index depend on the record read before it (a zero derived
-// from it), which leaves one whole miss per pick: what a pick costs a
-// caller that uses the instance before picking again.
+// processor may overlap one pick's miss with the next one's;
+// "array-chained" makes each index depend on the record read before it (a
+// zero derived from it), so that it cannot: one whole miss per pick, what
+// a pick costs a caller that uses the instance before picking again. (On
+// this project's machine the two cost the same.)
 func BenchmarkPickFloor(b *testing.B) {
 	w := newWriter()
 	for i := 0; i < 100000; i++ {
