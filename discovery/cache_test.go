@@ -485,6 +485,10 @@ func TestReadersNeverSeeHalfAChange(t *testing.T) {
 					errs <- "picked " + in.Name + " from cap-a"
 					return
 				}
+				if in, ok := s.PickRoundRobin("cap-b"); ok && in.Name != "svc-b" {
+					errs <- "round robin gave " + in.Name + " from cap-b"
+					return
+				}
 			}
 		}()
 	}
