@@ -10,9 +10,8 @@ import "slices"
 // slots is a persistent radix of fixed-size chunks: a top array of middle
 // nodes, each of up to 64 chunks of 64 records (4 KiB, exactly a size
 // class of Go's allocator). The i-th record is top[i>>12].kids[i>>6&63][i&63]:
-// two loads from small arrays that stay in cache (at 100,000 members, 25
-// top entries and 25 middle nodes of 1.5 KiB of chunk slices), then the
-// record's own line — no search, no comparison, no count to walk, which is
+// two loads from small arrays (at 100,000 members, 25 top entries and 25
+// middle nodes of 1.5 KiB of chunk slices), then the record's own line — no search, no comparison, no count to walk, which is
 // what a B+ tree's pick pays on top of that miss.
 //
 // When a member leaves, the last slot's record moves into its slot, so the
@@ -40,9 +39,10 @@ type slotMid struct {
 }
 
 // slots is one version of a capability's slots; the zero value is empty.
-// A bucket holds it by value: copying the struct copies the version, and
-// the epoch it carries makes the copy's writer copy the shared top array
-// before changing it.
+// Each version of a bucket points to a slots of its own: copying the
+// struct (as a bucket's new version does) copies the version, and the
+// epoch it carries makes the writer copy the shared top array before
+// changing it.
 type slots struct {
 	top   []*slotMid
 	epoch uint64 // the epoch top's array was made in
