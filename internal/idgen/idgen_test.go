@@ -3,7 +3,7 @@ package idgen
 import (
 	"testing"
 
-	"github.com/google/uuid"
+	"github.com/switchboard-io/switchboard/internal/idgen/idgentest"
 )
 
 func TestNextIsUUIDv4WithTheSourcesPrefix(t *testing.T) {
@@ -11,10 +11,7 @@ func TestNextIsUUIDv4WithTheSourcesPrefix(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		id := a.Next()
-		u, err := uuid.Parse(id)
-		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
-			t.Fatalf("%q: not a UUID v4 in canonical form (%v)", id, err)
-		}
+		idgentest.RequireV4(t, id)
 		if id[:8] != a.Next()[:8] {
 			t.Fatalf("two ids of one source start differently: %s", id)
 		}
