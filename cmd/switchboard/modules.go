@@ -176,7 +176,7 @@ with its edge's configuration instead).`,
 			}
 			defer cat.Close()
 			msg := router.Message{From: from, To: to, Payload: []byte(data)}
-			if handled, err := sendOverNATS(ctx, g, c, cat, msg, policy, verbose); handled || err != nil {
+			if handled, err := sendOverNATS(ctx, g, c, cat, msg, target, policy, verbose); handled || err != nil {
 				return err
 			}
 			return sendVia(ctx, g, msg, policy, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {

@@ -162,14 +162,11 @@ func (pickWire) Send(context.Context, *router.Message) ([]byte, error) { return 
 // sendOverNATS sends over NATS when the target module is advertised at
 // nats://… (whatever the local default; without a configured URL it tries
 // nats://127.0.0.1:4222), or when it is unknown and a NATS URL is
-// configured. handled is false when the gRPC pool should carry the message:
-// then nothing was sent and no NATS connection was made.
-func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, msg router.Message, p router.RetryPolicy, verbose bool) (handled bool, err error) {
+// configured. target is msg.To as the caller parsed it. handled is false
+// when the gRPC pool should carry the message: then nothing was sent and no
+// NATS connection was made.
+func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, msg router.Message, target switchboard.NodeName, p router.RetryPolicy, verbose bool) (handled bool, err error) {
 	to := msg.To
-	target, err := switchboard.ParseNodeName(to)
-	if err != nil {
-		return false, err
-	}
 	insts, err := cat.List(ctx, switchboard.Query{Name: target.Module, Type: pool.ModuleType})
 	if err != nil {
 		return false, err
