@@ -133,17 +133,50 @@ func mine[T any](w *writer, idx *tree[keyed[T]], h uint64, b *bucket[T]) *bucket
 	return nb
 }
 
-// join puts x into the bucket key of idx, making the bucket if it is new.
-func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
+// owned returns the bucket key of idx as a version of the current epoch:
+// made, empty, when idx has none.
+func owned[T any](w *writer, idx *tree[keyed[T]], key string) *bucket[T] {
 	h := hashID(key)
 	b := lookupBucket(idx, h, key)
 	if b == nil {
 		b = &bucket[T]{key: key, epoch: w.ep}
 		idx.set(keyed[T]{h, b}, w.ep, cmpKeyed[T])
-	} else {
-		b = mine(w, idx, h, b)
+		return b
 	}
-	b.set.set(x, w.ep, cmp)
+	return mine(w, idx, h, b)
+}
+
+// leaving finds the element equal to x in the bucket key of idx. When it
+// is there and is not the bucket's last, it returns that element and the
+// bucket as a version of the current epoch, for the caller to take it
+// out; the last one leaves with its bucket, here (ok is false then, as
+// when x is not there).
+func leaving[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) (b *bucket[T], e T, ok bool) {
+	h := hashID(key)
+	if b = lookupBucket(idx, h, key); b == nil {
+		return nil, e, false
+	}
+	if e, ok = b.set.get(x, cmp); !ok {
+		return nil, e, false
+	}
+	if b.set.n == 1 {
+		idx.delete(keyed[T]{h, b}, w.ep, cmpKeyed[T])
+		return nil, e, false
+	}
+	return mine(w, idx, h, b), e, true
+}
+
+// join puts x into the bucket key of idx.
+func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
+	owned(w, idx, key).set.set(x, w.ep, cmp)
+}
+
+// leave takes x out of the bucket key of idx, and the bucket out of idx
+// when x was its last member.
+func leave[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
+	if b, _, ok := leaving(w, idx, key, x, cmp); ok {
+		b.set.delete(x, w.ep, cmp)
+	}
 }
 
 // joinCap puts p into the bucket of capability c: its copy into a new
@@ -151,13 +184,9 @@ func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b 
 // record's slot. A new capability bucket gets its slots and round-robin
 // cursor.
 func joinCap(w *writer, c string, p *rec) {
-	h := hashID(c)
-	b := lookupBucket(&w.caps, h, c)
-	if b == nil {
-		b = &bucket[member]{key: c, epoch: w.ep, pool: &slots{}, rr: new(atomic.Uint64)}
-		w.caps.set(keyed[member]{h, b}, w.ep, cmpKeyed[member])
-	} else {
-		b = mine(w, &w.caps, h, b)
+	b := owned(w, &w.caps, c)
+	if b.pool == nil {
+		b.pool, b.rr = &slots{}, new(atomic.Uint64)
 	}
 	if e, ok := b.set.get(member{p: p}, cmpMember); ok {
 		b.pool.set(int(e.slot), p, w.ep)
@@ -172,40 +201,15 @@ func joinCap(w *writer, c string, p *rec) {
 // capability c: out of its tree, and out of its slot, which the last
 // slot's record then takes (its member is told its new slot).
 func leaveCap(w *writer, c string, old *rec) {
-	h := hashID(c)
-	b := lookupBucket(&w.caps, h, c)
-	if b == nil {
-		return
-	}
-	e, ok := b.set.get(member{p: old}, cmpMember)
+	b, e, ok := leaving(w, &w.caps, c, member{p: old}, cmpMember)
 	if !ok {
 		return
 	}
-	if b.set.n == 1 {
-		w.caps.delete(keyed[member]{h, b}, w.ep, cmpKeyed[member])
-		return
-	}
-	b = mine(w, &w.caps, h, b)
 	b.set.delete(e, w.ep, cmpMember)
 	if moved := b.pool.remove(int(e.slot), w.ep); moved != nil {
 		m, _ := b.set.get(member{p: moved}, cmpMember)
 		b.set.set(member{m.p, e.slot}, w.ep, cmpMember)
 	}
-}
-
-// leave takes x out of the bucket key of idx, and the bucket out of idx
-// when x was its last member.
-func leave[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
-	h := hashID(key)
-	b := lookupBucket(idx, h, key)
-	if b == nil || !b.set.has(x, cmp) {
-		return
-	}
-	if b.set.n == 1 {
-		idx.delete(keyed[T]{h, b}, w.ep, cmpKeyed[T])
-		return
-	}
-	mine(w, idx, h, b).set.delete(x, w.ep, cmp)
 }
 
 // snapshot returns the working version as a Snapshot and starts a new
