@@ -312,8 +312,11 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 			if p := lookupID(&s.ids, hashID(m.p.id), m.p.id); p != m.p {
 				t.Fatalf("capability %s points to a record of %s that is not the current one", b.key, m.p.id)
 			}
-			if m.slot < 0 || int(m.slot) >= b.pool.n || taken[m.slot] {
-				t.Fatalf("capability %s: %s in slot %d of %d, taken before: %v", b.key, m.p.id, m.slot, b.pool.n, int(m.slot) < len(taken) && m.slot >= 0 && taken[m.slot])
+			if m.slot < 0 || int(m.slot) >= b.pool.n {
+				t.Fatalf("capability %s: %s in slot %d of %d", b.key, m.p.id, m.slot, b.pool.n)
+			}
+			if taken[m.slot] {
+				t.Fatalf("capability %s: %s in slot %d, which another member holds", b.key, m.p.id, m.slot)
 			}
 			taken[m.slot] = true
 			if r := b.pool.at(int(m.slot)); !sameRec(m.p, r) {

@@ -17,11 +17,12 @@ import (
 // The check rides on the handle's own operations (each takes the database
 // through opening, which runs it when it is due), and only a handle with
 // watchers, which must notice a replaced file even when it does nothing
-// else, runs it on a ticker too. A ticker in every handle woke every process that had the file
-// open once a second for one stat: in a fleet of 200 processes that each
-// renew once a second, the 200 extra wake-ups cost 0.09–0.25 of the fleet's
-// 0.5–0.65 cores on this project's virtual machine (each wake-up of an idle
-// Go process also wakes the runtime's monitor thread).
+// else, runs it on a ticker too. A ticker in every handle woke every
+// process that had the file open once a second for one stat: in a fleet of
+// 200 processes that each renew once a second, the 200 extra wake-ups cost
+// 0.09–0.25 of the fleet's 0.5–0.65 cores on this project's virtual
+// machine (each wake-up of an idle Go process also wakes the runtime's
+// monitor thread).
 const fileCheckEvery = time.Second
 
 // fileCheck is the state of the file identity check.
