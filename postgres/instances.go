@@ -83,6 +83,22 @@ func params(in switchboard.Instance) ([]any, error) {
 	return []any{in.ID, in.Name, in.Type, in.Address, in.Capabilities, in.Version, string(mdJSON), comp, in.TTL}, nil
 }
 
+// renewUnchangedSQL renews the row of id $1 when it holds exactly $2 … $9
+// (params' order) and is live, and marks in a transaction-local setting
+// that it did. Only id may lead its plan: the other columns are compared as
+// one row, which no index serves. Compared one by one, they let a cached
+// generic plan, made while the table's statistics were still those of an
+// empty table, walk the name index instead of the primary key — every
+// replica of the service and every dead entry of one not yet vacuumed, on
+// each registration (measured: 0.2–0.7 ms more per Register after a few
+// thousand registrations of one name).
+const renewUnchangedSQL = `UPDATE instances SET last_seen = now()
+		WHERE id = $1
+		  AND (name, type, address, capabilities, version, metadata, components::text, ttl)
+		      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::text, $9::interval)
+		  AND ` + liveSQL + `
+		RETURNING ` + cols + `, set_config('switchboard.renewed', 'yes', true)`
+
 // Register validates and upserts in; see switchboard.Catalog. A change-log
 // entry (and a NOTIFY) is written only when something other than last_seen
 // changed, or when the row had gone stale (or nearly: the same margin as
@@ -131,11 +147,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	var b pgx.Batch
 	b.Queue(`BEGIN`)
 	b.Queue(resetNoticeSQL)
-	b.Queue(`UPDATE instances SET last_seen = now()
-		WHERE id = $1 AND name = $2 AND type = $3 AND address = $4 AND capabilities = $5
-		  AND version = $6 AND metadata = $7::jsonb AND components::text IS NOT DISTINCT FROM $8::text
-		  AND ttl = $9 AND `+liveSQL+`
-		RETURNING `+cols+`, set_config('switchboard.renewed', 'yes', true)`, args...)
+	b.Queue(renewUnchangedSQL, args...)
 	b.Queue(`INSERT INTO instances
 		(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now()
