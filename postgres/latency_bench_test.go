@@ -23,15 +23,24 @@ import (
 // notification's way to the watchers.
 func BenchmarkRegisterToWatcher(b *testing.B) {
 	for _, n := range []int{1, 10} {
-		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { benchRegisterToWatcher(b, n) })
+		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { benchRegisterToWatcher(b, n, 0) })
 	}
 }
 
-func benchRegisterToWatcher(b *testing.B, watchers int) {
+// benchRegisterToWatcher first registers replicas live instances of the
+// name the timed registrations use.
+func benchRegisterToWatcher(b *testing.B, watchers, replicas int) {
 	dsn := pgtest.Schema(b, testDSN)
 	writer := openDSN(b, dsn, switchboard.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	for i := range replicas {
+		in := inst("lat", fmt.Sprintf("10.1.%d.%d:4317", i/256, i%256), "storage")
+		in.ID = fmt.Sprintf("replica-%d", i)
+		if _, err := writer.Register(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
 	chans := make([]<-chan switchboard.Event, watchers)
 	for i := range chans {
 		c := openDSN(b, dsn, switchboard.Options{})
@@ -101,7 +110,10 @@ func awaitKind(b *testing.B, ch <-chan switchboard.Event, kind switchboard.Event
 //     another session learns of, which is what a watcher in another process
 //     is;
 //   - register: Register of a new instance (deregistered, untimed, after),
-//     on a catalog of its own.
+//     on a catalog of its own;
+//   - register-among-2000-replicas: the same, in a catalog already holding
+//     2,000 live instances of the name it registers (what a service with
+//     many replicas costs a registration).
 func BenchmarkRegisterFloor(b *testing.B) {
 	ctx := context.Background()
 	dsn := pgtest.Schema(b, testDSN)
@@ -163,7 +175,8 @@ func BenchmarkRegisterFloor(b *testing.B) {
 		})
 	})
 	// With no watcher, the latency is Register's own.
-	b.Run("register", func(b *testing.B) { benchRegisterToWatcher(b, 0) })
+	b.Run("register", func(b *testing.B) { benchRegisterToWatcher(b, 0, 0) })
+	b.Run("register-among-2000-replicas", func(b *testing.B) { benchRegisterToWatcher(b, 0, 2000) })
 }
 
 // reportPercentiles reports the p50 and p99 of lat in milliseconds.
