@@ -220,6 +220,7 @@ func retry(ctx context.Context, failures *int64, f func() error) error {
 			return nil
 		}
 		*failures++
+		quiet.Warn("bench: setup call failed; retrying in 1 s", "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
