@@ -90,8 +90,8 @@ func params(in switchboard.Instance) ([]any, error) {
 // generic plan, made while the table's statistics were still those of an
 // empty table, walk the name index instead of the primary key — every
 // replica of the service and every dead entry of one not yet vacuumed, on
-// each registration (measured: 0.2–0.7 ms more per Register after a few
-// thousand registrations of one name).
+// each registration (measured: 0.1–0.2 ms more per Register with 2,400
+// rows of one name, about 1 ms with 10,000–16,000).
 const renewUnchangedSQL = `UPDATE instances SET last_seen = now()
 		WHERE id = $1
 		  AND (name, type, address, capabilities, version, metadata, components::text, ttl)
