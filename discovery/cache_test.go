@@ -396,7 +396,7 @@ func TestSubscribe(t *testing.T) {
 // cache is measured.
 func BenchmarkHeapPerInstance(b *testing.B) {
 	const n = 100000
-	for _, shape := range []string{"pod-unique", "shared-metadata"} {
+	for _, shape := range []string{"pod-unique", "shared-metadata", "unique-capability"} {
 		b.Run(shape, func(b *testing.B) {
 			for b.Loop() {
 				before := liveHeap()
@@ -404,9 +404,12 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				go func() {
 					for i := 0; i < n; i++ {
 						in := discovery.FleetInstance(i)
-						if shape == "shared-metadata" {
+						switch shape {
+						case "shared-metadata":
 							delete(in.Metadata, "pod")
 							in.Metadata["team"] = "storage"
+						case "unique-capability": // a capability of its own, besides "all"
+							in.Capabilities = []string{"instance-" + in.ID, "all"}
 						}
 						fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
 					}

@@ -9,10 +9,12 @@ import "slices"
 //
 // slots is a persistent radix of fixed-size chunks: a top array of middle
 // nodes, each of up to 64 chunks of 64 records (4 KiB, exactly a size
-// class of Go's allocator). The i-th record is top[i>>12].kids[i>>6&63][i&63]:
-// two loads from small arrays (at 100,000 members, 25 top entries and 25
-// middle nodes of 1.5 KiB of chunk slices), then the record's own line — no search, no comparison, no count to walk, which is
-// what a B+ tree's pick pays on top of that miss.
+// class of Go's allocator), after a first chunk of its own (head). The
+// i-th record past the first 64 is top[j>>12].kids[j>>6&63][j&63] with
+// j = i-64: two loads from small arrays (at 100,000 members, 25 top
+// entries and 25 middle nodes of 1.5 KiB of chunk slices), then the
+// record's own line — no search, no comparison, no count to walk, which
+// is what a B+ tree's pick pays on top of that miss.
 //
 // When a member leaves, the last slot's record moves into its slot, so the
 // slots stay dense and a uniform number is a uniform pick. A change copies
@@ -41,23 +43,65 @@ type slotMid struct {
 // slots is one version of a capability's slots; the zero value is empty.
 // Each version of a bucket points to a slots of its own: copying the
 // struct (as a bucket's new version does) copies the version, and the
-// epoch it carries makes the writer copy the shared top array before
-// changing it.
+// epochs it carries make the writer copy the shared arrays before
+// changing them.
+//
+// The first chunkLen slots live in head, a chunk of its own that grows as
+// it fills (a capability of a few members keeps only their records, not a
+// middle node and a whole chunk); the radix under top holds the slots
+// from chunkLen on.
 type slots struct {
-	top   []*slotMid
-	epoch uint64 // the epoch top's array was made in
-	n     int
+	head   []rec
+	headEp uint64 // the epoch head's array was made in
+	top    []*slotMid
+	epoch  uint64 // the epoch top's array was made in
+	n      int
 }
 
 // at returns the record in slot i (0 ≤ i < n) where it is held: read it,
 // never write it.
 func (s *slots) at(i int) *rec {
+	if i < chunkLen {
+		return &s.head[i]
+	}
+	i -= chunkLen
 	return &s.top[i>>(chunkBits+midBits)].kids[i>>chunkBits&(midLen-1)][i&(chunkLen-1)]
 }
 
-// chunk returns the chunk of slot i (0 ≤ i ≤ n, n being the slot a push
-// fills), owned by epoch ep: made in it, or copied into it along with the
-// middle node and top array above it.
+// own returns the record in slot i (0 ≤ i ≤ n, n being the slot a push
+// fills) in memory owned by epoch ep, to write.
+func (s *slots) own(i int, ep uint64) *rec {
+	if i < chunkLen {
+		return &s.headChunk(i, ep)[i]
+	}
+	i -= chunkLen
+	return &s.chunk(i, ep)[i&(chunkLen-1)]
+}
+
+// headChunk returns head owned by epoch ep and long enough to hold slot i
+// (i < chunkLen): copied if an older epoch made it, grown by doubling
+// when it is full. Its length never shrinks (pop clears a slot instead),
+// so the slots past n within it are always empty.
+func (s *slots) headChunk(i int, ep uint64) []rec {
+	need := max(len(s.head), i+1)
+	if s.headEp == ep && need <= cap(s.head) {
+		s.head = s.head[:need]
+		return s.head
+	}
+	c := cap(s.head)
+	if need > c {
+		c = min(max(2*c, need), chunkLen)
+	}
+	h := make([]rec, need, c)
+	copy(h, s.head)
+	s.head, s.headEp = h, ep
+	return h
+}
+
+// chunk returns the chunk of radix slot i (slot chunkLen+i; 0 ≤ i ≤ the
+// radix's count, that count being the slot a push fills), owned by epoch
+// ep: made in it, or copied into it along with the middle node and top
+// array above it.
 func (s *slots) chunk(i int, ep uint64) []rec {
 	m := s.mid(i>>(chunkBits+midBits), ep)
 	k := i >> chunkBits & (midLen - 1)
@@ -102,14 +146,14 @@ func (s *slots) ownTop(ep uint64) {
 // push puts r in a new last slot and returns its number.
 func (s *slots) push(r *rec, ep uint64) int {
 	i := s.n
-	s.chunk(i, ep)[i&(chunkLen-1)] = *r
+	*s.own(i, ep) = *r
 	s.n++
 	return i
 }
 
 // set replaces the record in slot i.
 func (s *slots) set(i int, r *rec, ep uint64) {
-	s.chunk(i, ep)[i&(chunkLen-1)] = *r
+	*s.own(i, ep) = *r
 }
 
 // remove empties slot i by moving the last slot's record into it. It
@@ -118,24 +162,24 @@ func (s *slots) remove(i int, ep uint64) *rec {
 	last := s.n - 1
 	var moved *rec
 	if i != last {
-		c := s.chunk(i, ep)
-		c[i&(chunkLen-1)] = *s.at(last)
-		moved = &c[i&(chunkLen-1)]
+		moved = s.own(i, ep)
+		*moved = *s.at(last)
 	}
 	s.pop(ep)
 	return moved
 }
 
-// pop drops the last slot. A chunk left empty is unlinked without being
-// copied; otherwise the slot is cleared, so that the version keeps no
-// reference to what it no longer holds.
+// pop drops the last slot. In the radix, a chunk left empty is unlinked
+// without being copied; otherwise the slot is cleared, so that the version
+// keeps no reference to what it no longer holds.
 func (s *slots) pop(ep uint64) {
 	i := s.n - 1
 	s.n--
-	if i&(chunkLen-1) != 0 {
-		s.chunk(i, ep)[i&(chunkLen-1)] = rec{}
+	if i < chunkLen || (i-chunkLen)&(chunkLen-1) != 0 {
+		*s.own(i, ep) = rec{}
 		return
 	}
+	i -= chunkLen
 	t := i >> (chunkBits + midBits)
 	if i&(chunkLen*midLen-1) == 0 { // the middle node's only chunk
 		s.ownTop(ep)

@@ -7,16 +7,27 @@ import (
 	"testing"
 )
 
-// checkSlots verifies the structure of s: n slots, exactly the middle
-// nodes and chunks that slots 0 … n-1 need, and nothing held past slot
-// n-1 (a removed record must not be kept alive by the version).
+// checkSlots verifies the structure of s: n slots, a head long enough for
+// the first of them, exactly the middle nodes and chunks that the rest
+// need, and nothing held past slot n-1 (a removed record must not be kept
+// alive by the version).
 func checkSlots(t *testing.T, s *slots, n int) {
 	t.Helper()
 	if s.n != n {
 		t.Fatalf("slots: n = %d, want %d", s.n, n)
 	}
+	if len(s.head) < min(n, chunkLen) || cap(s.head) > chunkLen {
+		t.Fatalf("slots: head of length %d, capacity %d, for %d slots", len(s.head), cap(s.head), n)
+	}
+	empty := func(r *rec) bool { return r.id == "" && r.addr == "" && r.sh == nil && r.meta == nil }
+	for j := range s.head {
+		if j >= n && !empty(&s.head[j]) {
+			t.Fatalf("slots: slot %d past the last (%d) still holds %q", j, n-1, s.head[j].id)
+		}
+	}
+	rn := max(n-chunkLen, 0) // the slots in the radix
 	perMid := chunkLen * midLen
-	if want := (n + perMid - 1) / perMid; len(s.top) != want {
+	if want := (rn + perMid - 1) / perMid; len(s.top) != want {
 		t.Fatalf("slots: %d middle nodes for %d slots, want %d", len(s.top), n, want)
 	}
 	for _, m := range s.top[len(s.top):cap(s.top)] {
@@ -30,15 +41,15 @@ func checkSlots(t *testing.T, s *slots, n int) {
 		}
 		for k, c := range m.kids {
 			first := ti*perMid + k*chunkLen
-			if (c != nil) != (first < n) {
-				t.Fatalf("slots: chunk of slot %d present: %v, with %d slots", first, c != nil, n)
+			if (c != nil) != (first < rn) {
+				t.Fatalf("slots: chunk of slot %d present: %v, with %d slots", chunkLen+first, c != nil, n)
 			}
 			if c == nil {
 				continue
 			}
 			for j := range c {
-				if first+j >= n && (c[j].id != "" || c[j].addr != "" || c[j].sh != nil || c[j].meta != nil) {
-					t.Fatalf("slots: slot %d past the last (%d) still holds %q", first+j, n-1, c[j].id)
+				if first+j >= rn && !empty(&c[j]) {
+					t.Fatalf("slots: slot %d past the last (%d) still holds %q", chunkLen+first+j, n-1, c[j].id)
 				}
 			}
 		}
