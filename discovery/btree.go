@@ -158,10 +158,11 @@ func (n *node[T]) set(x T, ep uint64, cmp func(a, b T) int) (*node[T], bool) {
 	return n.split(ep, i), true
 }
 
-// delete removes the element equal to x; it reports whether there was one.
-func (t *tree[T]) delete(x T, ep uint64, cmp func(a, b T) int) bool {
-	if !t.has(x, cmp) {
-		return false
+// delete removes the element equal to x and returns it, as the leaf held
+// it; ok is false (and nothing is copied) when there was none.
+func (t *tree[T]) delete(x T, ep uint64, cmp func(a, b T) int) (e T, ok bool) {
+	if e, ok = t.get(x, cmp); !ok {
+		return e, false
 	}
 	t.root = own(t.root, ep)
 	t.root.delete(x, ep, cmp)
@@ -172,7 +173,7 @@ func (t *tree[T]) delete(x T, ep uint64, cmp func(a, b T) int) bool {
 	case !t.root.leaf() && len(t.root.kids) == 1:
 		t.root = t.root.kids[0]
 	}
-	return true
+	return e, true
 }
 
 // delete removes x, which is under n.
@@ -233,12 +234,6 @@ func (n *node[T]) rebalance(j int, ep uint64) int {
 		}
 	}
 	return l
-}
-
-// has reports whether an element equal to x is in the tree.
-func (t *tree[T]) has(x T, cmp func(a, b T) int) bool {
-	_, ok := t.get(x, cmp)
-	return ok
 }
 
 // get returns the element equal to x, as the leaf holds it.

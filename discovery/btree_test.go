@@ -98,7 +98,7 @@ func TestTreeAgainstASortedSlice(t *testing.T) {
 			}
 		} else {
 			i, found := slices.BinarySearch(want, x)
-			if deleted := tr.delete(x, ep, cmp.Compare[int]); deleted != found {
+			if _, deleted := tr.delete(x, ep, cmp.Compare[int]); deleted != found {
 				t.Fatalf("seed %d step %d: delete(%d) = %v, present=%v", seed, step, x, deleted, found)
 			}
 			if found {

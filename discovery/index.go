@@ -76,10 +76,10 @@ func (w *writer) put(in *switchboard.Instance) {
 		renamed := old.sh.name != p.sh.name
 		if renamed {
 			w.all.delete(old, w.ep, cmpNameID)
-			leave(w, &w.names, old.sh.name, old, cmpNameID)
+			take(w, &w.names, old.sh.name, old, cmpNameID)
 		}
 		if renamed || old.sh.typ != p.sh.typ {
-			leave(w, &w.types, old.sh.typ, old, cmpNameID)
+			take(w, &w.types, old.sh.typ, old, cmpNameID)
 		}
 		for _, c := range old.sh.caps {
 			if renamed || !p.hasCapability(c) {
@@ -108,8 +108,8 @@ func (w *writer) remove(id string) {
 	}
 	w.ids.delete(idEntry{h, old}, w.ep, cmpIDEntry)
 	w.all.delete(old, w.ep, cmpNameID)
-	leave(w, &w.names, old.sh.name, old, cmpNameID)
-	leave(w, &w.types, old.sh.typ, old, cmpNameID)
+	take(w, &w.names, old.sh.name, old, cmpNameID)
+	take(w, &w.types, old.sh.typ, old, cmpNameID)
 	for _, c := range old.sh.caps {
 		leaveCap(w, c, old)
 	}
@@ -146,37 +146,29 @@ func owned[T any](w *writer, idx *tree[keyed[T]], key string) *bucket[T] {
 	return mine(w, idx, h, b)
 }
 
-// leaving finds the element equal to x in the bucket key of idx. When it
-// is there and is not the bucket's last, it returns that element and the
-// bucket as a version of the current epoch, for the caller to take it
-// out; the last one leaves with its bucket, here (ok is false then, as
-// when x is not there).
-func leaving[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) (b *bucket[T], e T, ok bool) {
+// take removes the element equal to x from the bucket key of idx and
+// returns it, with the version of the bucket (of the current epoch) it was
+// taken from; b is nil when x was the bucket's last member and the bucket
+// left idx with it, ok false when x was not there.
+func take[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) (b *bucket[T], e T, ok bool) {
 	h := hashID(key)
 	if b = lookupBucket(idx, h, key); b == nil {
 		return nil, e, false
 	}
-	if e, ok = b.set.get(x, cmp); !ok {
-		return nil, e, false
-	}
 	if b.set.n == 1 {
-		idx.delete(keyed[T]{h, b}, w.ep, cmpKeyed[T])
-		return nil, e, false
+		if e, ok = b.set.get(x, cmp); ok {
+			idx.delete(keyed[T]{h, b}, w.ep, cmpKeyed[T])
+		}
+		return nil, e, ok
 	}
-	return mine(w, idx, h, b), e, true
+	b = mine(w, idx, h, b)
+	e, ok = b.set.delete(x, w.ep, cmp)
+	return b, e, ok
 }
 
 // join puts x into the bucket key of idx.
 func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
 	owned(w, idx, key).set.set(x, w.ep, cmp)
-}
-
-// leave takes x out of the bucket key of idx, and the bucket out of idx
-// when x was its last member.
-func leave[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b T) int) {
-	if b, _, ok := leaving(w, idx, key, x, cmp); ok {
-		b.set.delete(x, w.ep, cmp)
-	}
 }
 
 // joinCap puts p into the bucket of capability c: its copy into a new
@@ -201,11 +193,10 @@ func joinCap(w *writer, c string, p *rec) {
 // capability c: out of its tree, and out of its slot, which the last
 // slot's record then takes (its member is told its new slot).
 func leaveCap(w *writer, c string, old *rec) {
-	b, e, ok := leaving(w, &w.caps, c, member{p: old}, cmpMember)
-	if !ok {
+	b, e, ok := take(w, &w.caps, c, member{p: old}, cmpMember)
+	if b == nil || !ok {
 		return
 	}
-	b.set.delete(e, w.ep, cmpMember)
 	if moved := b.pool.remove(int(e.slot), w.ep); moved != nil {
 		m, _ := b.set.get(member{p: moved}, cmpMember)
 		b.set.set(member{m.p, e.slot}, w.ep, cmpMember)
