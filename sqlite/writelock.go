@@ -17,9 +17,12 @@ import (
 // seconds. Writers of a file therefore first queue here: in this process on
 // a one-slot semaphore, across processes on an flock of the sidecar file
 // "<db>-wlock", on which the kernel wakes a waiter the moment the lock is
-// released. SQLite's locking stays the authority; this only orders who
-// asks, and the busy retry is still there for writers that do not queue
-// (other programs, older versions).
+// released; on Linux a writer that has waited long for the flock marks
+// itself starving and later writers give way to it, since the flock alone
+// lets back-to-back writers starve the others (writelock_linux.go).
+// SQLite's locking stays the authority; this only orders who asks, and the
+// busy retry is still there for writers that do not queue (other programs,
+// older versions).
 type writeLock struct {
 	sem  chan struct{}
 	file *os.File // nil for an in-memory catalog

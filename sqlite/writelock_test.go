@@ -81,10 +81,12 @@ func TestWriteLockCancelledWaiter(t *testing.T) {
 // file (its own descriptor, so to flock another process) takes the lock,
 // holds it for a commit's length and takes it again, as a fleet's
 // processes do while they register together. It reports the wait's p50,
-// p99 and maximum over every acquisition in a 5-second window: the file
-// lock is not a fair queue (a writer that asks the moment it changes
-// hands goes ahead of those already waiting), so the oldest waiters can
-// starve for seconds while the median is microseconds. A wait that reaches
+// p99 and maximum over every acquisition in a 5-second window. The flock
+// alone is not a fair queue (a writer that asks the moment it changes
+// hands goes ahead of those already waiting), so the oldest waiters
+// starved for seconds while the median was microseconds; on Linux a writer
+// that has waited starveAfter now has the others give way to it, which
+// bounds the maximum (writelock_linux.go). A wait that reaches
 // the lock's own bound (5 s) gives up with ErrBusy, as a writer would, and
 // is counted as gave-up rather than timed.
 func BenchmarkWriteLockWait(b *testing.B) {

@@ -7,13 +7,23 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
+// starveAfter is how long a writer waits for the flock before it marks
+// itself starving and later writers give way to it (see giveWay).
+const starveAfter = 200 * time.Millisecond
+
 // lockFile takes an exclusive flock on f, blocking in the kernel until it is
-// free or ctx ends. On failure it calls release, at once or, for a flock
-// still pending when ctx ended, once that flock has been taken and dropped.
+// free or ctx ends, after giving way to writers of other processes that
+// have starved (giveWay). On failure it calls release, at once or, for a
+// lock still pending when ctx ended, once that lock has been taken and
+// dropped.
 func lockFile(ctx context.Context, f *os.File, release func()) error {
 	fd := int(f.Fd())
+	if err := giveWay(ctx, fd, release); err != nil {
+		return err
+	}
 	err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == nil {
 		return nil
@@ -24,20 +34,35 @@ func lockFile(ctx context.Context, f *os.File, release func()) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- flockRetry(fd) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			release()
-		}
-		return err
-	case <-ctx.Done():
-		go func() {
-			if <-done == nil {
-				syscall.Flock(fd, syscall.LOCK_UN)
+	starve := time.NewTimer(starveAfter)
+	defer starve.Stop()
+	marked := false
+	for {
+		select {
+		case err := <-done:
+			if marked {
+				unmark(fd)
 			}
-			release()
-		}()
-		return ctx.Err()
+			if err != nil {
+				release()
+			}
+			return err
+		case <-starve.C:
+			if marked = markStarving(fd); !marked {
+				starve.Reset(time.Millisecond)
+			}
+		case <-ctx.Done():
+			if marked {
+				unmark(fd)
+			}
+			go func() {
+				if <-done == nil {
+					syscall.Flock(fd, syscall.LOCK_UN)
+				}
+				release()
+			}()
+			return ctx.Err()
+		}
 	}
 }
 

@@ -1,0 +1,152 @@
+//go:build linux
+
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// starving reports whether a writer of the lock file at path is marked
+// starving, as a writer of another process would see it.
+func starving(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := rangeLock(unix.F_RDLCK)
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	return lk.Type != unix.F_UNLCK
+}
+
+// While a writer of another process is marked starving, a writer that
+// comes to the lock gives way, even with the flock free, and goes on once
+// the mark is gone; one that gives up meanwhile leaves its pending wait to
+// be taken and dropped before its process's next writer goes.
+func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	l := openWriteLock(t, path)
+	other, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0) // the starving writer's descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	mark := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: starveBase + 7, Len: 1}
+	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if unlock, err := l.lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil {
+			unlock()
+		}
+		t.Fatalf("a writer took the lock while another was marked starving: got %v, want it to wait", err)
+	}
+	mark.Type = unix.F_UNLCK
+	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := l.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+}
+
+// A writer that waits starveAfter for the flock marks itself starving, and
+// drops the mark once it has the lock.
+func TestWriteLockStarvingWriterMarksItself(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	holder, waiter := openWriteLock(t, path), openWriteLock(t, path)
+	unlockHolder, err := holder.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := waiter.lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- unlock
+	}()
+	for !starving(t, path) {
+		select {
+		case unlock := <-got:
+			if unlock != nil {
+				t.Fatal("the waiting writer got the lock while another held it")
+			}
+			t.Fatal("the waiting writer gave up without marking itself starving")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	unlockHolder()
+	unlock := <-got
+	if unlock == nil {
+		return
+	}
+	if starving(t, path) {
+		t.Error("the writer that got the lock is still marked starving")
+	}
+	unlock()
+}
+
+func openWriteLock(t *testing.T, path string) *writeLock {
+	t.Helper()
+	l, err := newWriteLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.close() })
+	return l
+}
+
+// A writer that gives up while marked starving drops its mark as it
+// returns, so that later writers do not wait for a writer that left.
+func TestWriteLockGivingUpDropsStarvingMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	holder, quitter, later := openWriteLock(t, path), openWriteLock(t, path), openWriteLock(t, path)
+	unlockHolder, err := holder.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := quitter.lock(ctx)
+		got <- err
+	}()
+	for !starving(t, path) {
+		select {
+		case err := <-got:
+			t.Fatalf("the waiting writer returned before marking itself starving: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting writer: want context canceled, got %v", err)
+	}
+	if starving(t, path) {
+		t.Fatal("the writer that gave up is still marked starving")
+	}
+	unlockHolder()
+	unlockLater, err := later.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockLater()
+}
