@@ -16,7 +16,9 @@ import (
 
 // Options tune a Hub. Zero values take the defaults.
 type Options struct {
-	// PollInterval is the safety-net full resync period (default 30 s).
+	// PollInterval is the safety-net full resync period (default 30 s):
+	// each wait is drawn anew between four fifths of it and all of it
+	// (resyncAfter).
 	PollInterval time.Duration
 	// Logger receives the hub's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -273,7 +275,7 @@ func (h *Hub) start(ctx context.Context) error {
 
 func (h *Hub) run() {
 	defer close(h.stopped)
-	poll := time.NewTicker(h.opts.PollInterval)
+	poll := time.NewTimer(resyncAfter(h.opts.PollInterval))
 	defer poll.Stop()
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
@@ -307,6 +309,7 @@ func (h *Hub) run() {
 				}
 			}
 		case <-poll.C:
+			poll.Reset(resyncAfter(h.opts.PollInterval))
 			h.startResync() // in the background; the log is read now as usual
 		case <-wake.C:
 		}

@@ -699,3 +699,26 @@ func TestSelfPreservationJudgesAWindow(t *testing.T) {
 		t.Fatalf("stats after the release: %+v", s)
 	}
 }
+
+// Each wait before a full resync is at most the period and at least four
+// fifths of it, and the waits differ, so that hubs started together drift
+// apart.
+func TestResyncAfterStaysWithinThePeriod(t *testing.T) {
+	const every = 30 * time.Second
+	lo, hi := every, time.Duration(0)
+	for range 1000 {
+		d := resyncAfter(every)
+		if d < every*4/5 || d > every {
+			t.Fatalf("resyncAfter(%s) = %s, want within [%s, %s]", every, d, every*4/5, every)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if hi-lo < every/10 {
+		t.Fatalf("1,000 waits spread over %s only (%s to %s): they should drift over a fifth of %s", hi-lo, lo, hi, every)
+	}
+	for _, tiny := range []time.Duration{1, 4, 5} {
+		if d := resyncAfter(tiny); d < tiny*4/5 || d > tiny {
+			t.Fatalf("resyncAfter(%s) = %s", tiny, d)
+		}
+	}
+}

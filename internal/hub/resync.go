@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"math/rand/v2"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -20,6 +22,15 @@ import (
 // the snapshot shows that the mirror lacks has a log entry the hub has not
 // read yet, so taking the snapshot's state only brings forward what the log
 // will bring anyway, and undoes nothing newer.
+
+// resyncAfter returns the wait before the next full resync: every less up
+// to a fifth of it, drawn anew each time. Processes started together (a
+// fleet's deploy) thus drift apart instead of reading the whole catalog
+// at the same moment every period, and no change the log missed waits for
+// the safety net longer than every.
+func resyncAfter(every time.Duration) time.Duration {
+	return every - time.Duration(rand.Int64N(int64(every/5)+1))
+}
 
 // resyncChunk bounds the instances reconciled per hold of h.mu.
 const resyncChunk = 1024
