@@ -26,6 +26,7 @@ import (
 type writeLock struct {
 	sem  chan struct{}
 	file *os.File // nil for an in-memory catalog
+	way  *way     // where writers give way to a starving one (nil: nowhere)
 	path string
 	// wait bounds how long a writer waits for its turn: a process stopped
 	// (SIGSTOP) or hung while holding the lock must not stall every writer
@@ -49,7 +50,7 @@ func newWriteLock(dbPath string) (*writeLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open write lock: %w", err)
 	}
-	l.file = f
+	l.file, l.way = f, openWay(l.path)
 	return l, nil
 }
 
@@ -78,7 +79,7 @@ func (l *writeLock) lock(ctx context.Context) (func(), error) {
 	// gives up keeps this process's turn until it has been taken and
 	// dropped, so it can never drop a later writer's lock on the shared
 	// descriptor.
-	if err := lockFile(wctx, l.file, release); err != nil {
+	if err := lockFile(wctx, l.file, l.way, release); err != nil {
 		if wctx.Err() != nil {
 			return nil, fail()
 		}
@@ -177,11 +178,13 @@ func (l *writeLock) close() error {
 	}
 	select {
 	case l.sem <- struct{}{}:
+		l.way.close()
 		return l.file.Close()
 	case <-time.After(l.closeWait):
 	}
 	go func() {
 		l.sem <- struct{}{}
+		l.way.close()
 		l.file.Close()
 	}()
 	return nil

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +24,8 @@ import (
 // byte of its own in a range of the sidecar (starveSlots bytes from
 // starveBase), and every writer that comes to the lock after that gives
 // way — waits, asleep in the kernel, for a shared lock on the whole range,
-// i.e. until no one is marked — before it asks for the flock. The writers
+// i.e. until no one is marked (or it finds the flock free: giveWayProbe) —
+// before it asks for the flock. The writers
 // already waiting for the flock are all that is left to take it, so a
 // starving writer gets it after at most one turn of each of them; it then
 // drops its mark, and once the last mark is gone the writers that gave way
@@ -29,7 +33,8 @@ import (
 //
 // The byte locks are open-file-description locks (F_OFD_SETLK): owned by
 // the descriptor, like the flock, so each process's handle is its own
-// owner, and the kernel drops them with a dead process's descriptors. They
+// owner (two descriptors: the flock's, which marks, and the way's, which
+// gives way), and the kernel drops them with a dead process's descriptors. They
 // only order who asks: the flock (and SQLite's locking below it) still
 // excludes. A file system that refuses them leaves the flock as it is.
 
@@ -42,53 +47,109 @@ const (
 	starveSlots = 1 << 12
 )
 
-// giveWay returns once no writer of another process is marked starving, or
-// when ctx ends (ctx.Err()). On that failure it owns release, as lockFile
-// does: a lock on the range still pending is taken and dropped before this
-// process's turn is released.
-func giveWay(ctx context.Context, fd int, release func()) error {
-	lk := rangeLock(unix.F_RDLCK)
-	err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
-	if err == nil {
-		unmark(fd)
+// giveWayProbe is how often a writer that gives way tries the flock
+// itself: a marked writer whose process is stopped (SIGSTOP, a debugger)
+// keeps its mark but takes nothing, and must not hold back every other
+// writer until they give up. A flock found free while someone is marked
+// means the marked writers are not taking it (a woken one takes it within
+// microseconds of its release), so the writer that found it free keeps it.
+const giveWayProbe = 100 * time.Millisecond
+
+// way is a descriptor of the sidecar of its own on which a writer gives
+// way: a lock owner apart from the writer's flock and mark, so that a wait
+// left pending (ctx ended, or the flock found free) takes its shared lock
+// and drops it whenever it comes, without touching a later writer's mark.
+type way struct {
+	f       *os.File
+	pending sync.WaitGroup // waits left pending, which close waits for
+}
+
+// openWay opens the writers' way on the sidecar at path (nil when byte
+// locks are not to be had: the flock alone orders writers).
+func openWay(path string) *way {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
 		return nil
+	}
+	return &way{f: f}
+}
+
+// giveWay returns once no writer of another process is marked starving,
+// or when ctx ends; or it finds the flock on flockFD free meanwhile (see
+// giveWayProbe), takes it and returns true.
+func (w *way) giveWay(ctx context.Context, flockFD int) (locked bool) {
+	if w == nil {
+		return false
+	}
+	fd := w.f.Fd()
+	lk := rangeLock(unix.F_RDLCK)
+	err := unix.FcntlFlock(fd, unix.F_OFD_SETLK, &lk)
+	if err == nil {
+		w.drop()
+		return false
 	}
 	if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
-		return nil // no byte locks here: the flock alone orders writers
+		return false // no byte locks here: the flock alone orders writers
 	}
-	done := make(chan error, 1)
+	done := make(chan struct{})
+	w.pending.Add(1)
 	go func() {
+		defer w.pending.Done()
 		lk := rangeLock(unix.F_RDLCK)
-		done <- retryEINTR(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLKW, &lk) })
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			unmark(fd)
+		if retryEINTR(func() error { return unix.FcntlFlock(fd, unix.F_OFD_SETLKW, &lk) }) == nil {
+			w.drop()
 		}
-		return nil
-	case <-ctx.Done():
-		go func() {
-			if <-done == nil {
-				unmark(fd)
+		close(done)
+	}()
+	probe := time.NewTicker(giveWayProbe)
+	defer probe.Stop()
+	for {
+		select {
+		case <-done:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-probe.C:
+			if ctx.Err() != nil {
+				return false
 			}
-			release()
-		}()
-		return ctx.Err()
+			if unix.Flock(flockFD, unix.LOCK_EX|unix.LOCK_NB) == nil {
+				return true
+			}
+		}
 	}
 }
 
-// markStarving marks this descriptor's writer as starving. It returns
-// false when it cannot yet (a writer giving way holds the byte for a
-// moment: try again shortly), true once marked or when byte locks are not
-// to be had here at all.
+// drop drops the way's shared lock.
+func (w *way) drop() {
+	lk := rangeLock(unix.F_UNLCK)
+	unix.FcntlFlock(w.f.Fd(), unix.F_OFD_SETLK, &lk)
+}
+
+// close closes the way's descriptor once no wait on it is pending (a
+// pending one ends when the last mark is dropped, or with the marking
+// process).
+func (w *way) close() {
+	if w == nil {
+		return
+	}
+	go func() {
+		w.pending.Wait()
+		w.f.Close()
+	}()
+}
+
+// markStarving marks the writer of descriptor fd (its flock's) as
+// starving. It returns false when it cannot yet (a writer giving way holds
+// the range for a moment: try again shortly), true once marked or when
+// byte locks are not to be had here at all.
 func markStarving(fd int) bool {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: starveBase + rand.Int64N(starveSlots), Len: 1}
 	err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 	return !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES)
 }
 
-// unmark drops this descriptor's locks in the range, whichever it holds.
+// unmark drops the mark of the writer of descriptor fd.
 func unmark(fd int) {
 	lk := rangeLock(unix.F_UNLCK)
 	unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)

@@ -31,9 +31,10 @@ func starving(t *testing.T, path string) bool {
 }
 
 // While a writer of another process is marked starving, a writer that
-// comes to the lock gives way, even with the flock free, and goes on once
-// the mark is gone; one that gives up meanwhile leaves its pending wait to
-// be taken and dropped before its process's next writer goes.
+// comes to the lock gives way, even with the flock free (until it first
+// looks at the flock, giveWayProbe), and goes on once
+// the mark is gone; one that gives up meanwhile leaves its wait pending on
+// its way's descriptor, which holds back no later writer of its process.
 func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.db")
 	l := openWriteLock(t, path)
@@ -46,7 +47,7 @@ func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
 	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), giveWayProbe/2)
 	defer cancel()
 	if unlock, err := l.lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		if err == nil {
@@ -63,6 +64,39 @@ func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlock()
+}
+
+// A mark whose writer takes nothing (its process stopped, say) holds a
+// writer back only until that writer finds the flock free.
+func TestWriteLockGoesAheadOfAMarkThatTakesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	l := openWriteLock(t, path)
+	other, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0) // the stopped writer's descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	mark := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: starveBase + 9, Len: 1}
+	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	unlock, err := l.lock(context.Background())
+	if err != nil {
+		t.Fatalf("a writer held back by a mark that takes nothing: %v (after %s)", err, time.Since(start))
+	}
+	waited := time.Since(start)
+	// The flock is this writer's: another descriptor cannot take it.
+	if unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		t.Fatal("the writer returned without the flock")
+	}
+	unlock()
+	if waited < giveWayProbe {
+		t.Fatalf("the writer went ahead after %s, before its first look at the flock (%s), while a writer was marked", waited, giveWayProbe)
+	}
+	if !starving(t, path) {
+		t.Fatal("the mark is gone: the test did not hold it")
+	}
 }
 
 // A writer that waits starveAfter for the flock marks itself starving, and

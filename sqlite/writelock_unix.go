@@ -11,17 +11,21 @@ import (
 )
 
 // starveAfter is how long a writer waits for the flock before it marks
-// itself starving and later writers give way to it (see giveWay).
+// itself starving and later writers give way to it (see way).
 const starveAfter = 200 * time.Millisecond
 
 // lockFile takes an exclusive flock on f, blocking in the kernel until it is
-// free or ctx ends, after giving way to writers of other processes that
-// have starved (giveWay). On failure it calls release, at once or, for a
-// lock still pending when ctx ended, once that lock has been taken and
+// free or ctx ends, after giving way on w to writers of other processes
+// that have starved (see way). On failure it calls release, at once or, for
+// a flock still pending when ctx ended, once that flock has been taken and
 // dropped.
-func lockFile(ctx context.Context, f *os.File, release func()) error {
+func lockFile(ctx context.Context, f *os.File, w *way, release func()) error {
 	fd := int(f.Fd())
-	if err := giveWay(ctx, fd, release); err != nil {
+	if w.giveWay(ctx, fd) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		release()
 		return err
 	}
 	err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
