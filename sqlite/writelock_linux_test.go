@@ -30,23 +30,32 @@ func starving(t *testing.T, path string) bool {
 	return lk.Type != unix.F_UNLCK
 }
 
-// While a writer of another process is marked starving, a writer that
-// comes to the lock gives way, even with the flock free (until it first
-// looks at the flock, giveWayProbe), and goes on once
-// the mark is gone; one that gives up meanwhile leaves its wait pending on
-// its way's descriptor, which holds back no later writer of its process.
-func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.db")
-	l := openWriteLock(t, path)
-	other, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0) // the starving writer's descriptor
+// markAsAnotherProcess marks a writer of the lock file at path starving,
+// as a writer of another process would (a descriptor of its own, closed
+// when t ends), and returns that descriptor and the mark's lock.
+func markAsAnotherProcess(t *testing.T, path string) (*os.File, unix.Flock_t) {
+	t.Helper()
+	f, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
+	t.Cleanup(func() { f.Close() })
 	mark := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: starveBase + 7, Len: 1}
-	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
 		t.Fatal(err)
 	}
+	return f, mark
+}
+
+// While a writer of another process is marked starving, a writer that
+// comes to the lock gives way, even with the flock free (until it first
+// looks at the flock, giveWayProbe), and goes on once the mark is gone; one
+// that gives up meanwhile leaves its wait pending on its way's descriptor,
+// which holds back no later writer of its process.
+func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.db")
+	l := openWriteLock(t, path)
+	other, mark := markAsAnotherProcess(t, path)
 	ctx, cancel := context.WithTimeout(context.Background(), giveWayProbe/2)
 	defer cancel()
 	if unlock, err := l.lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -71,15 +80,7 @@ func TestWriteLockGivesWayToStarvingWriter(t *testing.T) {
 func TestWriteLockGoesAheadOfAMarkThatTakesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.db")
 	l := openWriteLock(t, path)
-	other, err := os.OpenFile(path+"-wlock", os.O_RDWR, 0) // the stopped writer's descriptor
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	mark := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: starveBase + 9, Len: 1}
-	if err := unix.FcntlFlock(other.Fd(), unix.F_OFD_SETLK, &mark); err != nil {
-		t.Fatal(err)
-	}
+	other, _ := markAsAnotherProcess(t, path) // a stopped writer's mark
 	start := time.Now()
 	unlock, err := l.lock(context.Background())
 	if err != nil {
