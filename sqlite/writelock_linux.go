@@ -61,7 +61,13 @@ const giveWayProbe = 100 * time.Millisecond
 // and drops it whenever it comes, without touching a later writer's mark.
 type way struct {
 	f       *os.File
-	pending sync.WaitGroup // waits left pending, which close waits for
+	pending sync.WaitGroup // the wait left pending, which close waits for
+	// cur is closed when the wait under way on f ends; nil when none is.
+	// Only the writer holding its process's turn reads or sets it, and a
+	// later writer joins a wait still pending instead of starting another:
+	// while a stopped process keeps its mark, one wait stays pending, not
+	// one per write.
+	cur chan struct{}
 }
 
 // openWay opens the writers' way on the sidecar at path (nil when byte
@@ -81,31 +87,31 @@ func (w *way) giveWay(ctx context.Context, flockFD int) (locked bool) {
 	if w == nil {
 		return false
 	}
-	fd := w.f.Fd()
-	lk := rangeLock(unix.F_RDLCK)
-	err := unix.FcntlFlock(fd, unix.F_OFD_SETLK, &lk)
-	if err == nil {
-		w.drop()
-		return false
-	}
-	if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
-		return false // no byte locks here: the flock alone orders writers
-	}
-	done := make(chan struct{})
-	w.pending.Add(1)
-	go func() {
-		defer w.pending.Done()
-		lk := rangeLock(unix.F_RDLCK)
-		if retryEINTR(func() error { return unix.FcntlFlock(fd, unix.F_OFD_SETLKW, &lk) }) == nil {
-			w.drop()
+	if w.cur != nil {
+		select {
+		case <-w.cur:
+			w.cur = nil // the last writer's wait has ended
+		default:
 		}
-		close(done)
-	}()
+	}
+	if w.cur == nil {
+		lk := rangeLock(unix.F_RDLCK)
+		err := unix.FcntlFlock(w.f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err == nil {
+			w.drop()
+			return false
+		}
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+			return false // no byte locks here: the flock alone orders writers
+		}
+		w.cur = w.wait()
+	}
 	probe := time.NewTicker(giveWayProbe)
 	defer probe.Stop()
 	for {
 		select {
-		case <-done:
+		case <-w.cur:
+			w.cur = nil
 			return false
 		case <-ctx.Done():
 			return false
@@ -118,6 +124,22 @@ func (w *way) giveWay(ctx context.Context, flockFD int) (locked bool) {
 			}
 		}
 	}
+}
+
+// wait starts waiting for a shared lock on the range, to drop it as soon
+// as it is had; the channel it returns is closed then.
+func (w *way) wait() chan struct{} {
+	done := make(chan struct{})
+	w.pending.Add(1)
+	go func() {
+		defer w.pending.Done()
+		defer close(done)
+		lk := rangeLock(unix.F_RDLCK)
+		if retryEINTR(func() error { return unix.FcntlFlock(w.f.Fd(), unix.F_OFD_SETLKW, &lk) }) == nil {
+			w.drop()
+		}
+	}()
+	return done
 }
 
 // drop drops the way's shared lock.

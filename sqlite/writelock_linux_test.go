@@ -98,6 +98,20 @@ func TestWriteLockGoesAheadOfAMarkThatTakesNothing(t *testing.T) {
 	if !starving(t, path) {
 		t.Fatal("the mark is gone: the test did not hold it")
 	}
+	// The next writer joins the wait left pending instead of starting one
+	// of its own: one pending wait while the mark stays, not one a write.
+	pending := l.way.cur
+	if pending == nil {
+		t.Fatal("no wait left pending while the mark stays")
+	}
+	unlock, err = l.lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if l.way.cur != pending {
+		t.Fatal("a second writer started a wait of its own while the first was pending")
+	}
 }
 
 // A writer that waits starveAfter for the flock marks itself starving, and
