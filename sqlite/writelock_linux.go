@@ -25,18 +25,19 @@ import (
 // starveBase), and every writer that comes to the lock after that gives
 // way — waits, asleep in the kernel, for a shared lock on the whole range,
 // i.e. until no one is marked (or it finds the flock free: giveWayProbe) —
-// before it asks for the flock. The writers
-// already waiting for the flock are all that is left to take it, so a
-// starving writer gets it after at most one turn of each of them; it then
-// drops its mark, and once the last mark is gone the writers that gave way
-// are woken together (shared locks do not exclude each other) and go on.
+// before it asks for the flock. The writers already waiting for the flock
+// are all that is left to take it, so a starving writer gets it after at
+// most one turn of each of them; it then drops its mark, and once the last
+// mark is gone the writers that gave way are woken together (shared locks
+// do not exclude each other) and go on.
 //
 // The byte locks are open-file-description locks (F_OFD_SETLK): owned by
 // the descriptor, like the flock, so each process's handle is its own
 // owner (two descriptors: the flock's, which marks, and the way's, which
-// gives way), and the kernel drops them with a dead process's descriptors. They
-// only order who asks: the flock (and SQLite's locking below it) still
-// excludes. A file system that refuses them leaves the flock as it is.
+// gives way), and the kernel drops them with a dead process's descriptors.
+// They only order who asks: the flock (and SQLite's locking below it)
+// still excludes. A file system that refuses them leaves the flock as it
+// is.
 
 // The sidecar's range whose bytes mark starving writers, one byte each
 // (picked at random: two starving writers on one byte only delay the
@@ -179,12 +180,4 @@ func unmark(fd int) {
 
 func rangeLock(typ int16) unix.Flock_t {
 	return unix.Flock_t{Type: typ, Whence: io.SeekStart, Start: starveBase, Len: starveSlots}
-}
-
-func retryEINTR(f func() error) error {
-	for {
-		if err := f(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

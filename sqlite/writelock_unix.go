@@ -71,9 +71,13 @@ func lockFile(ctx context.Context, f *os.File, w *way, release func()) error {
 }
 
 func flockRetry(fd int) error {
+	return retryEINTR(func() error { return syscall.Flock(fd, syscall.LOCK_EX) })
+}
+
+// retryEINTR calls f again while a signal interrupts it.
+func retryEINTR(f func() error) error {
 	for {
-		err := syscall.Flock(fd, syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
+		if err := f(); !errors.Is(err, syscall.EINTR) {
 			return err
 		}
 	}

@@ -1,10 +1,11 @@
-//go:build unix && !linux
+//go:build !linux
 
 package sqlite
 
 import "context"
 
-// Without open-file-description locks, writers take the flock as it comes
+// Without open-file-description locks (or, off unix, without the flock),
+// writers take the lock as it comes: nothing gives way, nothing is marked
 // (see writelock_linux.go for what Linux adds).
 
 type way struct{}
