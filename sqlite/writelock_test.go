@@ -19,16 +19,8 @@ import (
 // once that lock arrives, drop the lock of a later writer of its process.
 func TestWriteLockCancelledWaiter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.db")
-	other, err := newWriteLock(path) // another process, in effect: its own descriptor
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.close()
-	mine, err := newWriteLock(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.close()
+	other := openWriteLock(t, path) // another process, in effect: its own descriptor
+	mine := openWriteLock(t, path)
 
 	unlockOther, err := other.lock(context.Background())
 	if err != nil {
@@ -41,14 +33,7 @@ func TestWriteLockCancelledWaiter(t *testing.T) {
 	}
 	// The abandoned flock is still pending: this process's next writer
 	// waits for it instead of sharing the descriptor's lock.
-	got := make(chan func(), 1)
-	go func() {
-		unlock, err := mine.lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- unlock
-	}()
+	got := lockInBackground(t, mine)
 	select {
 	case <-got:
 		t.Fatal("a second writer got the lock while the other process held it")
@@ -74,6 +59,32 @@ func TestWriteLockCancelledWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlockOther()
+}
+
+// openWriteLock opens a write lock on the database at path, closed when t
+// ends: its own descriptor, so to the file lock another process.
+func openWriteLock(t *testing.T, path string) *writeLock {
+	t.Helper()
+	l, err := newWriteLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.close() })
+	return l
+}
+
+// lockInBackground takes l on another goroutine and hands over its unlock
+// (nil if it failed, which fails t).
+func lockInBackground(t *testing.T, l *writeLock) <-chan func() {
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := l.lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- unlock
+	}()
+	return got
 }
 
 // BenchmarkWriteLockWait measures how long writers wait for the write lock
