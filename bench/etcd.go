@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -236,46 +237,80 @@ const etcdFleetTTL = 5
 // with the client's KeepAlive stream.
 func (c *etcdClient) hold(ctx context.Context, name string, n int, _ bool) (func() holdStats, error) {
 	var setup int64
+	for attempt := 1; ; attempt++ {
+		ka, stop, lost, err := c.putUnderLease(ctx, name, n, &setup)
+		if err != nil {
+			return nil, err
+		}
+		if lost {
+			// The lease expired before all its keys were put (its keep-alives
+			// came late on a busy machine), and took the keys put so far with
+			// it: start over under a new lease, as a client of an etcd session
+			// does when the session is lost, and count the failure.
+			setup++
+			if attempt == 5 {
+				return nil, fmt.Errorf("fleet: the lease expired %d times while its %d keys were put", attempt, n)
+			}
+			quiet.Warn("bench: lease lost while putting its keys; starting over under a new one")
+			continue
+		}
+		var renewals, failures atomic.Int64
+		failures.Store(setup)
+		go func() {
+			defer stop()
+			for range ka {
+				renewals.Add(int64(n)) // one response renews the n keys
+			}
+			if ctx.Err() == nil {
+				failures.Add(1) // the lease was lost
+			}
+		}()
+		return func() holdStats {
+			return holdStats{Renewals: renewals.Load(), Failures: failures.Load()}
+		}, nil
+	}
+}
+
+// putUnderLease grants a lease, keeps it alive and puts the process's n
+// keys under it; stop ends the keep-alive (which also ends with ctx). lost
+// is true (and the keep-alive stopped) when the lease expired before every
+// key was put.
+func (c *etcdClient) putUnderLease(ctx context.Context, name string, n int, setup *int64) (ka <-chan *clientv3.LeaseKeepAliveResponse, stop func(), lost bool, err error) {
 	var l *clientv3.LeaseGrantResponse
-	err := retry(ctx, &setup, func() (err error) {
+	if err := retry(ctx, setup, func() (err error) {
 		l, err = c.cli.Grant(ctx, etcdFleetTTL)
 		return err
-	})
-	if err != nil {
-		return nil, err
+	}); err != nil {
+		return nil, nil, false, err
 	}
 	// Kept alive from the start: putting the keys may take longer than
 	// the TTL on a busy machine.
-	ka, err := c.cli.KeepAlive(ctx, l.ID)
+	kctx, stop := context.WithCancel(ctx)
+	ka, err = c.cli.KeepAlive(kctx, l.ID)
 	if err != nil {
-		return nil, err
+		stop()
+		return nil, nil, false, err
 	}
 	for i := range n {
 		v, err := json.Marshal(entry(name, int64(i), 0))
 		if err != nil {
-			return nil, err
+			stop()
+			return nil, nil, false, err
 		}
-		err = retry(ctx, &setup, func() error {
+		err = retry(ctx, setup, func() error {
 			_, err := c.cli.Put(ctx, c.prefix+name+"/"+strconv.Itoa(i), string(v), clientv3.WithLease(l.ID))
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				lost = true
+				return nil // no retry under this lease
+			}
 			return err
 		})
-		if err != nil {
-			return nil, err
+		if err != nil || lost {
+			stop()
+			return nil, nil, lost, err
 		}
 	}
-	var renewals, failures atomic.Int64
-	failures.Store(setup)
-	go func() {
-		for range ka {
-			renewals.Add(int64(n)) // one response renews the n keys
-		}
-		if ctx.Err() == nil {
-			failures.Add(1) // the lease was lost
-		}
-	}()
-	return func() holdStats {
-		return holdStats{Renewals: renewals.Load(), Failures: failures.Load()}
-	}, nil
+	return ka, stop, false, nil
 }
 
 func (c *etcdClient) live(ctx context.Context) (int, error) {
