@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/postgres"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
@@ -69,7 +69,7 @@ func benchHeartbeat10k(b *testing.B, cat switchboard.Catalog, server func() time
 	defer cache.Close()
 	time.Sleep(2 * time.Second) // let the heartbeat rounds settle into their rhythm
 
-	cpu0, wall0 := cpuTime(), time.Now()
+	cpu0, wall0 := cputime.Process(), time.Now()
 	var srv0 time.Duration
 	if server != nil {
 		srv0 = server()
@@ -78,7 +78,7 @@ func benchHeartbeat10k(b *testing.B, cat switchboard.Catalog, server func() time
 	for b.Loop() {
 		time.Sleep(time.Second)
 	}
-	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
+	cpu, wall := cputime.Process()-cpu0, time.Since(wall0)
 	after := sumStats(regs)
 	if got := len(cache.All()); got != n {
 		b.Fatalf("cache holds %d instances, want %d (something expired)", got, n)
@@ -126,11 +126,4 @@ func sumStats(regs []*switchboard.Registration) switchboard.RegistrationStats {
 		s.Reregistrations += x.Reregistrations
 	}
 	return s
-}
-
-// cpuTime is the user+system CPU time of this process.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

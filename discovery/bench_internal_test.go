@@ -3,11 +3,11 @@ package discovery
 import (
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 )
 
 // FleetInstance is fleetInstance, for the package's external tests.
@@ -53,8 +53,8 @@ func BenchmarkApply(b *testing.B) {
 	b.Run("update", func(b *testing.B) {
 		b.ReportAllocs()
 		k := 0
-		cpu := processCPU()
-		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+		cpu := cputime.Process()
+		defer func() { b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op") }()
 		for b.Loop() {
 			w.apply(&updates[k%len(updates)])
 			w.snapshot()
@@ -65,8 +65,8 @@ func BenchmarkApply(b *testing.B) {
 	b.Run("remove+add", func(b *testing.B) {
 		b.ReportAllocs()
 		k := 0
-		cpu := processCPU()
-		defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+		cpu := cputime.Process()
+		defer func() { b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op") }()
 		for b.Loop() {
 			ev := &updates[k%len(updates)]
 			rm := switchboard.Event{Kind: switchboard.EventRemoved, Instance: ev.Instance}
@@ -78,16 +78,6 @@ func BenchmarkApply(b *testing.B) {
 			k++
 		}
 	})
-}
-
-// processCPU is the CPU time this process has used (user + system, every
-// thread, the garbage collector's included), from getrusage.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var pickSink switchboard.Instance
@@ -118,8 +108,8 @@ func BenchmarkPickFloor(b *testing.B) {
 	run := func(name string, pick func() switchboard.Instance) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
-			defer func() { b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op") }()
+			cpu := cputime.Process()
+			defer func() { b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op") }()
 			for b.Loop() {
 				pickSink = pick()
 			}

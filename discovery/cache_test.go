@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
@@ -225,8 +226,8 @@ func BenchmarkLookupByCapability(b *testing.B) {
 // machine ns/op counts the time other processes hold the cores; cpu-ns/op
 // does not (their use of the caches still shows).
 func reportCPU(b *testing.B) func() {
-	start := processCPU()
-	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
+	start := cputime.Process()
+	return func() { b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op") }
 }
 
 // bigCache is a cache of n instances over a fake catalog, sent in id

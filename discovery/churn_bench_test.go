@@ -14,12 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 )
 
 // The churn benchmark's children are this test binary run again with
@@ -285,7 +285,7 @@ func churnChild(role, dsn string) int {
 	if !in.Scan() || in.Text() != "go" {
 		return fail(fmt.Errorf("no go"))
 	}
-	cpu0, t0 := processCPU(), time.Now()
+	cpu0, t0 := cputime.Process(), time.Now()
 	var want int
 	if !in.Scan() {
 		return fail(fmt.Errorf("no end"))
@@ -297,20 +297,11 @@ func churnChild(role, dsn string) int {
 	for deadline := time.Now().Add(2 * time.Minute); seen() < want && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	res := churnResult{CPU: (processCPU() - cpu0).Seconds(), Wall: time.Since(t0).Seconds()}
+	res := churnResult{CPU: (cputime.Process() - cpu0).Seconds(), Wall: time.Since(t0).Seconds()}
 	mu.Lock()
 	res.Latency, res.Sent = lat, sents
 	mu.Unlock()
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return 0
-}
-
-// processCPU is this process's CPU time (user + system, every thread).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"net/url"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -74,7 +74,7 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 	if err != nil {
 		b.Skipf("server CPU unreadable: %v", err)
 	}
-	cli0 := clientCPU()
+	cli0 := cputime.Process()
 	b.ResetTimer()
 	for b.Loop() {
 		missing, err := c.Heartbeat(ctx, all...)
@@ -83,20 +83,13 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cli := clientCPU() - cli0
+	cli := cputime.Process() - cli0
 	srv, _ := pgtest.BackendCPU(pid)
 	srv -= srv0
 	// CPU seconds per batch = cores busy at one batch per second.
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/batch")
 	b.ReportMetric(cli.Seconds()/float64(b.N), "client-cores@1Hz")
 	b.ReportMetric(srv.Seconds()/float64(b.N), "server-cores@1Hz")
-}
-
-// clientCPU is this process's user+system CPU time.
-func clientCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkWriteChurn is the write-churn shape of issue 8: 12 writers, each
@@ -111,12 +104,12 @@ func BenchmarkWriteChurn(b *testing.B) {
 	for i := range cats {
 		cats[i] = openDSN(b, dsn, switchboard.Options{})
 	}
-	cpu0 := clientCPU()
+	cpu0 := cputime.Process()
 	ops := catalogtest.WriteChurn(b, cats, func(w int, i int64) switchboard.Instance {
 		return inst("churn-"+strconv.Itoa(w), "10.0.0.1:"+strconv.Itoa(int(i%60000)), "cap"+strconv.Itoa(int(i%7)))
 	})
 	// The client side's CPU per call: steadier than ops/s on a busy machine.
-	b.ReportMetric(float64((clientCPU()-cpu0).Microseconds())/float64(ops), "client-cpu-µs/op")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(ops), "client-cpu-µs/op")
 }
 
 // BenchmarkWatchSnapshot100k measures a new handle's Watch of everything
@@ -131,9 +124,9 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	var total, cpu time.Duration
 	for range b.N {
 		c := openDSN(b, dsn, switchboard.Options{})
-		cpu0 := clientCPU()
+		cpu0 := cputime.Process()
 		total += catalogtest.TimeSnapshot(b, c, n)
-		cpu += clientCPU() - cpu0
+		cpu += cputime.Process() - cpu0
 		c.Close()
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
@@ -183,11 +176,11 @@ func BenchmarkListByCapability1pct(b *testing.B) {
 // round: this process and the server backend pid.
 func cpuPerRound(b *testing.B, pid int, f func(i int)) {
 	srv0, _ := pgtest.BackendCPU(pid)
-	cli0 := clientCPU()
+	cli0 := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		f(i)
 	}
 	srv, _ := pgtest.BackendCPU(pid)
 	b.ReportMetric(float64((srv-srv0).Microseconds())/1000/float64(b.N), "server-cpu-ms")
-	b.ReportMetric(float64((clientCPU()-cli0).Microseconds())/1000/float64(b.N), "client-cpu-ms")
+	b.ReportMetric(float64((cputime.Process()-cli0).Microseconds())/1000/float64(b.N), "client-cpu-ms")
 }

@@ -6,22 +6,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 )
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkHeartbeat10k measures one batched heartbeat of 10,000 instances
 // on one file: the work of "10,000 instances heartbeating every second".
@@ -46,14 +37,14 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		missing, err := c.Heartbeat(ctx, ids...)
 		if err != nil || len(missing) != 0 {
 			b.Fatalf("heartbeat: %d missing, %v", len(missing), err)
 		}
 	}
-	cpu := cpuTime(b) - cpu0
+	cpu := cputime.Process() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(time.Second), "cpu-cores")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/n, "cpu-ns/id")
 }
@@ -120,7 +111,7 @@ func BenchmarkFleet100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	start, cpu0 := time.Now(), cpuTime(b)
+	start, cpu0 := time.Now(), cputime.Process()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
@@ -144,7 +135,7 @@ func BenchmarkFleet100k(b *testing.B) {
 	default:
 	}
 	rate := n / time.Since(start).Seconds()
-	cpu := float64((cpuTime(b) - cpu0).Microseconds()) / n
+	cpu := float64((cputime.Process() - cpu0).Microseconds()) / n
 	b.Logf("registration: %.0f/s, %.0f µs CPU each", rate, cpu) // shown even if a later phase fails
 	b.ReportMetric(rate, "registers/s")
 	b.ReportMetric(cpu, "cpu-us/register")
@@ -248,7 +239,7 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	var total time.Duration
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	for range b.N {
 		c, err := Open(ctx, fileDSN(path), quiet)
 		if err != nil {
@@ -258,7 +249,7 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 		c.Close()
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
-	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/snapshot")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/snapshot")
 }
 
 // BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
@@ -277,7 +268,7 @@ func BenchmarkListByCapability1pct(b *testing.B) {
 	}
 	b.ResetTimer()
 	rows := 0
-	cpu0 := cpuTime(b)
+	cpu0 := cputime.Process()
 	for i := 0; b.Loop(); i++ {
 		l, err := c.List(ctx, switchboard.Query{Capability: "cap-" + strconv.Itoa(i%100)})
 		if err != nil {
@@ -286,7 +277,7 @@ func BenchmarkListByCapability1pct(b *testing.B) {
 		rows = len(l)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/list")
-	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/list")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/list")
 	b.ReportMetric(float64(rows), "rows/list")
 }
 
@@ -335,14 +326,14 @@ func BenchmarkSnapshotRead100k(b *testing.B) {
 	)
 	for _, name := range []string{"ids", "packed", "snapshot"} {
 		b.Run(name, func(b *testing.B) {
-			cpu0 := cpuTime(b)
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if rows, err := read[name](); err != nil || rows != n {
 					b.Fatalf("%d rows, %v", rows, err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/read")
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/read")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/read")
 		})
 	}
 }

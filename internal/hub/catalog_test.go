@@ -2,8 +2,12 @@ package hub_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +29,32 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(cliDir)
 	}
 	os.Exit(code)
+}
+
+var (
+	cliOnce sync.Once
+	cliDir  string
+	cliBin  string
+	cliErr  error
+)
+
+// cli builds the CLI once per test binary.
+func cli(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		if cliDir, cliErr = os.MkdirTemp("", "switchboard-hub-test-"); cliErr != nil {
+			return
+		}
+		cliBin = filepath.Join(cliDir, "switchboard")
+		build := exec.Command("go", "build", "-o", cliBin, "github.com/switchboard-io/switchboard/cmd/switchboard")
+		if out, err := build.CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("go build the CLI: %v\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliBin
 }
 
 // backends opens one catalog per real backend.

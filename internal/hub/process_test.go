@@ -1,3 +1,5 @@
+//go:build unix
+
 package hub_test
 
 import (
@@ -29,32 +31,6 @@ const (
 	procHeartbeat = 500 * time.Millisecond
 	procCount     = 20
 )
-
-var (
-	cliOnce sync.Once
-	cliDir  string
-	cliBin  string
-	cliErr  error
-)
-
-// cli builds the CLI once per test binary.
-func cli(t *testing.T) string {
-	t.Helper()
-	cliOnce.Do(func() {
-		if cliDir, cliErr = os.MkdirTemp("", "switchboard-hub-test-"); cliErr != nil {
-			return
-		}
-		cliBin = filepath.Join(cliDir, "switchboard")
-		build := exec.Command("go", "build", "-o", cliBin, "github.com/switchboard-io/switchboard/cmd/switchboard")
-		if out, err := build.CombinedOutput(); err != nil {
-			cliErr = fmt.Errorf("go build the CLI: %v\n%s", err, out)
-		}
-	})
-	if cliErr != nil {
-		t.Fatal(cliErr)
-	}
-	return cliBin
-}
 
 // registrar is one `switchboard register` process.
 type registrar struct {
