@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/switchboard-io/switchboard/internal/cputime"
 )
 
 // Parameters and results of the children's roles.
@@ -125,7 +127,7 @@ func churnChild(ctx context.Context, c client, wait func(string) (string, error)
 		}
 		return false
 	}
-	cpu0, t0 := selfCPU(), time.Now()
+	cpu0, t0 := cputime.Process(), time.Now()
 	end := t0.Add(a.Window)
 	for i := int64(1); time.Now().Before(end); i++ {
 		id, err := c.register(ctx, a.Name, i, 0)
@@ -140,7 +142,7 @@ func churnChild(ctx context.Context, c client, wait func(string) (string, error)
 		}
 	}
 	res.Seconds = time.Since(t0).Seconds()
-	res.CPU = (selfCPU() - cpu0).Seconds()
+	res.CPU = (cputime.Process() - cpu0).Seconds()
 	return res, nil
 }
 
@@ -205,13 +207,13 @@ func fleetChild(ctx context.Context, c client, wait func(string) (string, error)
 	if _, err := wait("go"); err != nil {
 		return nil, err
 	}
-	cpu0, t0, s0 := selfCPU(), time.Now(), stats()
+	cpu0, t0, s0 := cputime.Process(), time.Now(), stats()
 	if _, err := wait("end"); err != nil {
 		return nil, err
 	}
 	s1 := stats()
 	return fleetResult{
-		CPU:      (selfCPU() - cpu0).Seconds(),
+		CPU:      (cputime.Process() - cpu0).Seconds(),
 		Seconds:  time.Since(t0).Seconds(),
 		Renewals: s1.Renewals - s0.Renewals,
 		Failures: s1.Failures - s0.Failures,
