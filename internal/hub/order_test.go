@@ -87,6 +87,7 @@ type blockingSource struct {
 	reading chan struct{} // receives once a Snapshot has read and waits
 	release chan struct{}
 	block   bool
+	hub     *Hub // the hub reading it, for the test's checks
 }
 
 func (b *blockingSource) Snapshot(ctx context.Context) (Snapshot, error) {
@@ -101,17 +102,77 @@ func (b *blockingSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
+// blockingStreamer streams blockingSource's snapshot in parts of two rows
+// and, while blocking, waits after handing over the first part: a resync
+// reconciling the parts as they come, held midway. It keeps the parts it
+// handed over (handed).
+type blockingStreamer struct {
+	*blockingSource
+	handed [][]switchboard.Instance
+}
+
+func (b *blockingStreamer) StreamSnapshot(ctx context.Context, emit func(Part) error) error {
+	s, err := b.memSource.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	block := b.block
+	b.mu.Unlock()
+	for i := 0; i == 0 || i < len(s.Instances); i += 2 {
+		p := Part{Rows: len(s.Instances), Seq: s.Seq, Epoch: s.Epoch, Now: s.Now}
+		p.Instances = s.Instances[i:min(i+2, len(s.Instances))]
+		b.handed = append(b.handed, p.Instances)
+		if err := emit(p); err != nil {
+			return err
+		}
+		if block && i == 0 {
+			b.reading <- struct{}{}
+			<-b.release
+		}
+	}
+	return nil
+}
+
 // Issue 15 / fleet scale: the periodic full resync reads in the background;
 // changes committed meanwhile reach watchers at once and are not undone
 // when the older snapshot is reconciled; what the log missed (a row changed
-// or deleted without an entry) is repaired.
+// or deleted without an entry) is repaired. The same whether the resync
+// reads whole or reconciles parts as a Streamer hands them over.
 func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
-	m := newMem()
-	src := &blockingSource{memSource: m, reading: make(chan struct{}), release: make(chan struct{})}
+	t.Run("whole", func(t *testing.T) {
+		m := newMem()
+		src := &blockingSource{memSource: m, reading: make(chan struct{}), release: make(chan struct{})}
+		testResyncLive(t, src, src)
+	})
+	t.Run("streamed", func(t *testing.T) {
+		m := newMem()
+		b := &blockingSource{memSource: m, reading: make(chan struct{}), release: make(chan struct{})}
+		st := &blockingStreamer{blockingSource: b}
+		testResyncLive(t, b, st)
+		// The mirror holds copies of what it took from the read, not the
+		// read's rows (which would keep every row of the read alive).
+		for _, part := range st.handed {
+			for i := range part {
+				part[i].Version = "scribbled"
+			}
+		}
+		h := st.hub
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if v := h.entries["i0"].inst.Version; v != "silently-changed" {
+			t.Errorf("i0's version in the mirror after the read's rows changed: %q", v)
+		}
+	})
+}
+
+func testResyncLive(t *testing.T, src *blockingSource, source Source) {
+	m := src.memSource
 	for i := range 5 {
 		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
 	}
-	h := New(src, Options{PollInterval: time.Hour})
+	h := New(source, Options{PollInterval: time.Hour})
+	src.hub = h
 	defer h.Close()
 	ch, err := h.Watch(t.Context(), switchboard.Query{})
 	if err != nil {
@@ -143,30 +204,44 @@ func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
 	m.put(inst("i9", time.Hour))
 	m.del("i3", switchboard.ReasonDeregistered)
 	h.Notify()
+	// A streamed resync repairs what the parts it has reconciled show
+	// (here the first part) before it is released, so the repairs may come
+	// before, among or after the live changes; the live changes must all
+	// come before the release.
 	got := map[string]switchboard.EventKind{}
-	for range 3 {
-		ev := next(t, ch)
-		got[ev.Instance.ID] = ev.Kind
-	}
-	want := map[string]switchboard.EventKind{"i2": switchboard.EventUpdated, "i9": switchboard.EventAdded, "i3": switchboard.EventRemoved}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("live events during the resync: %v, want %v", got, want)
-	}
-
-	close(src.release)
-	h.resyncs.Wait()
-	// The older snapshot repairs what the log missed, and nothing else.
-	got = map[string]switchboard.EventKind{}
-	for range 2 {
-		ev := next(t, ch)
+	live3 := func() bool { return got["i2"] != "" && got["i9"] != "" && got["i3"] != "" }
+	record := func(ev switchboard.Event) {
+		if _, dup := got[ev.Instance.ID]; dup {
+			t.Errorf("a second event for %s: %s", ev.Instance.ID, ev.Kind)
+		}
 		got[ev.Instance.ID] = ev.Kind
 		if ev.Instance.ID == "i0" && ev.Instance.Version != "silently-changed" {
 			t.Errorf("i0 updated to version %q", ev.Instance.Version)
 		}
 	}
-	want = map[string]switchboard.EventKind{"i0": switchboard.EventUpdated, "i1": switchboard.EventRemoved}
+	for n := 0; !live3() && n < 5; n++ {
+		record(next(t, ch))
+	}
+	if !live3() {
+		close(src.release)
+		t.Fatalf("live events during the resync: %v, want i2 updated, i9 added and i3 removed among them", got)
+	}
+
+	if _, streamed := source.(Streamer); !streamed && len(got) != 3 {
+		t.Errorf("events before a whole read was released: %v, want only the live ones", got)
+	}
+	close(src.release)
+	h.resyncs.Wait()
+	// The older snapshot repairs what the log missed, and nothing else.
+	for len(got) < 5 {
+		record(next(t, ch))
+	}
+	want := map[string]switchboard.EventKind{
+		"i0": switchboard.EventUpdated, "i1": switchboard.EventRemoved, // repaired
+		"i2": switchboard.EventUpdated, "i9": switchboard.EventAdded, "i3": switchboard.EventRemoved, // live
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("resync events: %v, want %v", got, want)
+		t.Fatalf("events: %v, want %v", got, want)
 	}
 	quiet(t, ch, 200*time.Millisecond)
 	h.mu.Lock()

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 // The periodic full resync (every PollInterval) is a safety net: the change
 // log already brings every change. It reads the whole catalog in the
 // background, while the loop goes on reading the log and Publish goes on
-// applying writes, then reconciles the mirror with it by difference, a
-// chunk at a time under h.mu. Live changes never wait behind it.
+// applying writes, and reconciles the mirror with it by difference, a
+// chunk at a time under h.mu: part by part as the source reads them when
+// it is a Streamer, after the whole read otherwise. Live changes never
+// wait behind it.
 //
 // Exactness: an instance the log touched while the resync was in flight
 // (touched) is left to the log, whose entries are read with the row as it
@@ -66,12 +69,30 @@ func (h *Hub) touch(id string) {
 	}
 }
 
+// errOtherEpoch ends a streamed resync whose catalog has another history
+// than the hub's cursor: the resync then reads the catalog whole and
+// applies it as a snapshot.
+var errOtherEpoch = errors.New("the catalog's epoch changed")
+
+// errSuperseded ends a resync when the loop applied a whole snapshot
+// meanwhile.
+var errSuperseded = errors.New("a snapshot was applied meanwhile")
+
 func (h *Hub) resync() {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
+	if st, ok := h.src.(Streamer); ok {
+		err := h.resyncStreamed(ctx, st)
+		if !errors.Is(err, errOtherEpoch) {
+			if err != nil && !errors.Is(err, errSuperseded) && h.ctx.Err() == nil {
+				// The loop's own reads judge whether the catalog is reachable.
+				h.log.Warn("catalog resync: read failed; the change log goes on", "err", err)
+			}
+			return
+		}
+	}
 	snap, err := h.src.Snapshot(ctx)
 	if err != nil {
-		// The loop's own reads judge whether the catalog is reachable.
 		if h.ctx.Err() == nil {
 			h.log.Warn("catalog resync: read failed; the change log goes on", "err", err)
 		}
@@ -88,14 +109,63 @@ func (h *Hub) resync() {
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()
-	for i := 0; i < len(snap.Instances); i += resyncChunk {
-		h.mu.Lock()
-		if h.gen != gen { // the loop applied a whole snapshot meanwhile
+	if h.reconcile(snap.Instances, snap.Now, gen) {
+		h.sweep(gen, snap.Now)
+	}
+}
+
+// resyncStreamed reconciles the mirror with a Streamer's snapshot part by
+// part as the source reads it, so that the catalog's rows are garbage a
+// part at a time instead of held whole beside the mirror until the end:
+// at 100,000 instances the whole read is as large as the mirror, and the
+// collections that follow it mark both.
+func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
+	var (
+		gen   uint64
+		begun bool
+		now   time.Time
+	)
+	err := st.StreamSnapshot(ctx, func(p Part) error {
+		if !begun {
+			h.mu.Lock()
+			if p.Epoch != h.epoch {
+				h.mu.Unlock()
+				return errOtherEpoch
+			}
+			h.gen++
+			gen = h.gen
 			h.mu.Unlock()
-			return
+			begun, now = true, p.Now
 		}
-		for j := i; j < min(i+resyncChunk, len(snap.Instances)); j++ {
-			in := &snap.Instances[j]
+		if !h.reconcile(p.Instances, now, gen) {
+			return errSuperseded
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !begun {
+		return errNoParts
+	}
+	h.sweep(gen, now)
+	return nil
+}
+
+// reconcile takes from ins, read at catalog time now, what differs from
+// the mirror, resyncChunk instances per hold of h.mu; false when the loop
+// applied a whole snapshot meanwhile (generation gen is then over). An
+// instance taken is copied out of ins, so that the mirror never keeps the
+// read's rows alive for one of them.
+func (h *Hub) reconcile(ins []switchboard.Instance, now time.Time, gen uint64) bool {
+	for i := 0; i < len(ins); i += resyncChunk {
+		h.mu.Lock()
+		if h.gen != gen {
+			h.mu.Unlock()
+			return false
+		}
+		for j := i; j < min(i+resyncChunk, len(ins)); j++ {
+			in := &ins[j]
 			e := h.entries[in.ID]
 			if _, t := h.touched[in.ID]; t {
 				continue
@@ -104,10 +174,18 @@ func (h *Hub) resync() {
 				e.mark = gen // unchanged: nothing to do
 				continue
 			}
-			h.upsert(in, snap.Now).mark = gen
+			c := *in
+			h.upsert(&c, now).mark = gen
 		}
 		h.mu.Unlock()
 	}
+	return true
+}
+
+// sweep ends generation gen's reconciliation, read at catalog time now:
+// an entry it did not see and the log did not touch was deleted while the
+// hub was not looking.
+func (h *Hub) sweep(gen uint64, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gen != gen {
@@ -117,10 +195,9 @@ func (h *Hub) resync() {
 		if _, t := h.touched[id]; t || e.mark == gen {
 			continue
 		}
-		// Deleted while we were not looking: a row past its TTL was reaped,
-		// anything else left.
+		// A row past its TTL was reaped, anything else left.
 		reason := switchboard.ReasonDeregistered
-		if e.expired || !snap.Now.Before(e.deadline) {
+		if e.expired || !now.Before(e.deadline) {
 			reason = switchboard.ReasonExpired
 		}
 		h.delete(id, reason)
