@@ -1,0 +1,58 @@
+package sqlite
+
+import (
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+)
+
+// A change that bypasses the change log (another program writing the file
+// with plain SQL: no log entry, no announcement) reaches watchers through
+// the periodic resync, which reads this backend's snapshot as a stream
+// and reconciles each part as it comes; what the log did bring is kept.
+func TestResyncRepairsWhatTheLogMissed(t *testing.T) {
+	path := t.TempDir() + "/catalog.db"
+	opts := quiet
+	opts.PollInterval = 200 * time.Millisecond
+	c, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, id := range []string{"kept", "changed", "deleted"} {
+		mustRegister(t, c, sample(id))
+	}
+	w, err := c.Watch(tctx(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the first snapshot", func() string { return "changed deleted kept" })
+
+	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, stmt := range []string{
+		`UPDATE instances SET version = 'behind-the-log' WHERE id = 'changed'`,
+		`DELETE FROM instances WHERE id = 'deleted'`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	testkit.WaitUntil(t, "the resync to repair the watcher's set", func() bool {
+		in, ok := set.Get("changed")
+		return set.IDs() == "changed kept" && ok && in.Version == "behind-the-log"
+	})
+	if in, _ := set.Get("kept"); in.Version != sample("kept").Version {
+		t.Errorf("kept's version %q, want %q", in.Version, sample("kept").Version)
+	}
+	// The log goes on as before.
+	mustRegister(t, c, sample("after"))
+	set.WaitForSet(t, "a registration after the repair", func() string { return "after changed kept" })
+}
