@@ -229,3 +229,49 @@ func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
 		t.Fatalf("emit's error, at the part it ended: %v", err)
 	}
 }
+
+// A streamed resync whose read fails midway keeps what its parts repaired
+// (each part is a consistent read's) but removes nothing: only a complete
+// read can tell that a row is gone. The next resync completes the repair.
+func TestStreamedResyncFailingMidwayRemovesNothing(t *testing.T) {
+	m := newMem()
+	for i := range 10 {
+		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
+	}
+	st := &streamSource{memSource: m, size: 3}
+	h := New(st, Options{PollInterval: time.Hour})
+	defer h.Close()
+	ch, evs := initialSet(t, h, switchboard.Query{})
+	if len(evs) != 10 {
+		t.Fatalf("first snapshot: %d instances, want 10", len(evs))
+	}
+	// Behind the log's back: two rows deleted.
+	m.mu.Lock()
+	delete(m.rows, "i0")
+	delete(m.rows, "i1")
+	m.mu.Unlock()
+
+	st.failAfter.Store(1)
+	h.startResync()
+	h.resyncs.Wait()
+	quiet(t, ch, 100*time.Millisecond)
+	h.mu.Lock()
+	n := len(h.entries)
+	h.mu.Unlock()
+	if n != 10 {
+		t.Fatalf("after a resync that failed midway the mirror holds %d entries, want all 10", n)
+	}
+
+	st.failAfter.Store(0)
+	h.startResync()
+	h.resyncs.Wait()
+	got := map[string]switchboard.EventKind{}
+	for range 2 {
+		ev := next(t, ch)
+		got[ev.Instance.ID] = ev.Kind
+	}
+	if got["i0"] != switchboard.EventRemoved || got["i1"] != switchboard.EventRemoved {
+		t.Fatalf("after a complete resync: %v, want i0 and i1 removed", got)
+	}
+	quiet(t, ch, 100*time.Millisecond)
+}
