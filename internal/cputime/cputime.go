@@ -6,5 +6,8 @@ package cputime
 import "time"
 
 // Process returns the CPU time this process has used so far, or 0 where the
-// system does not say (neither unix nor Windows).
+// system does not say (neither unix nor Windows) or the call fails (which
+// getrusage and GetProcessTimes do not for the calling process). A
+// benchmark that reports a difference of two readings thus reports 0 CPU,
+// not a wrong figure, where it cannot measure.
 func Process() time.Duration { return process() }
