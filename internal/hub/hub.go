@@ -495,18 +495,7 @@ func (h *Hub) applyPart(ins []switchboard.Instance, now time.Time) {
 func (h *Hub) endSnapshot(s Snapshot) {
 	h.bulk = false
 	heap.Init(&h.dl)
-	for id, e := range h.entries {
-		if e.mark == h.gen {
-			continue
-		}
-		// Deleted while we were not looking: a row past its TTL was reaped,
-		// anything else left.
-		reason := switchboard.ReasonDeregistered
-		if e.expired || !s.Now.Before(e.deadline) {
-			reason = switchboard.ReasonExpired
-		}
-		h.delete(id, reason)
-	}
+	h.dropUnseen(h.gen, s.Now, nil)
 	h.seq, h.epoch = s.Seq, s.Epoch
 }
 
@@ -557,6 +546,22 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 	h.refresh(e, now, false)
 	h.transition(old, oldExpired, e.inst, e.expired, "")
 	return e
+}
+
+// dropUnseen removes the entries that generation gen, read at catalog time
+// now, did not see (mark) and keep does not hold: deleted while the hub was
+// not looking. A row past its TTL was reaped, anything else left.
+func (h *Hub) dropUnseen(gen uint64, now time.Time, keep map[string]struct{}) {
+	for id, e := range h.entries {
+		if _, k := keep[id]; k || e.mark == gen {
+			continue
+		}
+		reason := switchboard.ReasonDeregistered
+		if e.expired || !now.Before(e.deadline) {
+			reason = switchboard.ReasonExpired
+		}
+		h.delete(id, reason)
+	}
 }
 
 func (h *Hub) delete(id string, reason switchboard.Reason) {

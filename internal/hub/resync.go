@@ -70,8 +70,8 @@ func (h *Hub) touch(id string) {
 }
 
 // errOtherEpoch ends a streamed resync whose catalog has another history
-// than the hub's cursor: the resync then reads the catalog whole and
-// applies it as a snapshot.
+// than the hub's cursor: the catalog is then read whole and applied as a
+// snapshot.
 var errOtherEpoch = errors.New("the catalog's epoch changed")
 
 // errSuperseded ends a resync when the loop applied a whole snapshot
@@ -81,22 +81,23 @@ var errSuperseded = errors.New("a snapshot was applied meanwhile")
 func (h *Hub) resync() {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
+	var err error
 	if st, ok := h.src.(Streamer); ok {
-		err := h.resyncStreamed(ctx, st)
-		if !errors.Is(err, errOtherEpoch) {
-			if err != nil && !errors.Is(err, errSuperseded) && h.ctx.Err() == nil {
-				// The loop's own reads judge whether the catalog is reachable.
-				h.log.Warn("catalog resync: read failed; the change log goes on", "err", err)
-			}
-			return
-		}
+		err = h.resyncStreamed(ctx, st)
+	} else {
+		err = h.resyncWhole(ctx)
 	}
+	if err != nil && !errors.Is(err, errSuperseded) && h.ctx.Err() == nil {
+		// The loop's own reads judge whether the catalog is reachable.
+		h.log.Warn("catalog resync: read failed; the change log goes on", "err", err)
+	}
+}
+
+// resyncWhole reads the whole catalog, then reconciles the mirror with it.
+func (h *Hub) resyncWhole(ctx context.Context) error {
 	snap, err := h.src.Snapshot(ctx)
 	if err != nil {
-		if h.ctx.Err() == nil {
-			h.log.Warn("catalog resync: read failed; the change log goes on", "err", err)
-		}
-		return
+		return err
 	}
 	h.mu.Lock()
 	if snap.Epoch != h.epoch {
@@ -104,21 +105,23 @@ func (h *Hub) resync() {
 		// rules (as when the loop finds its cursor gone).
 		h.applySnapshot(snap)
 		h.mu.Unlock()
-		return
+		return nil
 	}
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()
-	if h.reconcile(snap.Instances, snap.Now, gen) {
-		h.sweep(gen, snap.Now)
+	if !h.reconcile(snap.Instances, snap.Now, gen) {
+		return errSuperseded
 	}
+	h.sweep(gen, snap.Now)
+	return nil
 }
 
 // resyncStreamed reconciles the mirror with a Streamer's snapshot part by
 // part as the source reads it, so that the catalog's rows are garbage a
 // part at a time instead of held whole beside the mirror until the end:
-// at 100,000 instances the whole read is as large as the mirror, and the
-// collections that follow it mark both.
+// at 100,000 instances the whole read is as large as the mirror. A
+// catalog of another epoch is read again whole (resyncWhole).
 func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 	var (
 		gen   uint64
@@ -142,10 +145,12 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errOtherEpoch):
+		return h.resyncWhole(ctx)
+	case err != nil:
 		return err
-	}
-	if !begun {
+	case !begun:
 		return errNoParts
 	}
 	h.sweep(gen, now)
@@ -166,11 +171,10 @@ func (h *Hub) reconcile(ins []switchboard.Instance, now time.Time, gen uint64) b
 		}
 		for j := i; j < min(i+resyncChunk, len(ins)); j++ {
 			in := &ins[j]
-			e := h.entries[in.ID]
 			if _, t := h.touched[in.ID]; t {
 				continue
 			}
-			if e != nil && !in.LastSeen.After(e.inst.LastSeen) && sameContent(e.inst, in) {
+			if e := h.entries[in.ID]; e != nil && !in.LastSeen.After(e.inst.LastSeen) && sameContent(e.inst, in) {
 				e.mark = gen // unchanged: nothing to do
 				continue
 			}
@@ -188,18 +192,7 @@ func (h *Hub) reconcile(ins []switchboard.Instance, now time.Time, gen uint64) b
 func (h *Hub) sweep(gen uint64, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.gen != gen {
-		return
-	}
-	for id, e := range h.entries {
-		if _, t := h.touched[id]; t || e.mark == gen {
-			continue
-		}
-		// A row past its TTL was reaped, anything else left.
-		reason := switchboard.ReasonDeregistered
-		if e.expired || !now.Before(e.deadline) {
-			reason = switchboard.ReasonExpired
-		}
-		h.delete(id, reason)
+	if h.gen == gen {
+		h.dropUnseen(gen, now, h.touched)
 	}
 }
