@@ -23,6 +23,7 @@ type memSource struct {
 	seq   int64
 	down  bool
 	reads int
+	epoch string // the history Snapshot and ChangesSince report
 }
 
 func newMem() *memSource { return &memSource{rows: map[string]switchboard.Instance{}} }
@@ -77,7 +78,7 @@ func (m *memSource) Snapshot(context.Context) (Snapshot, error) {
 	if m.down {
 		return Snapshot{}, errDown
 	}
-	s := Snapshot{Seq: m.seq, Now: time.Now()}
+	s := Snapshot{Seq: m.seq, Epoch: m.epoch, Now: time.Now()}
 	for _, in := range m.rows {
 		s.Instances = append(s.Instances, in)
 	}
@@ -91,7 +92,7 @@ func (m *memSource) ChangesSince(_ context.Context, seq int64) (Batch, error) {
 	if m.down {
 		return Batch{}, errDown
 	}
-	b := Batch{Seq: seq, Now: time.Now()}
+	b := Batch{Seq: seq, Epoch: m.epoch, Now: time.Now()}
 	for _, c := range m.log {
 		if c.Seq <= seq {
 			continue

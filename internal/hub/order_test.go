@@ -87,7 +87,6 @@ type blockingSource struct {
 	reading chan struct{} // receives once a Snapshot has read and waits
 	release chan struct{}
 	block   bool
-	hub     *Hub // the hub reading it, for the test's checks
 }
 
 func (b *blockingSource) Snapshot(ctx context.Context) (Snapshot, error) {
@@ -149,7 +148,7 @@ func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
 		m := newMem()
 		b := &blockingSource{memSource: m, reading: make(chan struct{}), release: make(chan struct{})}
 		st := &blockingStreamer{blockingSource: b}
-		testResyncLive(t, b, st)
+		h := testResyncLive(t, b, st)
 		// The mirror holds copies of what it took from the read, not the
 		// read's rows (which would keep every row of the read alive).
 		for _, part := range st.handed {
@@ -157,7 +156,6 @@ func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
 				part[i].Version = "scribbled"
 			}
 		}
-		h := st.hub
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if v := h.entries["i0"].inst.Version; v != "silently-changed" {
@@ -166,13 +164,14 @@ func TestResyncDoesNotHoldOrUndoLiveChanges(t *testing.T) {
 	})
 }
 
-func testResyncLive(t *testing.T, src *blockingSource, source Source) {
+// testResyncLive runs the scenario on src, read through source (src
+// itself, or a streamer of it), and returns the (closed) hub it used.
+func testResyncLive(t *testing.T, src *blockingSource, source Source) *Hub {
 	m := src.memSource
 	for i := range 5 {
 		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
 	}
 	h := New(source, Options{PollInterval: time.Hour})
-	src.hub = h
 	defer h.Close()
 	ch, err := h.Watch(t.Context(), switchboard.Query{})
 	if err != nil {
@@ -255,4 +254,5 @@ func testResyncLive(t *testing.T, src *blockingSource, source Source) {
 	if h.touched != nil {
 		t.Error("resync still tracking changes after it finished")
 	}
+	return h
 }

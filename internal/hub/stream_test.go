@@ -275,3 +275,34 @@ func TestStreamedResyncFailingMidwayRemovesNothing(t *testing.T) {
 	}
 	quiet(t, ch, 100*time.Millisecond)
 }
+
+// A streamed resync that finds the catalog in another history (re-created
+// or restored elsewhere) reads it again whole and applies it as a
+// snapshot, as the loop does when its cursor is gone.
+func TestStreamedResyncOfAnotherEpochAppliesTheSnapshot(t *testing.T) {
+	m := newMem()
+	for i := range 5 {
+		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
+	}
+	st := &streamSource{memSource: m, size: 2}
+	h := New(st, Options{PollInterval: time.Hour})
+	defer h.Close()
+	ch, _ := initialSet(t, h, switchboard.Query{})
+	// Restored from elsewhere: another history, without i0.
+	m.mu.Lock()
+	m.epoch = "restored"
+	delete(m.rows, "i0")
+	m.mu.Unlock()
+
+	h.startResync()
+	h.resyncs.Wait()
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved || ev.Instance.ID != "i0" {
+		t.Fatalf("got %s %s, want i0 removed", ev.Kind, ev.Instance.ID)
+	}
+	quiet(t, ch, 100*time.Millisecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.epoch != "restored" || len(h.entries) != 4 {
+		t.Fatalf("after the resync: epoch %q, %d entries; want restored, 4", h.epoch, len(h.entries))
+	}
+}
