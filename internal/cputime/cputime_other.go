@@ -5,3 +5,5 @@ package cputime
 import "time"
 
 func process() time.Duration { return 0 }
+
+func minorFaults() int64 { return 0 }
