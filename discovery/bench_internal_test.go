@@ -3,6 +3,8 @@ package discovery
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,3 +152,65 @@ func BenchmarkReadFloor(b *testing.B) {
 }
 
 var readSink int64
+
+// BenchmarkApplyTail measures the spread of the time one change takes, in
+// the shape of BenchmarkChurn's changes (an update of one metadata value
+// to a value of its own, each published as a version), applied to a cache
+// of 100,000 instances at 1,000 changes a second: the wall time of each
+// apply, its p50, p99 and p99.9, and the page faults per change. "fresh"
+// times the first b.N changes after the cache was built, while the
+// process's heap still grows into pages it never touched (each first
+// touch a page fault); "steady" times b.N changes after 30,000 unmeasured
+// ones, once the heap has reached its size and reuses its pages. The pace
+// keeps the collector's share of the time near what it is at
+// BenchmarkChurn's 100 a second (back to back, the collector would be
+// marking for much of the run, and every apply during a mark is slower).
+// Run with -benchtime 3000x.
+func BenchmarkApplyTail(b *testing.B) {
+	for _, phase := range []struct {
+		name   string
+		warmup int
+	}{{"fresh", 0}, {"steady", 30000}} {
+		b.Run(phase.name, func(b *testing.B) {
+			const n = 100000
+			w := newWriter()
+			for i := 0; i < n; i++ {
+				ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+				w.apply(&ev)
+			}
+			w.snapshot()
+			k := 0
+			change := func() {
+				in := fleetInstance(k * 7919 % n)
+				in.Metadata = map[string]string{"zone": in.Metadata["zone"], "sent": strconv.Itoa(k)}
+				ev := switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}
+				w.apply(&ev)
+				w.snapshot()
+				w.changes = w.changes[:0]
+				k++
+			}
+			for range phase.warmup {
+				change()
+			}
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			var took []time.Duration
+			flt := cputime.MinorFaults()
+			for b.Loop() {
+				<-tick.C
+				t := time.Now()
+				change()
+				took = append(took, time.Since(t))
+			}
+			flt = cputime.MinorFaults() - flt
+			slices.Sort(took)
+			q := func(p float64) float64 {
+				return float64(took[min(len(took)-1, int(p*float64(len(took))))].Nanoseconds()) / 1000
+			}
+			b.ReportMetric(q(0.50), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(q(0.999), "p99.9-µs")
+			b.ReportMetric(float64(flt)/float64(b.N), "faults/op")
+		})
+	}
+}
