@@ -239,7 +239,7 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	var total time.Duration
-	cpu0 := cputime.Process()
+	cpu0, flt0 := cputime.Process(), cputime.MinorFaults()
 	for range b.N {
 		c, err := Open(ctx, fileDSN(path), quiet)
 		if err != nil {
@@ -250,6 +250,7 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/snapshot")
 	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/snapshot")
+	b.ReportMetric(float64(cputime.MinorFaults()-flt0)/float64(b.N), "faults/snapshot")
 }
 
 // BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
