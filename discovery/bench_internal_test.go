@@ -34,18 +34,24 @@ func fleetInstance(i int) switchboard.Instance {
 	}
 }
 
+// fleetWriter returns a writer holding the first n instances of the fleet,
+// published, and that version.
+func fleetWriter(n int) (*writer, *Snapshot) {
+	w := newWriter()
+	for i := range n {
+		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
+		w.apply(&ev)
+	}
+	return w, w.snapshot()
+}
+
 // BenchmarkApply measures one change applied to a cache of 100,000
 // instances and published as a version of its own (the worst case: no
 // burst shares the path copies): an update that changes an instance's
 // metadata, and a removal followed by the same instance's addition.
 func BenchmarkApply(b *testing.B) {
 	const n = 100000
-	w := newWriter()
-	for i := 0; i < n; i++ {
-		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
-		w.apply(&ev)
-	}
-	w.snapshot()
+	w, _ := fleetWriter(n)
 	rng := rand.New(rand.NewPCG(1, 1))
 	updates := make([]switchboard.Event, 1024)
 	for k := range updates {
@@ -97,12 +103,7 @@ var pickSink switchboard.Instance
 // a pick costs a caller that uses the instance before picking again. (On
 // this project's machine the two cost the same.)
 func BenchmarkPickFloor(b *testing.B) {
-	w := newWriter()
-	for i := 0; i < 100000; i++ {
-		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
-		w.apply(&ev)
-	}
-	s := w.snapshot()
+	_, s := fleetWriter(100000)
 	bk := lookupBucket(&s.caps, hashID("all"), "all")
 	flat := make([]rec, 0, bk.pool.n)
 	for i := range bk.pool.n {
@@ -178,12 +179,7 @@ func BenchmarkApplyTail(b *testing.B) {
 			// "fresh" grows into untouched pages however it is run.
 			debug.FreeOSMemory()
 			const n = 100000
-			w := newWriter()
-			for i := 0; i < n; i++ {
-				ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
-				w.apply(&ev)
-			}
-			w.snapshot()
+			w, _ := fleetWriter(n)
 			k := 0
 			change := func() {
 				in := fleetInstance(k * 7919 % n)
