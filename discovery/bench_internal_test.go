@@ -162,8 +162,9 @@ var readSink int64
 // apply, its p50, p99 and p99.9, and the page faults per change. "fresh"
 // gives the process's free memory back to the system, builds the cache and
 // times the first b.N changes, while the heap grows into pages the process
-// has not touched (each first touch a page fault); "steady" times b.N changes after 30,000 unmeasured
-// ones, once the heap has reached its size and reuses its pages. The pace
+// has not touched (each first touch a page fault); "steady" times b.N
+// changes after 30,000 unmeasured ones, once the heap has reached its size
+// and reuses its pages. The pace
 // keeps the collector's share of the time near what it is at
 // BenchmarkChurn's 100 a second (back to back, the collector would be
 // marking for much of the run, and every apply during a mark is slower).
