@@ -15,7 +15,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
-	"github.com/switchboard-io/switchboard/internal/cputime"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
@@ -156,7 +155,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 				b.Run("ByCapability/"+cp, func(b *testing.B) {
 					b.ReportAllocs()
 					c.ByCapability(cp) // the listing is built on first use per version
-					defer reportCPU(b)()
+					defer discovery.ReportCPU(b)()
 					k := 0
 					for b.Loop() {
 						k += len(c.ByCapability(cp))
@@ -167,7 +166,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 				})
 				b.Run("Count/"+cp, func(b *testing.B) {
 					b.ReportAllocs()
-					defer reportCPU(b)()
+					defer discovery.ReportCPU(b)()
 					q := switchboard.Query{Capability: cp}
 					for b.Loop() {
 						if c.Count(q) == 0 {
@@ -177,7 +176,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 				})
 				b.Run("PickRoundRobin/"+cp, func(b *testing.B) {
 					b.ReportAllocs()
-					defer reportCPU(b)()
+					defer discovery.ReportCPU(b)()
 					for b.Loop() {
 						if _, ok := c.PickRoundRobin(cp); !ok {
 							b.Fatal("no pick")
@@ -186,7 +185,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 				})
 				b.Run("PickRandom/"+cp, func(b *testing.B) {
 					b.ReportAllocs()
-					defer reportCPU(b)()
+					defer discovery.ReportCPU(b)()
 					for b.Loop() {
 						if _, ok := c.PickRandom(cp); !ok {
 							b.Fatal("no pick")
@@ -201,7 +200,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 					ids[k] = fmt.Sprintf("id-%06d", k*7919%n)
 				}
 				i := 0
-				defer reportCPU(b)()
+				defer discovery.ReportCPU(b)()
 				for b.Loop() {
 					if _, ok := c.Get(ids[i%len(ids)]); !ok {
 						b.Fatal("no instance")
@@ -219,15 +218,6 @@ func BenchmarkLookupByCapability(b *testing.B) {
 			})
 		})
 	}
-}
-
-// reportCPU starts measuring the process's CPU time (getrusage); the
-// function it returns reports it per operation as cpu-ns/op. On this shared
-// machine ns/op counts the time other processes hold the cores; cpu-ns/op
-// does not (their use of the caches still shows).
-func reportCPU(b *testing.B) func() {
-	start := cputime.Process()
-	return func() { b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op") }
 }
 
 // bigCache is a cache of n instances over a fake catalog, sent in id
