@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -44,11 +43,7 @@ func TestEpochRecreatedCatalog(t *testing.T) {
 	b.Close()
 	// Its contents replace the watched catalog's in one transaction (a
 	// restore in place), so the watcher never sees a half-way state.
-	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)")
 	raw.SetMaxOpenConns(1)
 	script := []string{`ATTACH DATABASE '` + other + `' AS n`, `BEGIN IMMEDIATE`}
 	for _, table := range []string{"instance_capabilities", "instances", "changes", "leases", "meta", "schema_migrations"} {

@@ -142,11 +142,7 @@ func TestPackedReadsMatchColumns(t *testing.T) {
 func TestPackedKeptByTriggers(t *testing.T) {
 	c, path := newFile(t)
 	mustRegister(t, c, tricky()[0])
-	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)")
 	for _, stmt := range []string{
 		`INSERT INTO instances (id, name, type, address, capabilities, version, metadata, ttl_ms, registered_at, last_seen)
 			VALUES ('old-1', 'old', 'writer', '10.1.1.1:1', '["storage"]', '1', '{"a":"b"}', 3600000, 1, ` + nowSQL + `)`,
@@ -171,12 +167,8 @@ func TestPackedKeptByTriggers(t *testing.T) {
 // schemaV4 creates at path the schema as migrations 1–4 left it.
 func schemaV4(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
 	raw.SetMaxOpenConns(1)
-	t.Cleanup(func() { raw.Close() })
 	if _, err := raw.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}

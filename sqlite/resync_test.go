@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"testing"
 	"time"
 
@@ -32,11 +31,7 @@ func TestResyncRepairsWhatTheLogMissed(t *testing.T) {
 	set := testkit.NewWatchSet(w)
 	set.WaitForSet(t, "the first snapshot", func() string { return "changed deleted kept" })
 
-	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
 	for _, stmt := range []string{
 		`UPDATE instances SET version = 'behind-the-log' WHERE id = 'changed'`,
 		`DELETE FROM instances WHERE id = 'deleted'`,

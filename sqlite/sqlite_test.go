@@ -58,6 +58,20 @@ func sample(id string) switchboard.Instance {
 	}
 }
 
+// rawDB opens the file at path as another program would: plain
+// database/sql with the driver, no catalog, the pragmas given as the DSN's
+// query (e.g. "_pragma=busy_timeout(5000)"). It is closed when the test
+// ends.
+func rawDB(t testing.TB, path, pragmas string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?"+pragmas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func mustRegister(t *testing.T, c *Catalog, in switchboard.Instance) switchboard.Instance {
 	t.Helper()
 	out, err := c.Register(tctx(t), in)
@@ -464,11 +478,7 @@ func TestRetryOnBusy(t *testing.T) {
 	c, path := newFile(t)
 	ctx := tctx(t)
 	// A real SQLITE_BUSY: a second connection that does not wait.
-	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := rawDB(t, path, "_pragma=busy_timeout(0)")
 	tx, err := c.d.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
