@@ -230,21 +230,30 @@ func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
 	}
 }
 
+// streamedWatch returns a hub over n rows (i0, i1, …, an hour's TTL each)
+// that its source streams in parts of size, and a watch of everything
+// that has received the first snapshot (closed when the test ends).
+func streamedWatch(t *testing.T, n, size int) (*memSource, *streamSource, *Hub, <-chan switchboard.Event) {
+	t.Helper()
+	m := newMem()
+	for i := range n {
+		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
+	}
+	st := &streamSource{memSource: m, size: size}
+	h := New(st, Options{PollInterval: time.Hour})
+	t.Cleanup(h.Close)
+	ch, evs := initialSet(t, h, switchboard.Query{})
+	if len(evs) != n {
+		t.Fatalf("first snapshot: %d instances, want %d", len(evs), n)
+	}
+	return m, st, h, ch
+}
+
 // A streamed resync whose read fails midway keeps what its parts repaired
 // (each part is a consistent read's) but removes nothing: only a complete
 // read can tell that a row is gone. The next resync completes the repair.
 func TestStreamedResyncFailingMidwayRemovesNothing(t *testing.T) {
-	m := newMem()
-	for i := range 10 {
-		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
-	}
-	st := &streamSource{memSource: m, size: 3}
-	h := New(st, Options{PollInterval: time.Hour})
-	defer h.Close()
-	ch, evs := initialSet(t, h, switchboard.Query{})
-	if len(evs) != 10 {
-		t.Fatalf("first snapshot: %d instances, want 10", len(evs))
-	}
+	m, st, h, ch := streamedWatch(t, 10, 3)
 	// Behind the log's back: two rows deleted.
 	m.mu.Lock()
 	delete(m.rows, "i0")
@@ -280,14 +289,7 @@ func TestStreamedResyncFailingMidwayRemovesNothing(t *testing.T) {
 // or restored elsewhere) reads it again whole and applies it as a
 // snapshot, as the loop does when its cursor is gone.
 func TestStreamedResyncOfAnotherEpochAppliesTheSnapshot(t *testing.T) {
-	m := newMem()
-	for i := range 5 {
-		m.put(inst(fmt.Sprintf("i%d", i), time.Hour))
-	}
-	st := &streamSource{memSource: m, size: 2}
-	h := New(st, Options{PollInterval: time.Hour})
-	defer h.Close()
-	ch, _ := initialSet(t, h, switchboard.Query{})
+	m, _, h, ch := streamedWatch(t, 5, 2)
 	// Restored from elsewhere: another history, without i0.
 	m.mu.Lock()
 	m.epoch = "restored"
