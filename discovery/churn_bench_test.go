@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +85,14 @@ func churnInstance(i int, sent int64) switchboard.Instance {
 	in.RegisteredAt, in.LastSeen = time.Time{}, time.Time{}
 	in.TTL = time.Hour // the churn is about changes, not expiry
 	return in
+}
+
+// churnStamp returns the stamp a change carries in its "sent" metadata and
+// whether it is timed: the snapshot's rows carry 0, the warm-up's changes a
+// negative stamp, the window's the wall clock at their Register.
+func churnStamp(in *switchboard.Instance) (int64, bool) {
+	sent, err := strconv.ParseInt(in.Metadata["sent"], 10, 64)
+	return sent, err == nil && sent > 0
 }
 
 func benchChurn(b *testing.B, n, rate int, warmup, window time.Duration) {
@@ -248,8 +255,8 @@ func churnChild(role, dsn string) int {
 	var lat []float64
 	var sents []int64
 	record := func(in *switchboard.Instance) {
-		sent, err := strconv.ParseInt(in.Metadata["sent"], 10, 64)
-		if err != nil || sent <= 0 {
+		sent, ok := churnStamp(in)
+		if !ok {
 			return
 		}
 		d := time.Since(time.Unix(0, sent))
@@ -280,7 +287,7 @@ func churnChild(role, dsn string) int {
 		var c *discovery.Cache
 		ready := make(chan struct{})
 		c, err = discovery.New(ctx, cat, discovery.Options{Logger: slog.New(slog.DiscardHandler), OnEvent: func(ev switchboard.Event) {
-			if ev.Kind != switchboard.EventUpdated && ev.Kind != switchboard.EventAdded || strings.HasPrefix(ev.Instance.Metadata["sent"], "-") || ev.Instance.Metadata["sent"] == "0" {
+			if _, timed := churnStamp(&ev.Instance); !timed || ev.Kind != switchboard.EventUpdated && ev.Kind != switchboard.EventAdded {
 				return // the snapshot's, or a change of the warm-up
 			}
 			<-ready
