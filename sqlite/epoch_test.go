@@ -14,13 +14,7 @@ import (
 // rows, not apply the new log's tail on top of the old rows (issue 7 item 6).
 func TestEpochRecreatedCatalog(t *testing.T) {
 	path := t.TempDir() + "/catalog.db"
-	opts := quiet
-	opts.PollInterval = time.Hour // only the change log can bring the watcher there
-	a, err := Open(tctx(t), fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openPolling(t, path, time.Hour) // only the change log can bring the watcher there
 	for i := range 5 {
 		mustRegister(t, a, sample(fmt.Sprintf("old-%d", i)))
 	}
@@ -33,10 +27,7 @@ func TestEpochRecreatedCatalog(t *testing.T) {
 
 	// A fresh catalog elsewhere, whose log runs past the watcher's cursor.
 	other := t.TempDir() + "/other.db"
-	b, err := Open(tctx(t), fileDSN(other), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openPolling(t, other, time.Hour)
 	for i := range 8 {
 		mustRegister(t, b, sample(fmt.Sprintf("new-%d", i)))
 	}

@@ -14,13 +14,7 @@ import (
 // and reconciles each part as it comes; what the log did bring is kept.
 func TestResyncRepairsWhatTheLogMissed(t *testing.T) {
 	path := t.TempDir() + "/catalog.db"
-	opts := quiet
-	opts.PollInterval = 200 * time.Millisecond
-	c, err := Open(tctx(t), fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openPolling(t, path, 200*time.Millisecond)
 	for _, id := range []string{"kept", "changed", "deleted"} {
 		mustRegister(t, c, sample(id))
 	}

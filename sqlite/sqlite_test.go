@@ -37,7 +37,16 @@ func fileDSN(path string) switchboard.DSN {
 
 func openFile(t *testing.T, path string) *Catalog {
 	t.Helper()
-	c, err := Open(tctx(t), fileDSN(path), quiet)
+	return openPolling(t, path, 0)
+}
+
+// openPolling opens path as openFile does, with the hub's full resync every
+// poll (0: the default).
+func openPolling(t *testing.T, path string, poll time.Duration) *Catalog {
+	t.Helper()
+	opts := quiet
+	opts.PollInterval = poll
+	c, err := Open(tctx(t), fileDSN(path), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
