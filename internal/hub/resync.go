@@ -38,28 +38,53 @@ func resyncAfter(every time.Duration) time.Duration {
 // resyncChunk bounds the instances reconciled per hold of h.mu.
 const resyncChunk = 1024
 
-// startResync starts a full resync unless one is running.
+// startResync starts a full resync in the background unless one is
+// running.
 func (h *Hub) startResync() {
+	if h.beginResync() {
+		go func() {
+			defer h.endResync()
+			h.resync()
+		}()
+	}
+}
+
+// Resync runs one full resync in the caller's goroutine, as the periodic
+// one does, and returns once it is reconciled (tests and benchmarks). It
+// does nothing before the first Watch, after Close, while the catalog is
+// unreachable, or while another resync is in flight.
+func (h *Hub) Resync() {
+	if h.started.Load() && h.beginResync() {
+		defer h.endResync()
+		h.resync()
+	}
+}
+
+// beginResync claims the one resync that may run, unless another is
+// running, the catalog is down (the loop retries) or the hub is closed.
+func (h *Hub) beginResync() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.touched != nil || !h.healthy {
-		return // one at a time; while the catalog is down the loop retries
+		return false
 	}
 	select {
 	case <-h.done:
-		return
+		return false
 	default:
 	}
 	// Tracking starts before the snapshot is read (see above).
 	h.touched = make(map[string]struct{})
 	h.resyncs.Add(1)
-	go func() {
-		defer h.resyncs.Done()
-		h.resync()
-		h.mu.Lock()
-		h.touched = nil
-		h.mu.Unlock()
-	}()
+	return true
+}
+
+// endResync ends the resync beginResync claimed.
+func (h *Hub) endResync() {
+	h.mu.Lock()
+	h.touched = nil
+	h.mu.Unlock()
+	h.resyncs.Done()
 }
 
 // touch records that the log changed id while a resync is in flight.
