@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -36,6 +37,33 @@ const (
 )
 
 var errWire = errors.New("unexpected wire format")
+
+// digestSeed seeds this process's row digests: a digest is only ever
+// compared with another of the same process (hub.Part.Digests).
+var digestSeed = maphash.MakeSeed()
+
+// rowDigest is a digest of one row of cols as received, all but its
+// last_seen and stale columns, never 0: what a resync compares instead of
+// decoding the row (hub.Held). Each column is length-prefixed (NULL apart
+// from empty), so that no two different rows run together alike.
+func rowDigest(vals [][]byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	var n [4]byte
+	for i, v := range vals {
+		if i == 10 || i == 11 { // last_seen, stale
+			continue
+		}
+		l := uint32(len(v))
+		if v == nil {
+			l = ^uint32(0)
+		}
+		binary.BigEndian.PutUint32(n[:], l)
+		h.Write(n[:])
+		h.Write(v)
+	}
+	return h.Sum64() | 1
+}
 
 // decodeRow decodes one row of cols, read in binaryResults formats, into
 // in. With it non-nil, identical capability lists and metadata share one

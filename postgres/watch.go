@@ -190,18 +190,30 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 // StreamSnapshot reads what Snapshot reads and hands the rows to emit in
 // parts (hub.PartSize) as they arrive (in the table's physical order),
 // decoded: a new process's hub applies one part while this goroutine
-// receives and decodes the next.
-func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
+// receives and decodes the next. In a resync (held not nil) each row
+// carries the digest of its columns as received (rowDigest), and a row the
+// hub holds as stored is not decoded at all.
+func (s source) StreamSnapshot(ctx context.Context, held hub.Held, emit func(hub.Part) error) error {
 	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) error {
 		defer rows.Close()
-		parts := hub.NewParts(head, emit)
+		parts := hub.NewParts(head, held, emit)
 		it := newInterner() // shared across parts: the hub never modifies an instance
 		for rows.Next() {
-			in, err := parts.Next()
+			vals := rows.RawValues()
+			var d uint64 // a first snapshot's rows go without: it is read once
+			if held != nil {
+				d = rowDigest(vals)
+				if len(vals) == len(binaryResults) && vals[0] != nil {
+					if seen, err := timestamptz(vals[10]); err == nil && parts.Held(string(vals[0]), d, seen) {
+						continue
+					}
+				}
+			}
+			in, err := parts.NextDigested(d)
 			if err != nil {
 				return err
 			}
-			if err := decodeRow(rows.RawValues(), in, it); err != nil {
+			if err := decodeRow(vals, in, it); err != nil {
 				return err
 			}
 		}

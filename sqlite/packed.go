@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"time"
 
@@ -63,6 +64,35 @@ func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, now int64) erro
 		in.Components = json.RawMessage(p.components.String)
 	}
 	return nil
+}
+
+// digestSeed seeds this process's row digests: a digest is only ever
+// compared with another of the same process (hub.Part.Digests).
+var digestSeed = maphash.MakeSeed()
+
+// digest is a digest of everything p holds but last_seen (its packed form
+// and components), never 0: what a resync compares instead of decoding
+// the row (hub.Held).
+func (p *packedRow) digest() uint64 {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	h.WriteString(p.packed)
+	if p.components.Valid {
+		h.WriteByte(1)
+		h.WriteString(p.components.String)
+	}
+	return h.Sum64() | 1
+}
+
+// packedID returns the id at the head of the packed array s, without
+// decoding the rest.
+func packedID(s string) (string, bool) {
+	i, ok := expect(s, 0, '[')
+	if !ok {
+		return "", false
+	}
+	id, _, err := jsonfast.String(s, i)
+	return id, err == nil
 }
 
 var errPacked = errors.New("not a packed row")

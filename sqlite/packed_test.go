@@ -324,9 +324,10 @@ func cmpNameID(a, b *switchboard.Instance) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-// FuzzUnpack: no input panics unpack, and whatever it accepts it decodes
-// the same with and without sharing (packed rows may come from any writer
-// of the file through the triggers).
+// FuzzUnpack: no input panics unpack or packedID, whatever unpack accepts
+// it decodes the same with and without sharing, and packedID finds the id
+// unpack reads (packed rows may come from any writer of the file through
+// the triggers).
 func FuzzUnpack(f *testing.F) {
 	f.Add(`["id","name","writer","1.2.3.4:5",["a","b"],"v\"1",{"k":"v"},1000,12]`)
 	f.Add(`["a","b","c","d",[],"",{},1,2]`)
@@ -342,6 +343,11 @@ func FuzzUnpack(f *testing.F) {
 		}
 		if errA == nil && (!reflect.DeepEqual(a, b) || ttlA != ttlB || regA != regB) {
 			t.Fatalf("unpack(%q): %+v %d %d without sharing, %+v %d %d with", s, a, ttlA, regA, b, ttlB, regB)
+		}
+		// A resync looks a row up by the id at its head before deciding
+		// to decode it: the same id unpack reads.
+		if id, ok := packedID(s); errA == nil && (!ok || id != a.ID) {
+			t.Fatalf("packedID(%q) = %q, %v; unpack read %q", s, id, ok, a.ID)
 		}
 	})
 }

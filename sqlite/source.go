@@ -76,8 +76,10 @@ var _ hub.Streamer = source{}
 // StreamSnapshot reads what Snapshot reads, in one read transaction, and
 // hands the rows to emit in parts (hub.PartSize) as they are read (in the
 // table's order, by id), decoded: a new process's hub applies one part
-// while this goroutine reads the next.
-func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) error {
+// while this goroutine reads the next. In a resync (held not nil) each row
+// carries the digest of its packed form and components (packedRow.digest),
+// and a row the hub holds as stored is not decoded at all.
+func (s source) StreamSnapshot(ctx context.Context, held hub.Held, emit func(hub.Part) error) error {
 	return s.c.snapshotRead(ctx, func(tx *txn, head hub.Part, now int64) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+packedCols+` FROM instances i`)
 		if err != nil {
@@ -85,14 +87,21 @@ func (s source) StreamSnapshot(ctx context.Context, emit func(hub.Part) error) e
 		}
 		defer rows.Close()
 		sh := newSharer() // shared across parts: the hub never modifies an instance
-		parts := hub.NewParts(head, emit)
+		parts := hub.NewParts(head, held, emit)
 		var p packedRow
 		dest := p.dest()
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			in, err := parts.Next()
+			var d uint64 // a first snapshot's rows go without: it is read once
+			if held != nil {
+				d = p.digest()
+				if id, ok := packedID(p.packed); ok && parts.Held(id, d, time.UnixMicro(p.lastSeen).UTC()) {
+					continue
+				}
+			}
+			in, err := parts.NextDigested(d)
 			if err != nil {
 				return err
 			}

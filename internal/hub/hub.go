@@ -106,6 +106,10 @@ type entry struct {
 	// in Hub.moved for its place in Hub.order (see sorted).
 	gone, reorder bool
 	mark          uint64 // resync generation that last saw it (see resync.go)
+	// digest is the source's digest of the row inst was decoded from
+	// (Part.Digests), 0 when unknown: any change of inst but its LastSeen
+	// sets it to 0 until a resync reads the row again.
+	digest uint64
 }
 
 // due is when the entry may expire: its deadline, or the end of its grace.
@@ -381,21 +385,30 @@ func (h *Hub) step() error {
 		h.recheckAt = time.Time{}
 	}
 	for _, r := range renewals {
-		if e := h.entries[r.ID]; e != nil && r.LastSeen.After(e.inst.LastSeen) {
-			wasExpired := e.expired
-			renewed := *e.inst // shared maps and slices: only LastSeen changes
-			renewed.LastSeen = r.LastSeen
-			e.inst = &renewed
-			h.refresh(e, now, false)
-			if wasExpired && !e.expired {
-				// Only a revival is news: a renewal of a live entry is not.
-				h.transition(e.inst, true, e.inst, false, "")
-			}
+		if e := h.entries[r.ID]; e != nil {
+			h.renew(e, r.LastSeen, now)
 		}
 	}
 	h.expire(now)
 	h.mu.Unlock()
 	return nil
+}
+
+// renew takes a renewal of e's instance, last seen at lastSeen, read at
+// catalog time now, when it is newer than the mirror's.
+func (h *Hub) renew(e *entry, lastSeen, now time.Time) {
+	if !lastSeen.After(e.inst.LastSeen) {
+		return
+	}
+	wasExpired := e.expired
+	renewed := *e.inst // shared maps and slices: only LastSeen changes
+	renewed.LastSeen = lastSeen
+	e.inst = &renewed
+	h.refresh(e, now, false)
+	if wasExpired && !e.expired {
+		// Only a revival is news: a renewal of a live entry is not.
+		h.transition(e.inst, true, e.inst, false, "")
+	}
 }
 
 // cloneBatch copies the instances of b, so that the hub's mirror shares no
@@ -462,7 +475,7 @@ func (h *Hub) catalogNow() time.Time {
 
 func (h *Hub) applySnapshot(s Snapshot) {
 	h.beginSnapshot(s.Now, len(s.Instances))
-	h.applyPart(s.Instances, s.Now)
+	h.applyPart(s.Instances, nil, s.Now)
 	h.endSnapshot(s)
 }
 
@@ -483,10 +496,15 @@ func (h *Hub) beginSnapshot(now time.Time, rows int) {
 }
 
 // applyPart applies some of a snapshot's instances, which the hub owns from
-// now on: its entries point into them.
-func (h *Hub) applyPart(ins []switchboard.Instance, now time.Time) {
+// now on (its entries point into them), with their digests (Part.Digests;
+// nil: none).
+func (h *Hub) applyPart(ins []switchboard.Instance, digests []uint64, now time.Time) {
 	for i := range ins {
-		h.upsert(&ins[i], now).mark = h.gen
+		e := h.upsert(&ins[i], now)
+		e.mark = h.gen
+		if digests != nil {
+			e.digest = digests[i]
+		}
 	}
 }
 
@@ -539,7 +557,7 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 	if in.LastSeen.Before(old.LastSeen) {
 		in.LastSeen = old.LastSeen
 	}
-	e.inst = in
+	e.inst, e.digest = in, 0 // the caller knows in's digest, if anyone
 	if in.Name != old.Name {
 		h.reposition(e)
 	}

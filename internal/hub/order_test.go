@@ -110,7 +110,7 @@ type blockingStreamer struct {
 	handed [][]switchboard.Instance
 }
 
-func (b *blockingStreamer) StreamSnapshot(ctx context.Context, emit func(Part) error) error {
+func (b *blockingStreamer) StreamSnapshot(ctx context.Context, _ Held, emit func(Part) error) error {
 	s, err := b.memSource.Snapshot(ctx)
 	if err != nil {
 		return err

@@ -17,6 +17,12 @@ import (
 // it is a Streamer, after the whole read otherwise. Live changes never
 // wait behind it.
 //
+// A row whose content the mirror holds is only renewed (a newer
+// last_seen): the resync takes that for an entry the mirror holds expired
+// (a revival the log did not bring) and leaves a live entry's renewals to
+// the renewal read (step), which the hub makes before it expires anything.
+// So a resync of a heartbeating catalog copies no instance.
+//
 // Exactness: an instance the log touched while the resync was in flight
 // (touched) is left to the log, whose entries are read with the row as it
 // is at that read, so the mirror's state of it is never older than the
@@ -135,7 +141,7 @@ func (h *Hub) resyncWhole(ctx context.Context) error {
 	h.gen++
 	gen := h.gen
 	h.mu.Unlock()
-	if !h.reconcile(snap.Instances, snap.Now, gen) {
+	if !h.reconcile(snap.Instances, nil, snap.Now, gen) {
 		return errSuperseded
 	}
 	h.sweep(gen, snap.Now)
@@ -145,27 +151,58 @@ func (h *Hub) resyncWhole(ctx context.Context) error {
 // resyncStreamed reconciles the mirror with a Streamer's snapshot part by
 // part as the source reads it, so that the catalog's rows are garbage a
 // part at a time instead of held whole beside the mirror until the end:
-// at 100,000 instances the whole read is as large as the mirror. A
-// catalog of another epoch is read again whole (resyncWhole).
+// at 100,000 instances the whole read is as large as the mirror. A source
+// that digests its rows asks held first, and leaves out, undecoded, each
+// row the mirror holds as stored. A catalog of another epoch is read
+// again whole (resyncWhole).
 func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 	var (
 		gen   uint64
 		begun bool
 		now   time.Time
 	)
-	err := st.StreamSnapshot(ctx, func(p Part) error {
-		if !begun {
-			h.mu.Lock()
-			if p.Epoch != h.epoch {
-				h.mu.Unlock()
-				return errOtherEpoch
-			}
-			h.gen++
-			gen = h.gen
-			h.mu.Unlock()
-			begun, now = true, p.Now
+	// begin starts the generation at the read's first row or part (both
+	// come from the source's goroutine, in order).
+	begin := func(head *Part) error {
+		if begun {
+			return nil
 		}
-		if !h.reconcile(p.Instances, now, gen) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if head.Epoch != h.epoch {
+			return errOtherEpoch
+		}
+		h.gen++
+		gen, begun, now = h.gen, true, head.Now
+		return nil
+	}
+	held := func(head *Part, id string, digest uint64, lastSeen time.Time) bool {
+		if begin(head) != nil {
+			return false // decoded and handed over, where emit ends the read
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.gen != gen {
+			return false
+		}
+		if _, t := h.touched[id]; t {
+			return true // left to the log, as reconcile would (sweep keeps it)
+		}
+		e := h.entries[id]
+		if e == nil || e.digest != digest {
+			return false
+		}
+		if e.expired {
+			h.renew(e, lastSeen, now) // a revival the log did not bring
+		}
+		e.mark = gen
+		return true
+	}
+	err := st.StreamSnapshot(ctx, held, func(p Part) error {
+		if err := begin(&p); err != nil {
+			return err
+		}
+		if !h.reconcile(p.Instances, p.Digests, now, gen) {
 			return errSuperseded
 		}
 		return nil
@@ -183,11 +220,12 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 }
 
 // reconcile takes from ins, read at catalog time now, what differs from
-// the mirror, resyncChunk instances per hold of h.mu; false when the loop
-// applied a whole snapshot meanwhile (generation gen is then over). An
-// instance taken is copied out of ins, so that the mirror never keeps the
-// read's rows alive for one of them.
-func (h *Hub) reconcile(ins []switchboard.Instance, now time.Time, gen uint64) bool {
+// the mirror, resyncChunk instances per hold of h.mu, and keeps each
+// one's digest (nil: none); false when the loop applied a whole snapshot
+// meanwhile (generation gen is then over). An instance taken is copied out
+// of ins, so that the mirror never keeps the read's rows alive for one of
+// them.
+func (h *Hub) reconcile(ins []switchboard.Instance, digests []uint64, now time.Time, gen uint64) bool {
 	for i := 0; i < len(ins); i += resyncChunk {
 		h.mu.Lock()
 		if h.gen != gen {
@@ -199,12 +237,17 @@ func (h *Hub) reconcile(ins []switchboard.Instance, now time.Time, gen uint64) b
 			if _, t := h.touched[in.ID]; t {
 				continue
 			}
-			if e := h.entries[in.ID]; e != nil && !in.LastSeen.After(e.inst.LastSeen) && sameContent(e.inst, in) {
-				e.mark = gen // unchanged: nothing to do
-				continue
+			e := h.entries[in.ID]
+			if e != nil && (!e.expired || !in.LastSeen.After(e.inst.LastSeen)) && sameContent(e.inst, in) {
+				e.mark = gen // unchanged, or only renewed: nothing to do
+			} else {
+				c := *in
+				e = h.upsert(&c, now)
+				e.mark = gen
 			}
-			c := *in
-			h.upsert(&c, now).mark = gen
+			if digests != nil {
+				e.digest = digests[j]
+			}
 		}
 		h.mu.Unlock()
 	}

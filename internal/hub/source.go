@@ -88,7 +88,8 @@ type Source interface {
 // Streamer is a Source that can hand its snapshot over as it reads it. A
 // new process's first Watch then applies each part to the mirror while the
 // source reads the next, on another core, instead of reading everything
-// first and applying it after.
+// first and applying it after; a periodic resync reconciles each part as
+// it comes.
 type Streamer interface {
 	Source
 	// StreamSnapshot reads what Snapshot reads, in one consistent read,
@@ -98,14 +99,33 @@ type Streamer interface {
 	// when unknown). The hub owns the instances it is handed. An error from
 	// emit (the hub gave up) ends the read and is returned; when
 	// StreamSnapshot returns an error, the hub keeps nothing it emitted.
-	StreamSnapshot(ctx context.Context, emit func(Part) error) error
+	//
+	// In a resync's read held is not nil, and a source that digests its
+	// rows (Part.Digests) may ask it before it decodes a row: when held
+	// says the hub holds the row as stored, the row is left out of the
+	// parts. Other sources never call held. A first snapshot (held nil)
+	// need not carry digests: the first resync learns them.
+	StreamSnapshot(ctx context.Context, held Held, emit func(Part) error) error
 }
 
 // Part is some of a streamed snapshot's rows (Streamer).
 type Part struct {
 	Instances []switchboard.Instance
-	Rows      int
-	Seq       int64
-	Epoch     string
-	Now       time.Time
+	// Digests, when not nil, holds a digest of each instance's row as the
+	// source stores it, all but its last_seen (0: none), index for index
+	// with Instances. The hub keeps it with the instance until a change
+	// replaces it, and compares it in held.
+	Digests []uint64
+	Rows    int
+	Seq     int64
+	Epoch   string
+	Now     time.Time
 }
+
+// Held reports whether the hub's mirror holds, as stored, the row of id
+// whose digest (Part.Digests: never 0) and last_seen a source has read but
+// not decoded, in the read head describes (its Seq, Epoch and Now; no
+// instances). When it does, the hub takes the row's last_seen and counts
+// the row as seen: the source leaves it out of the parts. A row held
+// returns false for is decoded and handed over as usual.
+type Held func(head *Part, id string, digest uint64, lastSeen time.Time) bool

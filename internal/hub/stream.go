@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -38,7 +39,7 @@ func (h *Hub) streamFirst(ctx context.Context, st Streamer) error {
 				h.beginSnapshot(p.Now, p.Rows)
 			}
 			n := len(h.moved)
-			h.applyPart(p.Instances, first.Now)
+			h.applyPart(p.Instances, p.Digests, first.Now)
 			run := slices.Clone(h.moved[n:]) // the part's new entries
 			h.mu.Unlock()
 			// Sorted and merged while the source reads the next part
@@ -48,7 +49,7 @@ func (h *Hub) streamFirst(ctx context.Context, st Streamer) error {
 		}
 		order = r.merged()
 	}()
-	err := st.StreamSnapshot(ctx, func(p Part) error {
+	err := st.StreamSnapshot(ctx, nil, func(p Part) error {
 		select {
 		case parts <- p:
 			return nil
@@ -88,16 +89,18 @@ const PartSize = 4096
 // each to emit as it fills.
 type Parts struct {
 	head    Part // the position, clock and row estimate every part carries
+	held    Held
 	emit    func(Part) error
 	ins     []switchboard.Instance
-	handed  int // rows handed over so far
+	digests []uint64 // nil until a row brings a digest
+	handed  int      // rows handed over so far
 	emitted bool
 }
 
 // NewParts returns a Parts that hands emit parts carrying head's Seq,
-// Epoch, Now and Rows.
-func NewParts(head Part, emit func(Part) error) *Parts {
-	p := &Parts{head: head, emit: emit}
+// Epoch, Now and Rows, and asks held (nil: never) in Held.
+func NewParts(head Part, held Held, emit func(Part) error) *Parts {
+	p := &Parts{head: head, held: held, emit: emit}
 	p.ins = make([]switchboard.Instance, 0, p.room())
 	return p
 }
@@ -107,9 +110,20 @@ func NewParts(head Part, emit func(Part) error) *Parts {
 // only makes Next grow the part).
 func (p *Parts) room() int { return min(PartSize, max(p.head.Rows-p.handed, 1)) }
 
+// Held reports whether the hub holds the row of id as stored (see Held):
+// the source then leaves it out. False when there is nothing to ask (no
+// held, or no digest).
+func (p *Parts) Held(id string, digest uint64, lastSeen time.Time) bool {
+	return p.held != nil && digest != 0 && p.held(&p.head, id, digest, lastSeen)
+}
+
 // Next returns where to decode the next row, first handing over the part
 // it completes (an error from emit ends the stream).
-func (p *Parts) Next() (*switchboard.Instance, error) {
+func (p *Parts) Next() (*switchboard.Instance, error) { return p.NextDigested(0) }
+
+// NextDigested is Next for a row whose stored form has the given digest
+// (Part.Digests).
+func (p *Parts) NextDigested(digest uint64) (*switchboard.Instance, error) {
 	if len(p.ins) == PartSize {
 		if err := p.flush(); err != nil {
 			return nil, err
@@ -117,6 +131,12 @@ func (p *Parts) Next() (*switchboard.Instance, error) {
 	}
 	if p.ins == nil {
 		p.ins = make([]switchboard.Instance, 0, p.room())
+	}
+	if digest != 0 && p.digests == nil {
+		p.digests = make([]uint64, len(p.ins), cap(p.ins))
+	}
+	if p.digests != nil {
+		p.digests = append(p.digests, digest)
 	}
 	p.ins = append(p.ins, switchboard.Instance{})
 	return &p.ins[len(p.ins)-1], nil
@@ -136,9 +156,9 @@ func (p *Parts) Close() error {
 // stream's last part is not a full PartSize allocation for a few rows.
 func (p *Parts) flush() error {
 	part := p.head
-	part.Instances = p.ins
+	part.Instances, part.Digests = p.ins, p.digests
 	p.handed += len(p.ins)
-	p.ins = nil
+	p.ins, p.digests = nil, nil
 	p.emitted = true
 	return p.emit(part)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -13,18 +15,33 @@ import (
 )
 
 // streamSource streams memSource's snapshot in parts of size rows; while
-// failAfter is positive, a read fails after that many parts.
+// failAfter is positive, a read fails after that many parts. A digesting
+// one hands over rows through Parts with a digest of their content, and
+// leaves out the rows held says the hub holds.
 type streamSource struct {
 	*memSource
 	size      int
+	digesting bool
 	failAfter atomic.Int32
 	noParts   atomic.Bool
 	streams   atomic.Int32
+	// decoded and held count a digesting source's rows: handed over, and
+	// left out because the hub held them.
+	decoded, held atomic.Int32
 }
 
 var errMidStream = errors.New("connection reset mid-stream")
 
-func (s *streamSource) StreamSnapshot(ctx context.Context, emit func(Part) error) error {
+// contentDigest is a digest of everything of in but its LastSeen and
+// Stale, never 0 (what the hub compares in Held).
+func contentDigest(in switchboard.Instance) uint64 {
+	in.LastSeen, in.Stale = time.Time{}, false
+	f := fnv.New64a()
+	fmt.Fprintf(f, "%#v", in)
+	return f.Sum64() | 1
+}
+
+func (s *streamSource) StreamSnapshot(ctx context.Context, held Held, emit func(Part) error) error {
 	s.streams.Add(1)
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
@@ -32,6 +49,26 @@ func (s *streamSource) StreamSnapshot(ctx context.Context, emit func(Part) error
 	}
 	if s.noParts.Load() {
 		return nil
+	}
+	if s.digesting {
+		parts := NewParts(Part{Rows: len(snap.Instances), Seq: snap.Seq, Epoch: snap.Epoch, Now: snap.Now}, held, emit)
+		for _, in := range snap.Instances {
+			var d uint64 // as the SQL sources: only a resync's rows
+			if held != nil {
+				d = contentDigest(in)
+			}
+			if parts.Held(in.ID, d, in.LastSeen) {
+				s.held.Add(1)
+				continue
+			}
+			p, err := parts.NextDigested(d)
+			if err != nil {
+				return err
+			}
+			*p = in
+			s.decoded.Add(1)
+		}
+		return parts.Close()
 	}
 	fail := int(s.failAfter.Load())
 	for i, n := 0, 0; i == 0 || i < len(snap.Instances); i, n = i+s.size, n+1 {
@@ -179,7 +216,7 @@ func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
 		var sizes []int
 		next := 0 // the next row expected, in order across parts
 		head := Part{Rows: c.estimate, Seq: 7, Epoch: "e"}
-		p := NewParts(head, func(part Part) error {
+		p := NewParts(head, nil, func(part Part) error {
 			if part.Seq != 7 || part.Epoch != "e" || part.Rows != c.estimate {
 				t.Fatalf("part without the head: %+v", part)
 			}
@@ -219,7 +256,7 @@ func TestPartsHandsOverFullPartsThenTheRest(t *testing.T) {
 		}
 	}
 	stop := errors.New("the hub gave up")
-	p := NewParts(Part{}, func(Part) error { return stop })
+	p := NewParts(Part{}, nil, func(Part) error { return stop })
 	for range PartSize {
 		if _, err := p.Next(); err != nil {
 			t.Fatal(err)
@@ -306,5 +343,155 @@ func TestStreamedResyncOfAnotherEpochAppliesTheSnapshot(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.epoch != "restored" || len(h.entries) != 4 {
 		t.Fatalf("after the resync: epoch %q, %d entries; want restored, 4", h.epoch, len(h.entries))
+	}
+}
+
+// digestingWatch returns a hub over rows i0 … i(n-1) (an hour's TTL each;
+// those in expired last seen two hours ago) that a digesting source
+// streams, and a watch of the live ones that has received the first
+// snapshot, after a first resync, which decodes every row to learn their
+// digests; the source's counters start at 0.
+func digestingWatch(t *testing.T, n int, expired ...string) (*memSource, *streamSource, *Hub, <-chan switchboard.Event) {
+	t.Helper()
+	m := newMem()
+	for i := range n {
+		in := inst(fmt.Sprintf("i%d", i), time.Hour)
+		if slices.Contains(expired, in.ID) {
+			in.LastSeen = time.Now().Add(-2 * time.Hour)
+		}
+		m.put(in)
+	}
+	st := &streamSource{memSource: m, size: 1, digesting: true}
+	h := New(st, Options{PollInterval: time.Hour})
+	t.Cleanup(h.Close)
+	ch, evs := initialSet(t, h, switchboard.Query{})
+	if len(evs) != n-len(expired) || st.decoded.Load() != int32(n) {
+		t.Fatalf("first snapshot: %d live instances of %d decoded, want %d of %d", len(evs), st.decoded.Load(), n-len(expired), n)
+	}
+	st.decoded.Store(0)
+	h.Resync()
+	if d, held := st.decoded.Load(), st.held.Load(); d != int32(n) || held != 0 {
+		t.Fatalf("first resync: %d rows decoded, %d held; want %d, 0 (the first snapshot carries no digests)", d, held, n)
+	}
+	quiet(t, ch, 50*time.Millisecond)
+	st.decoded.Store(0)
+	return m, st, h, ch
+}
+
+// behind changes row id of m as a writer would that the log does not tell
+// of (the safety net's case), and returns it as it was.
+func behind(m *memSource, id string, change func(*switchboard.Instance)) switchboard.Instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := m.rows[id]
+	in := was
+	change(&in)
+	m.rows[id] = in
+	return was
+}
+
+// A resync leaves undecoded every row the mirror holds as stored (the same
+// digest), takes such a row's newer last_seen only where that revives an
+// expired entry (a live one's renewals are the renewal read's), and
+// decodes only the rows that differ.
+func TestResyncDecodesOnlyChangedRows(t *testing.T) {
+	m, st, h, ch := digestingWatch(t, 50, "i6")
+	h.Resync()
+	quiet(t, ch, 50*time.Millisecond)
+	if d, held := st.decoded.Load(), st.held.Load(); d != 0 || held != 50 {
+		t.Fatalf("resync of an unchanged catalog: %d rows decoded, %d held; want 0, 50", d, held)
+	}
+
+	renewed := time.Now().Add(time.Minute).Truncate(time.Microsecond)
+	behind(m, "i3", func(in *switchboard.Instance) { in.Address = "127.0.0.1:3" })
+	behind(m, "i4", func(in *switchboard.Instance) { in.LastSeen = renewed })
+	behind(m, "i6", func(in *switchboard.Instance) { in.LastSeen = renewed })
+	m.mu.Lock()
+	delete(m.rows, "i5")
+	m.mu.Unlock()
+	st.held.Store(0)
+	h.Resync()
+	got := map[string]switchboard.EventKind{}
+	for range 3 {
+		ev := next(t, ch)
+		got[ev.Instance.ID] = ev.Kind
+	}
+	want := map[string]switchboard.EventKind{"i3": switchboard.EventUpdated, "i5": switchboard.EventRemoved, "i6": switchboard.EventAdded}
+	if !maps.Equal(got, want) {
+		t.Fatalf("events %v, want %v (i6 revived by its renewal)", got, want)
+	}
+	quiet(t, ch, 50*time.Millisecond)
+	if d, held := st.decoded.Load(), st.held.Load(); d != 1 || held != 48 {
+		t.Fatalf("%d rows decoded, %d held; want 1 (i3), 48", d, held)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.entries["i6"]; !e.inst.LastSeen.Equal(renewed) || e.expired {
+		t.Fatalf("i6: last seen %v (expired %v), want revived by its renewal %v", e.inst.LastSeen, e.expired, renewed)
+	}
+	if e := h.entries["i4"]; e.inst.LastSeen.Equal(renewed) {
+		t.Fatal("i4: a live entry's renewal taken by the resync, not left to the renewal read")
+	}
+	if e := h.entries["i3"]; e.inst.Address != "127.0.0.1:3" {
+		t.Fatalf("i3 at %s after the resync", e.inst.Address)
+	}
+}
+
+// A change the mirror takes from the log forgets the entry's digest: the
+// digest described the row as it was, and a row changed back to that
+// behind the log's back must be decoded, not held.
+func TestChangeFromTheLogForgetsTheDigest(t *testing.T) {
+	m, st, h, ch := digestingWatch(t, 5)
+	was := behind(m, "i1", func(*switchboard.Instance) {})
+	moved := was
+	moved.Address = "127.0.0.1:9"
+	m.put(moved)
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventUpdated || ev.Instance.Address != "127.0.0.1:9" {
+		t.Fatalf("from the log: %s %s at %s", ev.Kind, ev.Instance.ID, ev.Instance.Address)
+	}
+	behind(m, "i1", func(in *switchboard.Instance) { *in = was })
+	h.Resync()
+	if ev := next(t, ch); ev.Kind != switchboard.EventUpdated || ev.Instance.Address != was.Address {
+		t.Fatalf("after the resync: %s %s at %s, want i1 back at %s", ev.Kind, ev.Instance.ID, ev.Instance.Address, was.Address)
+	}
+	quiet(t, ch, 50*time.Millisecond)
+	if d := st.decoded.Load(); d != 1 {
+		t.Fatalf("%d rows decoded, want 1 (i1)", d)
+	}
+}
+
+// A row the mirror holds expired, renewed behind the log's back (its
+// revival's log entry missed), is revived by a resync, whether the source
+// hands it over decoded or leaves it out as held.
+func TestResyncRevivesWhatTheLogMissed(t *testing.T) {
+	for _, digesting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("digesting=%v", digesting), func(t *testing.T) {
+			m := newMem()
+			for _, id := range []string{"live", "dead"} {
+				in := inst(id, time.Hour)
+				if id == "dead" {
+					in.LastSeen = time.Now().Add(-2 * time.Hour)
+				}
+				m.put(in)
+			}
+			st := &streamSource{memSource: m, size: 1, digesting: digesting}
+			h := New(st, Options{PollInterval: time.Hour})
+			t.Cleanup(h.Close)
+			ch, evs := initialSet(t, h, switchboard.Query{})
+			if len(evs) != 1 || evs[0].Instance.ID != "live" {
+				t.Fatalf("first snapshot: %v", evs)
+			}
+			h.Resync() // a digesting source's digests learned
+			behind(m, "dead", func(in *switchboard.Instance) { in.LastSeen = time.Now() })
+			h.Resync()
+			if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "dead" {
+				t.Fatalf("got %s %s, want dead revived", ev.Kind, ev.Instance.ID)
+			}
+			quiet(t, ch, 50*time.Millisecond)
+			if digesting && st.held.Load() != 2 {
+				t.Fatalf("%d rows held, want 2 (both, in the second resync)", st.held.Load())
+			}
+		})
 	}
 }
