@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/cputime"
 )
 
 // WriteChurn runs the write-churn shape every backend measures: one writer
@@ -83,4 +84,62 @@ func TimeSnapshot(b *testing.B, c switchboard.Catalog, want int) time.Duration {
 		b.Fatalf("watch: %d added before synced (or an error), want %d", added, want)
 	}
 	return took
+}
+
+// Resync runs the resync benchmark every SQL backend measures, on a catalog
+// c of n rows whose watch hub runs one full resync when resync is called
+// (the backend's hub.Hub.Resync): "unchanged", the rows as the mirror holds
+// them; "renewed", every row's last_seen moved on by renewAll before each
+// resync (a heartbeating fleet, whose renewals the hub reads only when an
+// expiry is due). It reports ms/resync, the process's cpu-ms/resync and
+// B/op, and events/resync, which must stay 0: neither is news to a
+// watcher.
+func Resync(b *testing.B, c switchboard.Catalog, n int, resync func(), renewAll func() error) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Watch(ctx, switchboard.Query{All: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	added := 0
+	for ev := range ch {
+		if ev.Kind == switchboard.EventSynced {
+			break
+		}
+		added++
+	}
+	if added != n {
+		b.Fatalf("watch: %d instances before synced, want %d", added, n)
+	}
+	var events atomic.Int64
+	go func() {
+		for range ch {
+			events.Add(1)
+		}
+	}()
+	for _, renewed := range []bool{false, true} {
+		name := map[bool]string{false: "unchanged", true: "renewed"}[renewed]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			resync() // the mirror as a resync leaves it (digests learned)
+			events.Store(0)
+			var cpu time.Duration
+			for b.Loop() {
+				if renewed {
+					b.StopTimer()
+					if err := renewAll(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				cpu0 := cputime.Process()
+				resync()
+				cpu += cputime.Process() - cpu0
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/resync")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/resync")
+			b.ReportMetric(float64(events.Load())/float64(b.N), "events/resync")
+		})
+	}
 }

@@ -139,6 +139,21 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 	b.ReportMetric(float64(faults)/float64(b.N), "faults/snapshot")
 }
 
+// BenchmarkResync100k measures one periodic resync (every poll_interval in
+// every watching process) of a 100,000-row catalog whose content has not
+// changed since the mirror read it (catalogtest.Resync): as the mirror
+// holds it, and with every row renewed since. The CPU is this process's
+// (reading and reconciling), not the server's.
+func BenchmarkResync100k(b *testing.B) {
+	const n = 100_000
+	c, _ := benchCatalog(b, n)
+	ctx := context.Background()
+	catalogtest.Resync(b, c, n, func() { c.hub.Resync() }, func() error {
+		_, err := c.pool.Exec(ctx, `UPDATE instances SET last_seen = last_seen + interval '1 ms'`)
+		return err
+	})
+}
+
 // pctCatalog is benchCatalog's 100,000 rows where each also holds one of
 // the capabilities pct0…pct99 (1 % each), vacuumed and analysed; pid is the
 // backend of c's pool that List uses (its one connection).

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
 	"github.com/switchboard-io/switchboard/internal/cputime"
+	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // BenchmarkHeartbeat10k measures one batched heartbeat of 10,000 instances
@@ -342,56 +342,23 @@ func BenchmarkSnapshotRead100k(b *testing.B) {
 
 // BenchmarkResync100k measures one periodic resync (every poll_interval in
 // every watching process) of a 100,000-row catalog whose content has not
-// changed since the mirror read it: "unchanged" as the mirror holds it,
-// "renewed" with every row's last_seen moved on since (a heartbeating
-// fleet, whose renewals the hub reads only when an expiry is due). B/op
-// and cpu-ms/resync are the process's; events/resync must stay 0.
+// changed since the mirror read it (catalogtest.Resync): as the mirror
+// holds it, and with every row renewed since.
 func BenchmarkResync100k(b *testing.B) {
 	const n = 100_000
 	_, c := benchFleet(b, n)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := c.Watch(ctx, switchboard.Query{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for ev := range ch {
-		if ev.Kind == switchboard.EventSynced {
-			break
-		}
-	}
-	var events atomic.Int64
-	go func() {
-		for range ch {
-			events.Add(1)
-		}
-	}()
-	h, err := c.watchHub()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, renewed := range []bool{false, true} {
-		name := map[bool]string{false: "unchanged", true: "renewed"}[renewed]
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			h.Resync() // the mirror as the resync leaves it
-			events.Store(0)
-			var cpu time.Duration
-			for b.Loop() {
-				if renewed {
-					b.StopTimer()
-					if _, err := c.d.wdb.ExecContext(ctx, `UPDATE instances SET last_seen = last_seen + 1000`); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-				cpu0 := cputime.Process()
-				h.Resync()
-				cpu += cputime.Process() - cpu0
+	ctx := context.Background()
+	var h *hub.Hub
+	catalogtest.Resync(b, c, n, func() {
+		if h == nil {
+			var err error
+			if h, err = c.watchHub(); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/resync")
-			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/resync")
-			b.ReportMetric(float64(events.Load())/float64(b.N), "events/resync")
-		})
-	}
+		}
+		h.Resync()
+	}, func() error {
+		_, err := c.d.wdb.ExecContext(ctx, `UPDATE instances SET last_seen = last_seen + 1000`)
+		return err
+	})
 }
