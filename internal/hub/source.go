@@ -13,7 +13,9 @@
 // and whenever its push channel (LISTEN/NOTIFY, file change) fires. A
 // backend that also implements Streamer hands a new process's first
 // snapshot over in parts as it reads them, and the hub applies and sorts
-// each part on another goroutine meanwhile (see stream.go).
+// each part on another goroutine meanwhile (see stream.go); in the
+// periodic resync it can leave out, undecoded, the rows whose digest says
+// the mirror holds them as stored (Held, see resync.go).
 package hub
 
 import (
