@@ -127,7 +127,8 @@ type Part struct {
 // Held reports whether the hub's mirror holds, as stored, the row of id
 // whose digest (Part.Digests: never 0) and last_seen a source has read but
 // not decoded, in the read head describes (its Seq, Epoch and Now; no
-// instances). When it does, the hub takes the row's last_seen and counts
-// the row as seen: the source leaves it out of the parts. A row held
-// returns false for is decoded and handed over as usual.
+// instances). When it does, the hub counts the row as seen (and takes its
+// last_seen where that revives an entry it holds expired): the source
+// leaves it out of the parts. A row held returns false for is decoded and
+// handed over as usual.
 type Held func(head *Part, id string, digest uint64, lastSeen time.Time) bool
