@@ -66,7 +66,16 @@ func TimeSnapshot(b *testing.B, c switchboard.Catalog, want int) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	ch, err := c.Watch(ctx, switchboard.Query{})
+	syncedWatch(ctx, b, c, switchboard.Query{}, want)
+	return time.Since(t0)
+}
+
+// syncedWatch watches q in c until synced and returns the watch, which
+// goes on until ctx ends; it fails b unless exactly want instances were
+// added first.
+func syncedWatch(ctx context.Context, b *testing.B, c switchboard.Catalog, q switchboard.Query, want int) <-chan switchboard.Event {
+	b.Helper()
+	ch, err := c.Watch(ctx, q)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,11 +88,10 @@ func TimeSnapshot(b *testing.B, c switchboard.Catalog, want int) time.Duration {
 			break
 		}
 	}
-	took := time.Since(t0)
 	if added != want {
 		b.Fatalf("watch: %d added before synced (or an error), want %d", added, want)
 	}
-	return took
+	return ch
 }
 
 // Resync runs the resync benchmark every SQL backend measures, on a catalog
@@ -98,20 +106,7 @@ func Resync(b *testing.B, c switchboard.Catalog, n int, resync func(), renewAll 
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := c.Watch(ctx, switchboard.Query{All: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	added := 0
-	for ev := range ch {
-		if ev.Kind == switchboard.EventSynced {
-			break
-		}
-		added++
-	}
-	if added != n {
-		b.Fatalf("watch: %d instances before synced, want %d", added, n)
-	}
+	ch := syncedWatch(ctx, b, c, switchboard.Query{All: true}, n)
 	var events atomic.Int64
 	go func() {
 		for range ch {

@@ -346,21 +346,13 @@ func TestStreamedResyncOfAnotherEpochAppliesTheSnapshot(t *testing.T) {
 	}
 }
 
-// digestingWatch returns a hub over rows i0 … i(n-1) (an hour's TTL each;
-// those in expired last seen two hours ago) that a digesting source
-// streams, and a watch of the live ones that has received the first
-// snapshot, after a first resync, which decodes every row to learn their
-// digests; the source's counters start at 0.
+// digestingWatch returns a hub over memRows(n, expired...) that a
+// digesting source streams, and a watch of the live ones that has received
+// the first snapshot, after a first resync, which decodes every row to
+// learn their digests; the source's counters start at 0.
 func digestingWatch(t *testing.T, n int, expired ...string) (*memSource, *streamSource, *Hub, <-chan switchboard.Event) {
 	t.Helper()
-	m := newMem()
-	for i := range n {
-		in := inst(fmt.Sprintf("i%d", i), time.Hour)
-		if slices.Contains(expired, in.ID) {
-			in.LastSeen = time.Now().Add(-2 * time.Hour)
-		}
-		m.put(in)
-	}
+	m := memRows(n, expired...)
 	st := &streamSource{memSource: m, size: 1, digesting: true}
 	h := New(st, Options{PollInterval: time.Hour})
 	t.Cleanup(h.Close)
@@ -376,6 +368,20 @@ func digestingWatch(t *testing.T, n int, expired ...string) (*memSource, *stream
 	quiet(t, ch, 50*time.Millisecond)
 	st.decoded.Store(0)
 	return m, st, h, ch
+}
+
+// memRows returns a memSource of rows i0 … i(n-1), an hour's TTL each,
+// those in expired last seen two hours ago.
+func memRows(n int, expired ...string) *memSource {
+	m := newMem()
+	for i := range n {
+		in := inst(fmt.Sprintf("i%d", i), time.Hour)
+		if slices.Contains(expired, in.ID) {
+			in.LastSeen = time.Now().Add(-2 * time.Hour)
+		}
+		m.put(in)
+	}
+	return m
 }
 
 // behind changes row id of m as a writer would that the log does not tell
@@ -467,26 +473,19 @@ func TestChangeFromTheLogForgetsTheDigest(t *testing.T) {
 func TestResyncRevivesWhatTheLogMissed(t *testing.T) {
 	for _, digesting := range []bool{false, true} {
 		t.Run(fmt.Sprintf("digesting=%v", digesting), func(t *testing.T) {
-			m := newMem()
-			for _, id := range []string{"live", "dead"} {
-				in := inst(id, time.Hour)
-				if id == "dead" {
-					in.LastSeen = time.Now().Add(-2 * time.Hour)
-				}
-				m.put(in)
-			}
+			m := memRows(2, "i1")
 			st := &streamSource{memSource: m, size: 1, digesting: digesting}
 			h := New(st, Options{PollInterval: time.Hour})
 			t.Cleanup(h.Close)
 			ch, evs := initialSet(t, h, switchboard.Query{})
-			if len(evs) != 1 || evs[0].Instance.ID != "live" {
+			if len(evs) != 1 || evs[0].Instance.ID != "i0" {
 				t.Fatalf("first snapshot: %v", evs)
 			}
 			h.Resync() // a digesting source's digests learned
-			behind(m, "dead", func(in *switchboard.Instance) { in.LastSeen = time.Now() })
+			behind(m, "i1", func(in *switchboard.Instance) { in.LastSeen = time.Now() })
 			h.Resync()
-			if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "dead" {
-				t.Fatalf("got %s %s, want dead revived", ev.Kind, ev.Instance.ID)
+			if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "i1" {
+				t.Fatalf("got %s %s, want i1 revived", ev.Kind, ev.Instance.ID)
 			}
 			quiet(t, ch, 50*time.Millisecond)
 			if digesting && st.held.Load() != 2 {
