@@ -192,10 +192,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 		if e == nil || e.digest != digest {
 			return false
 		}
-		if e.expired {
-			h.renew(e, lastSeen, now) // a revival the log did not bring
-		}
-		e.mark = gen
+		h.keep(e, lastSeen, now, gen)
 		return true
 	}
 	err := st.StreamSnapshot(ctx, held, func(p Part) error {
@@ -238,8 +235,8 @@ func (h *Hub) reconcile(ins []switchboard.Instance, digests []uint64, now time.T
 				continue
 			}
 			e := h.entries[in.ID]
-			if e != nil && (!e.expired || !in.LastSeen.After(e.inst.LastSeen)) && sameContent(e.inst, in) {
-				e.mark = gen // unchanged, or only renewed: nothing to do
+			if e != nil && sameContent(e.inst, in) {
+				h.keep(e, in.LastSeen, now, gen)
 			} else {
 				c := *in
 				e = h.upsert(&c, now)
@@ -252,6 +249,17 @@ func (h *Hub) reconcile(ins []switchboard.Instance, digests []uint64, now time.T
 		h.mu.Unlock()
 	}
 	return true
+}
+
+// keep counts e as seen by generation gen, whose read (at catalog time
+// now) found its row as the mirror holds it, last seen at lastSeen: a
+// newer last_seen is taken only where it revives an entry the mirror holds
+// expired (see above), whether the row was decoded or held.
+func (h *Hub) keep(e *entry, lastSeen, now time.Time, gen uint64) {
+	if e.expired {
+		h.renew(e, lastSeen, now)
+	}
+	e.mark = gen
 }
 
 // sweep ends generation gen's reconciliation, read at catalog time now:
