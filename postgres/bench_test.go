@@ -148,7 +148,13 @@ func BenchmarkResync100k(b *testing.B) {
 	const n = 100_000
 	c, _ := benchCatalog(b, n)
 	ctx := context.Background()
-	catalogtest.Resync(b, c, n, func() { c.hub.Resync() }, func() error {
+	catalogtest.Resync(b, c, n, func() {
+		h, err := c.startHub()
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Resync()
+	}, func() error {
 		_, err := c.pool.Exec(ctx, `UPDATE instances SET last_seen = last_seen + interval '1 ms'`)
 		return err
 	})

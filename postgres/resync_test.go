@@ -28,7 +28,11 @@ func TestResyncRepairsWhatTheLogMissed(t *testing.T) {
 	defer cancel()
 	// A first resync learns the rows' digests; the ones after it decode
 	// only what differs.
-	c.hub.Resync()
+	h, err := c.startHub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Resync()
 
 	conn, err := pgx.Connect(ctxT(t), dsn)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
 	"github.com/switchboard-io/switchboard/internal/cputime"
-	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // BenchmarkHeartbeat10k measures one batched heartbeat of 10,000 instances
@@ -348,13 +347,10 @@ func BenchmarkResync100k(b *testing.B) {
 	const n = 100_000
 	_, c := benchFleet(b, n)
 	ctx := context.Background()
-	var h *hub.Hub
 	catalogtest.Resync(b, c, n, func() {
-		if h == nil {
-			var err error
-			if h, err = c.watchHub(); err != nil {
-				b.Fatal(err)
-			}
+		h, err := c.watchHub()
+		if err != nil {
+			b.Fatal(err)
 		}
 		h.Resync()
 	}, func() error {
