@@ -13,12 +13,21 @@ import (
 	"github.com/switchboard-io/switchboard/internal/cputime"
 )
 
-// FleetInstance and ReportCPU are fleetInstance and reportCPU, for the
-// package's external tests.
+// FleetInstance, ReportCPU and Quantile are fleetInstance, reportCPU and
+// quantile, for the package's external tests.
 var (
 	FleetInstance = fleetInstance
 	ReportCPU     = reportCPU
+	Quantile      = quantile
 )
+
+// quantile returns the p-quantile of xs (nearest rank), which it leaves
+// unsorted.
+func quantile(xs []float64, p float64) float64 {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	return xs[min(len(xs)-1, int(p*float64(len(xs))))]
+}
 
 // reportCPU starts measuring the process's CPU time (getrusage); the
 // function it returns reports it per operation as cpu-ns/op. On this shared
@@ -206,22 +215,18 @@ func BenchmarkApplyTail(b *testing.B) {
 			}
 			tick := time.NewTicker(time.Millisecond)
 			defer tick.Stop()
-			var took []time.Duration
+			var took []float64 // µs
 			flt := cputime.MinorFaults()
 			for b.Loop() {
 				<-tick.C
 				t := time.Now()
 				change()
-				took = append(took, time.Since(t))
+				took = append(took, float64(time.Since(t).Nanoseconds())/1000)
 			}
 			flt = cputime.MinorFaults() - flt
-			slices.Sort(took)
-			q := func(p float64) float64 {
-				return float64(took[min(len(took)-1, int(p*float64(len(took))))].Nanoseconds()) / 1000
-			}
-			b.ReportMetric(q(0.50), "p50-µs")
-			b.ReportMetric(q(0.99), "p99-µs")
-			b.ReportMetric(q(0.999), "p99.9-µs")
+			b.ReportMetric(quantile(took, 0.50), "p50-µs")
+			b.ReportMetric(quantile(took, 0.99), "p99-µs")
+			b.ReportMetric(quantile(took, 0.999), "p99.9-µs")
 			b.ReportMetric(float64(flt)/float64(b.N), "faults/op")
 		})
 	}

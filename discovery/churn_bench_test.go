@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -207,17 +206,12 @@ func benchChurn(b *testing.B, n, rate int, warmup, window time.Duration) {
 		results[r] = res
 	}
 	b.ReportMetric(float64(changes)/window.Seconds(), "changes/s")
-	quantile := func(xs []float64, p float64) float64 {
-		xs = slices.Clone(xs)
-		slices.Sort(xs)
-		return xs[min(len(xs)-1, int(p*float64(len(xs))))]
-	}
 	for _, r := range roles {
 		res := results[r]
 		b.ReportMetric(res.CPU/res.Wall, r+"-cores")
 		b.ReportMetric(float64(res.Faults)/res.Wall, r+"-faults/s")
-		b.ReportMetric(quantile(res.Latency, 0.50), r+"-p50-ms")
-		b.ReportMetric(quantile(res.Latency, 0.99), r+"-p99-ms")
+		b.ReportMetric(discovery.Quantile(res.Latency, 0.50), r+"-p50-ms")
+		b.ReportMetric(discovery.Quantile(res.Latency, 0.99), r+"-p99-ms")
 	}
 	// What the cache adds to each change, over what the bare watch in the
 	// other process took for the same change: the write, the machine's
@@ -230,8 +224,8 @@ func benchChurn(b *testing.B, n, rate int, warmup, window time.Duration) {
 	for i, s := range results["cache"].Sent {
 		added = append(added, results["cache"].Latency[i]-watched[s])
 	}
-	b.ReportMetric(quantile(added, 0.50), "cache-minus-watch-p50-ms")
-	b.ReportMetric(quantile(added, 0.99), "cache-minus-watch-p99-ms")
+	b.ReportMetric(discovery.Quantile(added, 0.50), "cache-minus-watch-p50-ms")
+	b.ReportMetric(discovery.Quantile(added, 0.99), "cache-minus-watch-p99-ms")
 }
 
 // churnChild follows dsn as role ("watch": a bare Catalog.Watch; "cache":
