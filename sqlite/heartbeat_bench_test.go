@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -61,13 +60,7 @@ func BenchmarkFleetHeartbeat(b *testing.B) {
 					ids[p] = append(ids[p], in.ID)
 				}
 			}
-			d, done := c.use()
-			db, err := sql.Open("sqlite", d.dsn)
-			done()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
+			db := catalogDB(b, c)
 			if v.schema != "" {
 				if _, err := db.ExecContext(ctx, v.schema); err != nil {
 					b.Fatal(err)
@@ -90,29 +83,18 @@ func BenchmarkFleetHeartbeat(b *testing.B) {
 			// commits fill between two checkpoints holds them: they start
 			// on a WAL truncated to nothing and their frames are read at
 			// the end. Heartbeats the catalog's own checkpointer ran among
-			// (it may start the WAL over; it runs every 256 commits), or
-			// whose count it kept from being read, are not counted: the
-			// next 100 are.
+			// (it may start the WAL over; it runs every 256 commits) are
+			// not counted: the next 100 are.
 			const window = 100
 			frames, next := -1, 0
 			for range 20 {
 				ck := c.checkpointed.Load()
-				var busy, log, moved int
-				if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &moved); err != nil {
-					b.Fatal(err)
-				}
-				if busy != 0 || log != 0 { // not truncated: a reader, or the checkpointer
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
+				walCheckpoint(b, db, "TRUNCATE", truncated)
 				for range window {
 					beat(next)
 					next = (next + 1) % procs
 				}
-				if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &moved); err != nil {
-					b.Fatal(err)
-				}
-				if busy == 0 && log >= 0 && c.checkpointed.Load() == ck {
+				if log := walCheckpoint(b, db, "PASSIVE", settled); c.checkpointed.Load() == ck {
 					frames = log
 					break
 				}

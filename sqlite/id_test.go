@@ -1,11 +1,9 @@
 package sqlite
 
 import (
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -72,13 +70,7 @@ func TestOneHandlesHeartbeatRewritesFewPages(t *testing.T) {
 				}
 			}
 		}
-		d, done := c.use()
-		db, err := sql.Open("sqlite", d.dsn)
-		done()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := catalogDB(t, c)
 		beat := func() {
 			if missing, err := c.Heartbeat(tctx(t), mine...); err != nil || len(missing) > 0 {
 				t.Fatalf("heartbeat: %v, missing %v", err, missing)
@@ -91,25 +83,9 @@ func TestOneHandlesHeartbeatRewritesFewPages(t *testing.T) {
 		// the WAL's length after it is its frames (whether or not its
 		// commit started the WAL over).
 		beat()
-		// Either pragma finds the WAL busy while the catalog's own
-		// checkpointer runs: ask again.
-		walLength := func(mode string, ok func(busy, log int) bool) int {
-			for range 500 {
-				var busy, log, moved int
-				if err := db.QueryRow(`PRAGMA wal_checkpoint(`+mode+`)`).Scan(&busy, &log, &moved); err != nil {
-					t.Fatal(err)
-				}
-				if ok(busy, log) {
-					return log
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			t.Fatalf("wal_checkpoint(%s): busy for 5 s", mode)
-			return 0
-		}
-		walLength("TRUNCATE", func(busy, log int) bool { return busy == 0 && log == 0 })
+		walCheckpoint(t, db, "TRUNCATE", truncated)
 		beat()
-		return walLength("PASSIVE", func(busy, log int) bool { return busy == 0 && log >= 0 })
+		return walCheckpoint(t, db, "PASSIVE", settled)
 	}
 	srcs := make([]idgen.Source, handles)
 	for h := range srcs {

@@ -81,6 +81,46 @@ func rawDB(t testing.TB, path, pragmas string) *sql.DB {
 	return db
 }
 
+// catalogDB opens a database/sql handle of its own on c's file, with c's
+// DSN and pragmas, for statements the catalog does not make. It is closed
+// when the test ends.
+func catalogDB(t testing.TB, c *Catalog) *sql.DB {
+	t.Helper()
+	d, done := c.use()
+	db, err := sql.Open("sqlite", d.dsn)
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// walCheckpoint runs PRAGMA wal_checkpoint(mode) on db until ok accepts
+// its busy flag and the WAL's length in frames, which it returns: while
+// the catalog's own checkpointer runs, the pragma finds the WAL busy. It
+// gives up after 5 s.
+func walCheckpoint(t testing.TB, db *sql.DB, mode string, ok func(busy, log int) bool) int {
+	t.Helper()
+	for range 500 {
+		var busy, log, moved int
+		if err := db.QueryRow(`PRAGMA wal_checkpoint(`+mode+`)`).Scan(&busy, &log, &moved); err != nil {
+			t.Fatal(err)
+		}
+		if ok(busy, log) {
+			return log
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("wal_checkpoint(%s): busy for 5 s", mode)
+	return 0
+}
+
+// truncated and settled are walCheckpoint's usual conditions: a TRUNCATE
+// that emptied the WAL, and a PASSIVE one that read its length.
+func truncated(busy, log int) bool { return busy == 0 && log == 0 }
+func settled(busy, log int) bool   { return busy == 0 && log >= 0 }
+
 func mustRegister(t *testing.T, c *Catalog, in switchboard.Instance) switchboard.Instance {
 	t.Helper()
 	out, err := c.Register(tctx(t), in)
