@@ -89,12 +89,12 @@ func BenchmarkFleetHeartbeat(b *testing.B) {
 			frames, next := -1, 0
 			for range 20 {
 				ck := c.checkpointed.Load()
-				walCheckpoint(b, db, "TRUNCATE", truncated)
+				walCheckpoint(b, db, "TRUNCATE")
 				for range window {
 					beat(next)
 					next = (next + 1) % procs
 				}
-				if log := walCheckpoint(b, db, "PASSIVE", settled); c.checkpointed.Load() == ck {
+				if log := walCheckpoint(b, db, "PASSIVE"); c.checkpointed.Load() == ck {
 					frames = log
 					break
 				}
