@@ -43,23 +43,16 @@ func BenchmarkFleetHeartbeat(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			ids := make([][]string, procs)
 			srcs := make([]idgen.Source, procs)
 			for p := range srcs {
 				srcs[p] = idgen.New()
 			}
-			for i := range each {
-				for p := range procs {
-					in := switchboard.Instance{ID: srcs[p].Next(), Name: fmt.Sprint("fleet-", p), Type: switchboard.TypeWriter,
-						Address:      fmt.Sprintf("10.0.%d.%d:%d", p, i, 1024+i),
-						Capabilities: []string{switchboard.CapStorage, switchboard.CapQueryExecution}, Version: "1.0.0",
-						Metadata: map[string]string{"zone": "zone-a", "sent": "0"}, TTL: 5 * time.Second}
-					if _, err := c.Register(ctx, in); err != nil {
-						b.Fatal(err)
-					}
-					ids[p] = append(ids[p], in.ID)
-				}
-			}
+			ids := registerInterleaved(b, c, procs, each, func(p, i int) switchboard.Instance {
+				return switchboard.Instance{ID: srcs[p].Next(), Name: fmt.Sprint("fleet-", p), Type: switchboard.TypeWriter,
+					Address:      fmt.Sprintf("10.0.%d.%d:%d", p, i, 1024+i),
+					Capabilities: []string{switchboard.CapStorage, switchboard.CapQueryExecution}, Version: "1.0.0",
+					Metadata: map[string]string{"zone": "zone-a", "sent": "0"}, TTL: 5 * time.Second}
+			})
 			db := catalogDB(b, c)
 			if v.schema != "" {
 				if _, err := db.ExecContext(ctx, v.schema); err != nil {

@@ -55,21 +55,11 @@ func TestOneHandlesHeartbeatRewritesFewPages(t *testing.T) {
 	const handles, each = 100, 50
 	frames := func(gen func(h int) string) int {
 		c, _ := newFile(t)
-		var mine []string
-		for i := range each {
-			for h := range handles {
-				id := gen(h)
-				if h == 0 {
-					mine = append(mine, id)
-				}
-				in := switchboard.Instance{ID: id, Name: fmt.Sprintf("svc-%d", h), Type: "svc",
-					Address: fmt.Sprintf("10.0.%d.%d:80", h, i), Capabilities: []string{"a", "b"},
-					Metadata: map[string]string{"zone": "z", "pod": strings.Repeat("p", 40)}}
-				if _, err := c.Register(tctx(t), in); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		mine := registerInterleaved(t, c, handles, each, func(h, i int) switchboard.Instance {
+			return switchboard.Instance{ID: gen(h), Name: fmt.Sprintf("svc-%d", h), Type: "svc",
+				Address: fmt.Sprintf("10.0.%d.%d:80", h, i), Capabilities: []string{"a", "b"},
+				Metadata: map[string]string{"zone": "z", "pod": strings.Repeat("p", 40)}}
+		})[0]
 		db := catalogDB(t, c)
 		beat := func() {
 			if missing, err := c.Heartbeat(tctx(t), mine...); err != nil || len(missing) > 0 {

@@ -96,6 +96,28 @@ func catalogDB(t testing.TB, c *Catalog) *sql.DB {
 	return db
 }
 
+// registerInterleaved registers procs × each instances on c as a fleet
+// of procs processes starting at once does: round after round, one
+// instance of every process, inst(p, i) being the i-th of process p. It
+// returns each process's ids in the order registered. Each call has a
+// minute, as with tctx.
+func registerInterleaved(t testing.TB, c *Catalog, procs, each int, inst func(p, i int) switchboard.Instance) [][]string {
+	t.Helper()
+	ids := make([][]string, procs)
+	for i := range each {
+		for p := range procs {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			out, err := c.Register(ctx, inst(p, i))
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[p] = append(ids[p], out.ID)
+		}
+	}
+	return ids
+}
+
 // walCheckpoint runs PRAGMA wal_checkpoint(mode) on db until it is not
 // busy (the catalog's own checkpointer may hold the WAL meanwhile) and,
 // for TRUNCATE, has emptied the WAL; it returns the WAL's length in
