@@ -124,17 +124,24 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		counts: map[string]int{},
 	}
 	// The snapshot and the changes after it are the whole history: count
-	// the snapshot's addresses, then follow. The pre-filled slot makes the
-	// goroutine push the first set at once.
+	// the snapshot's addresses, then follow. The cache may call r.changed
+	// from now on, before Build is done: its news (staleness included) is
+	// newer than the snapshot's, and it may already have filled the kick
+	// slot. The filled slot makes the goroutine push the first set at once.
 	snap, unsubscribe := b.cache.SubscribeChanges(r.changed)
 	r.unsubscribe = unsubscribe
-	r.cacheStale, r.cacheErr = snap.Stale()
+	stale, staleErr := snap.Stale()
+	r.mu.Lock()
+	if !r.heard {
+		r.cacheStale, r.cacheErr = stale, staleErr
+	}
+	r.mu.Unlock()
 	for in := range r.candidates(snap) {
 		if addr, ok := r.contributes(&in); ok {
 			r.counts[addr]++
 		}
 	}
-	r.kick <- struct{}{}
+	r.signal()
 	go r.run()
 	return r, nil
 }
@@ -155,6 +162,7 @@ type cacheResolver struct {
 
 	mu         sync.Mutex // guards the news the cache's goroutine leaves
 	queue      []delta
+	heard      bool // changed has run: cacheStale is newer than Build's snapshot
 	cacheStale bool
 	cacheErr   error
 
@@ -213,7 +221,7 @@ func (r *cacheResolver) changed(s *discovery.Snapshot, changes []discovery.Chang
 	stale, err := s.Stale()
 	r.mu.Lock()
 	news := stale != r.cacheStale
-	r.cacheStale, r.cacheErr = stale, err
+	r.heard, r.cacheStale, r.cacheErr = true, stale, err
 	for _, c := range changes {
 		o, okO := r.contributes(c.Old)
 		n, okN := r.contributes(c.New)
