@@ -130,6 +130,9 @@ func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []
 // status details, else the x-error-code / x-error-retryable trailers (a peer
 // that does not send details), else the gRPC status (transport failures).
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
+	if msg == nil {
+		return nil, router.Permanent(router.CodeInvalidName, "no message to send (nil *router.Message has no destination)")
+	}
 	if msg.Depth > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))
 	}
@@ -232,9 +235,13 @@ func ParseBool(s string) bool {
 
 // ToStatus turns a handler's error into the gRPC status error a server
 // returns: a gRPC code chosen from the error's code, and an ErrorDetail
-// with code, retryable flag and message.
+// with code, retryable flag and message. It returns nil for nil (and for a
+// nil *router.Error).
 func ToStatus(err error) error {
 	e := router.AsError(err)
+	if e == nil {
+		return nil
+	}
 	code, msg := strings.ToValidUTF8(e.Code, "\uFFFD"), strings.ToValidUTF8(e.Message, "\uFFFD")
 	if code == "" {
 		code = router.CodeInternal

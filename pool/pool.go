@@ -30,6 +30,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -388,6 +389,9 @@ func (rt *route) pick() *conn {
 // security does not match (permanent), or the remote side's error as it
 // sent it.
 func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
+	if msg == nil {
+		return nil, router.Permanent(router.CodeInvalidName, "no message to send (nil *router.Message has no destination)")
+	}
 	nn, err := router.ParseTo(msg.To)
 	if err != nil {
 		return nil, err
@@ -401,7 +405,7 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 			return nil, router.Transient(router.CodeModuleUnknown, fmt.Sprintf("module %q address is unknown (not discovered yet, or gone)", nn.Module))
 		}
 		if len(rt.targets) == 0 {
-			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s, which the gRPC wire does not dial", nn.Module, strings.Join(rt.others, ", ")))
+			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s", nn.Module, undialable(rt.others)))
 		}
 		c := rt.pick()
 		client, err := p.client(c)
@@ -428,6 +432,20 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 		}
 		return out, err
 	}
+}
+
+// undialable describes addresses the gRPC wire does not dial: NATS
+// subjects, and invalid addresses with what is wrong with them.
+func undialable(addrs []string) string {
+	parts := make([]string, len(addrs))
+	for i, a := range addrs {
+		if err := switchboard.ValidateAddress(a); err != nil {
+			parts[i] = "an invalid " + err.Error()
+		} else {
+			parts[i] = strconv.Quote(a) + ", which the gRPC wire does not dial"
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // call is one gRPC call, bounded by the pool's CallTimeout when ctx has no
@@ -556,7 +574,7 @@ func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, er
 		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
 	}
 	creds, hs := grpcwire.WatchHandshakes(p.creds)
-	cc, err := grpc.NewClient(c.addr, append(slices.Clip(p.dialOpts), grpc.WithTransportCredentials(creds))...)
+	cc, err := grpc.NewClient(dialTarget(c.addr), append(slices.Clip(p.dialOpts), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
 		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
@@ -567,6 +585,15 @@ func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, er
 	c.cc.Store(cc)
 	c.client.Store(&cl)
 	return cl, cc, nil
+}
+
+// dialTarget is the gRPC target of a host:port address: always through the
+// DNS resolver (grpc.NewClient's default), so a host that happens to be a
+// resolver scheme ("unix:8080", "dns:53", "passthrough:9000") is not read as
+// one, and with the '%' of an IPv6 zone escaped ("[fe80::1%eth0]:8080"),
+// which the target's URL syntax would otherwise reject.
+func dialTarget(addr string) string {
+	return "dns:///" + strings.ReplaceAll(addr, "%", "%25")
 }
 
 // prewarm creates the connection in the background so the first message
