@@ -9,9 +9,9 @@ import (
 )
 
 // batcher gathers the heartbeats of every client for one window and renews
-// them in one Catalog.Heartbeat call (one statement on the SQL backends):
-// 300 clients heartbeating every second cost the database a few statements
-// a second, not 300.
+// them in one Catalog.Heartbeat call (one statement on the SQL backends;
+// one per switchboard.MaxHeartbeatIDs ids): 300 clients heartbeating every
+// second cost the database a few statements a second, not 300.
 type batcher struct {
 	cat     switchboard.Catalog
 	window  time.Duration
@@ -85,19 +85,35 @@ func (b *batcher) run(ctx context.Context) {
 
 // flush renews the union of the pending ids. A request whose client has
 // gone is left out; each gets back the missing ids among its own.
+//
+// The union of several clients' requests may exceed what one catalog call
+// takes (switchboard.MaxHeartbeatIDs; each request is at most that): the
+// requests are then renewed in several calls, each request whole in one of
+// them, so that each is answered by its own call's result alone.
 func (b *batcher) flush(ctx context.Context, pending []*beat) {
-	live := pending[:0]
-	var ids []string
+	var calls [][]*beat
+	n := 0
 	for _, bt := range pending {
 		if bt.ctx.Err() != nil {
 			bt.done <- beatResult{err: bt.ctx.Err()}
 			continue
 		}
-		live = append(live, bt)
-		ids = append(ids, bt.ids...)
+		if len(calls) == 0 || n+len(bt.ids) > switchboard.MaxHeartbeatIDs {
+			calls, n = append(calls, nil), 0
+		}
+		calls[len(calls)-1] = append(calls[len(calls)-1], bt)
+		n += len(bt.ids)
 	}
-	if len(live) == 0 {
-		return
+	for _, live := range calls {
+		b.renew(ctx, live)
+	}
+}
+
+// renew renews the ids of live in one Catalog.Heartbeat call.
+func (b *batcher) renew(ctx context.Context, live []*beat) {
+	var ids []string
+	for _, bt := range live {
+		ids = append(ids, bt.ids...)
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	began := time.Now()

@@ -10,7 +10,7 @@
 //	GET    /v1/instances/{id}             one instance (stale or not)
 //	DELETE /v1/instances/{id}             deregister (X-Instance-Secret) → 204
 //	PUT    /v1/instances/{id}/heartbeat   renew (X-Instance-Secret) → 204; 404 when the row is gone
-//	POST   /v1/heartbeats                 renew many: {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
+//	POST   /v1/heartbeats                 renew many (at most 10,000): {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
 //	POST   /v1/reap?older_than=           reap → {"reaped":n} (a default reap within 1 s of the last, with no longer a grace, answers 0 at once)
 //	POST   /v1/reap?reachable_for=        reap with the caller's post-outage grace (below)
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)
@@ -29,7 +29,8 @@
 // 400 (invalid, invalid_name, invalid_address) for a malformed or invalid
 // request, 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
 // token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
-// (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 503
+// (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 501
+// (not_implemented) for leases on a catalog without them, 503
 // (unavailable) when the catalog cannot be reached. Nothing stored changes on any error.
 //
 // # Secrets
@@ -96,10 +97,10 @@
 // holds one Watch of the catalog (its mirror), shared by every SSE
 // subscriber, which reads the shared history with its own cursor: no
 // per-subscriber queue, bounded memory. Heartbeats from all clients are
-// gathered for Options.HeartbeatWindow and renewed in one statement. A
-// registration or deregistration is answered once the server's mirror
-// shows it (at most 2 s), so a client that then watches through the same
-// server finds its own write in the snapshot.
+// gathered for Options.HeartbeatWindow and renewed in one statement (one
+// per 10,000 ids). A registration or deregistration is answered once the
+// server's mirror shows it (at most 2 s), so a client that then watches
+// through the same server finds its own write in the snapshot.
 //
 // # Reaping
 //

@@ -7,7 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -90,7 +90,16 @@ func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
 	for ev := range ch {
 		f.apply(ev)
 	}
+	if ctx.Err() == nil {
+		// The catalog ended the watch (it was closed under the server):
+		// nothing will update the mirror again. Say so, as for an
+		// unreachable catalog, to the subscribers and in /v1/info.
+		f.log.Error("server mirror: the catalog's watch has ended")
+		f.apply(switchboard.Event{Kind: switchboard.EventError, Err: errMirrorStopped})
+	}
 }
+
+var errMirrorStopped = errors.New("the server's catalog watch has stopped")
 
 func makeState(in switchboard.Instance) (*state, string) {
 	hash := in.Metadata[secretKey]
@@ -312,10 +321,15 @@ func (f *feed) resumable(seq int64) bool {
 // waitReady waits for the initial snapshot.
 func (f *feed) waitReady(ctx context.Context) error {
 	select {
+	case <-f.done:
+		return errMirrorStopped // even when ready: nothing updates it
+	default:
+	}
+	select {
 	case <-f.readyCh:
 		return nil
 	case <-f.done:
-		return fmt.Errorf("the server's catalog watch has stopped")
+		return errMirrorStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}

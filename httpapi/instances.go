@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func DecodeInstance(b []byte) (switchboard.Instance, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return in, badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, ute.Type))
+			return in, typeError(ute)
 		}
 		return in, badRequest("", "malformed instance: "+err.Error())
 	}
@@ -143,7 +144,7 @@ func strictUnmarshal(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, ute.Type))
+			return typeError(ute)
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			f, _ = strconv.Unquote(f)
@@ -158,6 +159,37 @@ func strictUnmarshal(b []byte, v any) error {
 		return badRequest("", "trailing data after the JSON body")
 	}
 	return nil
+}
+
+// typeError says which JSON type a body or field should have been, in
+// the terms of JSON (object, array, …), not of the server's Go types.
+func typeError(ute *json.UnmarshalTypeError) error {
+	if ute.Field == "" {
+		return badRequest("", "body must be a JSON "+jsonKind(ute.Type))
+	}
+	return badRequest(ute.Field, fmt.Sprintf("field %q: want a JSON %s", ute.Field, jsonKind(ute.Type)))
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value of another type"
+	}
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "value of another type"
 }
 
 func readBody(r *http.Request) ([]byte, error) {
@@ -309,6 +341,11 @@ func (s *Server) handleHeartbeats(w http.ResponseWriter, r *http.Request) error 
 // heartbeat checks every item's secret (nothing is renewed if one fails),
 // then renews them through the batcher.
 func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) ([]string, error) {
+	// One request renews at most what one catalog call takes; the
+	// batcher splits the union of several requests itself.
+	if len(items) > switchboard.MaxHeartbeatIDs {
+		return nil, badRequest("instances", fmt.Sprintf("%d instances in one heartbeat; at most %d", len(items), switchboard.MaxHeartbeatIDs))
+	}
 	ids := make([]string, 0, len(items))
 	var missing []string
 	for _, it := range items {

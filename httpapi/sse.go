@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,12 +35,16 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	// Every write to the connection gets its own deadline, the ones the
+	// buffer makes when it fills (a snapshot, a replay, a large batch)
+	// included: a subscriber that reads nothing for WriteTimeout is
+	// disconnected wherever its stream is stuck.
+	bw := bufio.NewWriterSize(deadlineWriter{w, rc, s.opts.WriteTimeout}, 32<<10)
 	flush := func() error {
-		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if err := bw.Flush(); err != nil {
 			return err
 		}
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		return rc.Flush()
 	}
 	s.metrics.subscribe(1)
@@ -99,6 +104,18 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 			return nil // the subscriber is gone or not reading
 		}
 	}
+}
+
+// deadlineWriter sets the connection's write deadline before each write.
+type deadlineWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	d.rc.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.w.Write(p)
 }
 
 // replay writes the history after *cursor up to the current head.
