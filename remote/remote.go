@@ -84,6 +84,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives the client's logs (default slog.Default()).
 	Logger *slog.Logger
+	// WatchIdleTimeout is how long a watch waits for anything from the
+	// server (an event, or the keep-alive it sends every 15 s by default)
+	// before it takes the connection for dead and reconnects (default
+	// 45 s).
+	WatchIdleTimeout time.Duration
 }
 
 // Client is a catalog served by a switchboard server. It is safe for
@@ -126,6 +131,9 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.WatchIdleTimeout <= 0 {
+		cfg.WatchIdleTimeout = 45 * time.Second
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -307,7 +315,7 @@ func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error)
 
 // Deregister implements switchboard.Catalog.
 func (c *Client) Deregister(ctx context.Context, id string) error {
-	err := c.do(ctx, http.MethodDelete, "/v1/instances/"+url.PathEscape(id), nil, nil, schema.SecretHeader, c.secret(id))
+	err := c.do(ctx, http.MethodDelete, "/v1/instances/"+pathID(id), nil, nil, schema.SecretHeader, c.secret(id))
 	if err == nil || errors.Is(err, switchboard.ErrNotFound) {
 		c.mu.Lock()
 		delete(c.secrets, id)
@@ -316,10 +324,21 @@ func (c *Client) Deregister(ctx context.Context, id string) error {
 	return err
 }
 
+// pathID is id as one segment of a URL path. The ids "." and ".." are
+// valid (switchboard.ValidateID) but are dot segments in a path, which
+// the server's router resolves ("/v1/instances/.." is "/v1/"): their dots
+// are percent-encoded, which the server reads back as the id.
+func pathID(id string) string {
+	if id == "." || id == ".." {
+		return strings.ReplaceAll(id, ".", "%2E")
+	}
+	return url.PathEscape(id)
+}
+
 // Get implements switchboard.Catalog.
 func (c *Client) Get(ctx context.Context, id string) (switchboard.Instance, error) {
 	var in switchboard.Instance
-	err := c.do(ctx, http.MethodGet, "/v1/instances/"+url.PathEscape(id), nil, &in)
+	err := c.do(ctx, http.MethodGet, "/v1/instances/"+pathID(id), nil, &in)
 	return in, err
 }
 
@@ -353,7 +372,7 @@ func (c *Client) List(ctx context.Context, q switchboard.Query) ([]switchboard.I
 // Reap implements switchboard.Catalog.
 func (c *Client) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	path := "/v1/reap"
-	if olderThan > 0 {
+	if olderThan != 0 { // a negative age: the server says it is invalid
 		path += "?older_than=" + url.QueryEscape(olderThan.String())
 	}
 	var out schema.ReapResponse

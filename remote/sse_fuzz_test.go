@@ -48,7 +48,7 @@ func FuzzSSEStream(f *testing.F) {
 				}
 			}
 		}()
-		w.read(strings.NewReader(stream))
+		w.read(strings.NewReader(stream), nil)
 		close(w.out)
 		<-done
 	})

@@ -17,12 +17,13 @@ import (
 )
 
 // Watch implements switchboard.Catalog over the server's SSE stream: the
-// current set as added, synced, then changes. When the connection drops it
-// sends one error event, reconnects with backoff and resumes from the last
-// event id; when the server can no longer replay from there it sends a
-// fresh snapshot, which this client diffs against what it had delivered,
-// so the caller gets exactly the differences: no duplicate added, no
-// missed removed. The first connection's failure is returned.
+// current set as added, synced, then changes. When the connection drops,
+// or goes silent for Config.WatchIdleTimeout, it sends one error event,
+// reconnects with backoff and resumes from the last event id; when the
+// server can no longer replay from there it sends a fresh snapshot, which
+// this client diffs against what it had delivered, so the caller gets
+// exactly the differences: no duplicate added, no missed removed. The
+// first connection's failure is returned.
 func (c *Client) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
 	if c.closed.Load() {
 		return nil, switchboard.ErrClosed
@@ -63,8 +64,51 @@ type watch struct {
 	outage bool // an error event was sent for the current disconnection
 }
 
-func (w *watch) connect() (*http.Response, error) {
-	req, err := http.NewRequestWithContext(w.ctx, http.MethodGet, w.c.base+"/v1/watch"+queryString(w.q), nil)
+// errIdle ends a connection on which nothing has arrived for the idle
+// timeout: the server sends a keep-alive comment every 15 s (by default)
+// when it has nothing else, so silence means the connection is dead.
+var errIdle = errors.New("no data from the server (not even a keep-alive) within the watch idle timeout")
+
+// conn is one connection of a watch: its response, and the timer that
+// ends it after WatchIdleTimeout without data.
+type conn struct {
+	resp   *http.Response
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   *time.Timer
+}
+
+func (cn *conn) close() {
+	cn.idle.Stop()
+	cn.resp.Body.Close()
+	cn.cancel(nil)
+}
+
+// err is the reason the connection ended: errIdle when it went silent.
+func (cn *conn) err(err error) error {
+	if cause := context.Cause(cn.ctx); errors.Is(cause, errIdle) {
+		return errIdle
+	}
+	return err
+}
+
+func (w *watch) connect() (*conn, error) {
+	ctx, cancel := context.WithCancelCause(w.ctx)
+	idle := time.AfterFunc(w.c.cfg.WatchIdleTimeout, func() { cancel(errIdle) })
+	cn, err := w.dial(ctx)
+	if err != nil {
+		idle.Stop()
+		if errors.Is(context.Cause(ctx), errIdle) && w.ctx.Err() == nil {
+			err = fmt.Errorf("switchboard server %s: %w", w.c.base, errIdle)
+		}
+		cancel(nil)
+		return nil, err
+	}
+	return &conn{resp: cn, ctx: ctx, cancel: cancel, idle: idle}, nil
+}
+
+func (w *watch) dial(ctx context.Context) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.c.base+"/v1/watch"+queryString(w.q), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -87,11 +131,11 @@ func (w *watch) connect() (*http.Response, error) {
 	return resp, nil
 }
 
-func (w *watch) run(resp *http.Response) {
+func (w *watch) run(cn *conn) {
 	backoff := 100 * time.Millisecond
 	for {
-		err := w.read(resp.Body)
-		resp.Body.Close()
+		err := cn.err(w.read(cn.resp.Body, cn.idle))
+		cn.close()
 		if w.ctx.Err() != nil {
 			return
 		}
@@ -111,7 +155,7 @@ func (w *watch) run(resp *http.Response) {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)
-			resp, err = w.connect()
+			cn, err = w.connect()
 			if err == nil {
 				backoff = 100 * time.Millisecond
 				break
@@ -133,8 +177,9 @@ func (w *watch) send(ev switchboard.Event) bool {
 	}
 }
 
-// read consumes one connection's stream until it ends.
-func (w *watch) read(body io.Reader) error {
+// read consumes one connection's stream until it ends, resetting idle
+// (when not nil) whenever a line arrives.
+func (w *watch) read(body io.Reader, idle *time.Timer) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var id, event string
 	var data []byte
@@ -147,11 +192,22 @@ func (w *watch) read(body io.Reader) error {
 		if err != nil {
 			return err
 		}
+		if idle != nil {
+			idle.Reset(w.c.cfg.WatchIdleTimeout)
+		}
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if line == "" {
 			if event != "" {
+				// A caller slow to take the events is not a silent
+				// server: the idle timeout does not run meanwhile.
+				if idle != nil {
+					idle.Stop()
+				}
 				if !w.dispatch(event, data) {
 					return w.ctx.Err()
+				}
+				if idle != nil {
+					idle.Reset(w.c.cfg.WatchIdleTimeout)
 				}
 				if hasID {
 					w.lastID = id

@@ -1,0 +1,168 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/remote"
+)
+
+// TestDotIDs: "." and ".." are valid ids (switchboard.ValidateID), so a
+// client may register them; it must also be able to read and deregister
+// them, not reach another endpoint through a dot segment of the URL.
+func TestDotIDs(t *testing.T) {
+	ctx := context.Background()
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	c := client(t, url, remote.Config{})
+	for _, id := range []string{".", ".."} {
+		in := inst("dots")
+		in.ID = id
+		mustRegister(t, c, in)
+		if got, err := c.Get(ctx, id); err != nil || got.ID != id {
+			t.Fatalf("get %q: %+v %v", id, got, err)
+		}
+		if err := c.Deregister(ctx, id); err != nil {
+			t.Fatalf("deregister %q: %v", id, err)
+		}
+		if _, err := cat.Get(ctx, id); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Fatalf("row %q still stored after its deregistration: %v", id, err)
+		}
+		if _, err := c.Get(ctx, id); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Fatalf("get %q after deregistration: %v", id, err)
+		}
+	}
+}
+
+// TestReapNegativeAge: a negative age is ErrInvalid, as on every backend,
+// not a default reap (rows stale for twice their TTL deleted).
+func TestReapNegativeAge(t *testing.T) {
+	ctx := context.Background()
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	c := client(t, url, remote.Config{})
+	if _, err := cat.Reap(ctx, -time.Second); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("the backend itself: %v", err)
+	}
+	if n, err := c.Reap(ctx, -time.Second); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("reap of a negative age through the server: %d, %v; want ErrInvalid", n, err)
+	}
+}
+
+// blackHole forwards TCP connections to target until frozen; then it
+// drops whatever either side sends and keeps the connections open, as a
+// dead peer behind a NAT or a firewall does: nothing arrives, nothing fails.
+type blackHole struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	conns  []net.Conn
+}
+
+func newBlackHole(t *testing.T, target string) *blackHole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackHole{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); b.thaw() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c, s)
+			b.mu.Unlock()
+			go b.pipe(c, s)
+			go b.pipe(s, c)
+		}
+	}()
+	return b
+}
+
+func (b *blackHole) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		frozen := b.frozen
+		b.mu.Unlock()
+		if frozen {
+			continue // dropped
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (b *blackHole) freeze() {
+	b.mu.Lock()
+	b.frozen = true
+	b.mu.Unlock()
+}
+
+// thaw forwards again, closing the connections that lost data.
+func (b *blackHole) thaw() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.frozen = false
+	for _, c := range b.conns {
+		c.Close()
+	}
+	b.conns = nil
+}
+
+// TestWatchDetectsADeadConnection: a watch whose connection goes silent
+// (the server sends a keep-alive every KeepAlive, yet nothing arrives) is
+// a lost stream: the watcher hears an error and the watch reconnects and
+// resumes, instead of waiting forever on a dead connection while its
+// caller believes the topology current.
+func TestWatchDetectsADeadConnection(t *testing.T) {
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{KeepAlive: 100 * time.Millisecond})
+	bh := newBlackHole(t, strings.TrimPrefix(url, "http://"))
+	writer := client(t, url, remote.Config{})
+	watcher := client(t, "http://"+bh.ln.Addr().String(), remote.Config{WatchIdleTimeout: 2 * time.Second})
+	mustRegister(t, writer, inst("a"))
+	w := watchAll(t, watcher)
+	if got := w.untilSynced(); len(got) != 1 {
+		t.Fatalf("snapshot: %v", got)
+	}
+	bh.freeze()
+	if ev := w.next(); ev.Kind != switchboard.EventError {
+		t.Fatalf("want an error event for the dead connection, got %+v", ev)
+	}
+	b := mustRegister(t, writer, inst("b"))
+	bh.thaw()
+	for {
+		ev := w.next()
+		if ev.Kind == switchboard.EventAdded && ev.Instance.ID == b.ID {
+			break
+		}
+		if ev.Kind == switchboard.EventAdded || ev.Kind == switchboard.EventRemoved || ev.Kind == switchboard.EventUpdated {
+			t.Fatalf("after the reconnection: %+v", ev)
+		}
+	}
+}
