@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-io/switchboard/router"
@@ -193,12 +192,17 @@ func (w *Wire) handleJS(ctx context.Context, h router.Handler, m jetstream.Msg) 
 	out, err := w.dispatch(ctx, h, hdr, m.Data())
 	close(stop)
 	<-ticking
-	if inbox := hdr.Get(HeaderReplyInbox); inbox != "" {
-		reply := &nats.Msg{Subject: inbox, Header: replyHeader(out, err)}
-		if err == nil {
-			reply.Data = out
+	if err != nil && stopped(ctx) {
+		// The receiver stopped and ended the handler: not the handler's
+		// failure. No reply (the sender keeps waiting) and no Term: the
+		// message goes to another replica at once.
+		if nerr := m.Nak(); nerr != nil {
+			w.opts.Logger.Info("jetstream transport: nak on shutdown failed (the message will be redelivered after AckWait)", "to", hdr.Get(HeaderTo), "err", nerr)
 		}
-		if perr := w.nc.PublishMsg(reply); perr != nil {
+		return
+	}
+	if inbox := hdr.Get(HeaderReplyInbox); inbox != "" {
+		if perr := w.respond(inbox, out, err); perr != nil {
 			w.opts.Logger.Info("jetstream transport: publish reply failed", "to", hdr.Get(HeaderTo), "err", perr)
 		}
 	} else if err != nil && router.AsError(err).Retryable {

@@ -19,10 +19,11 @@ type inboxMux struct {
 	pending map[string]chan *nats.Msg
 	seq     uint64
 	closed  bool
+	done    chan struct{} // closed by close: no reply will arrive any more
 }
 
 func newInboxMux(nc *nats.Conn) *inboxMux {
-	return &inboxMux{nc: nc, pending: map[string]chan *nats.Msg{}}
+	return &inboxMux{nc: nc, pending: map[string]chan *nats.Msg{}, done: make(chan struct{})}
 }
 
 // register returns a fresh reply subject and the channel its first reply
@@ -71,6 +72,7 @@ func (x *inboxMux) close() {
 		return
 	}
 	x.closed = true
+	close(x.done)
 	if x.sub != nil {
 		_ = x.sub.Unsubscribe()
 	}

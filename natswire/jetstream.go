@@ -81,6 +81,8 @@ func (w *Wire) sendJS(ctx context.Context, nn switchboard.NodeName, m *nats.Msg)
 	select {
 	case r := <-ch:
 		return decodeReply(r.Header, r.Data)
+	case <-w.replies.done:
+		return nil, router.Permanent(router.CodeUnavailable, fmt.Sprintf("natswire: the wire was closed while waiting for the reply from %s", m.Subject))
 	case <-ctx.Done():
 		return nil, w.jsError(ctx, nn, m.Subject, ctx.Err())
 	}

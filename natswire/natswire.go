@@ -14,6 +14,7 @@ package natswire
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,21 +199,65 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", redact(url), err)
+		return nil, redactedError{msg: fmt.Sprintf("nats: connect to %s: %v", redact(url), redactText(err.Error(), url)), err: err}
 	}
 	return nc, nil
 }
 
-// redact hides a password in a URL for errors and logs.
+// redactedError is an error whose text has the URL's credentials hidden;
+// it still unwraps to the client's error (whose own text may show them).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// credentials returns the user-info parts ("user:password", "token") of
+// url, a comma-separated list of server URLs with or without a scheme.
+func credentials(url string) []string {
+	var out []string
+	for _, u := range strings.Split(url, ",") {
+		u = strings.TrimSpace(u)
+		if _, rest, ok := strings.Cut(u, "://"); ok {
+			u = rest
+		}
+		if at := strings.LastIndex(u, "@"); at > 0 {
+			out = append(out, u[:at])
+		}
+	}
+	return out
+}
+
+// redact hides the credentials of every server in url (a comma-separated
+// list, with or without schemes) for errors and logs.
 func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
+	parts := strings.Split(url, ",")
+	for i, u := range parts {
+		lead := u[:len(u)-len(strings.TrimLeft(u, " "))]
+		u = strings.TrimSpace(u)
+		scheme := ""
+		if sch, rest, ok := strings.Cut(u, "://"); ok {
+			scheme, u = sch+"://", rest
+		}
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			u = "***@" + u[at+1:]
+		}
+		parts[i] = lead + scheme + u
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "://***@" + rest[at+1:]
+	return strings.Join(parts, ",")
+}
+
+// redactText hides in s (a client's error text, which may quote the URL)
+// the credentials of url.
+func redactText(s, url string) string {
+	for _, c := range credentials(url) {
+		q := strconv.Quote(c)
+		s = strings.ReplaceAll(s, c, "***")
+		s = strings.ReplaceAll(s, q[1:len(q)-1], "***")
 	}
-	return url
+	return s
 }
 
 // Options configure a Wire.

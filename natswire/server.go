@@ -2,6 +2,7 @@ package natswire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -67,8 +68,11 @@ func (w *Wire) Listen(module string, h router.Handler) (*Receiver, error) {
 }
 
 // Close stops receiving, lets in-flight handlers finish for the grace
-// period, then ends their contexts and returns once they have returned. It
-// is idempotent.
+// period, then ends their contexts and returns once they have returned. A
+// handler that fails once its context ended this way is not answered with
+// its error: on JetStream its message is negatively acknowledged (another
+// replica takes it, and the sender gets that replica's reply), on core NATS
+// the sender gets a retryable unavailable error. It is idempotent.
 func (r *Receiver) Close() {
 	r.once.Do(func() {
 		r.stop()
@@ -123,13 +127,35 @@ func (w *Wire) handleCore(ctx context.Context, h router.Handler, m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
-	reply := &nats.Msg{Subject: m.Reply, Header: replyHeader(out, err)}
+	if err != nil && stopped(ctx) {
+		// The receiver stopped and ended the handler: not the handler's
+		// failure, and another replica may take the retry.
+		err = router.Transient(router.CodeUnavailable, "the receiving module stopped before its handler finished: "+err.Error())
+	}
+	if rerr := w.respond(m.Reply, out, err); rerr != nil {
+		w.opts.Logger.Info("nats transport: respond failed", "to", m.Header.Get(HeaderTo), "err", rerr)
+	}
+}
+
+// stopped reports whether ctx, a handler's context from serving, has
+// ended: only the receiver's stop (after its grace period) ends it.
+func stopped(ctx context.Context) bool { return ctx.Err() != nil }
+
+// respond publishes a handler's outcome to subject. A reply the broker
+// would refuse for its size (a result above max_payload) is replaced by a
+// resource_exhausted error, so the sender does not wait for a reply that
+// never comes.
+func (w *Wire) respond(subject string, out []byte, err error) error {
+	reply := &nats.Msg{Subject: subject, Header: replyHeader(out, err)}
 	if err == nil {
 		reply.Data = out
 	}
-	if rerr := w.nc.PublishMsg(reply); rerr != nil {
-		w.opts.Logger.Info("nats transport: respond failed", "to", m.Header.Get(HeaderTo), "err", rerr)
+	perr := w.nc.PublishMsg(reply)
+	if errors.Is(perr, nats.ErrMaxPayload) {
+		e := router.Permanent(router.CodeResourceExhausted, fmt.Sprintf("the reply (%d bytes) is larger than the broker's max_payload (%d bytes)", len(out), w.nc.MaxPayload()))
+		perr = w.nc.PublishMsg(&nats.Msg{Subject: subject, Header: replyHeader(nil, e)})
 	}
+	return perr
 }
 
 // dispatch decodes a request and runs h on it.

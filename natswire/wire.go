@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,8 +73,9 @@ func (w *Wire) Mode() Mode { return w.opts.Mode }
 // Conn returns the wire's connection.
 func (w *Wire) Conn() *nats.Conn { return w.nc }
 
-// Close releases the reply subscription of the JetStream mode. It is
-// idempotent; the connection is not closed.
+// Close releases the reply subscription of the JetStream mode; sends still
+// waiting for a reply then fail at once (unavailable). It is idempotent;
+// the connection is not closed.
 func (w *Wire) Close() {
 	if w.replies != nil {
 		w.replies.close()
@@ -193,12 +195,17 @@ func replyHeader(out []byte, err error) nats.Header {
 		if code == "" {
 			code = router.CodeInternal
 		}
+		// x-error must be non-empty for the SDK to see a failure, and the
+		// client trims header values: a blank text would arrive empty.
 		msg := e.Message
-		if msg == "" {
-			msg = code // x-error must be non-empty for the SDK to see a failure
+		if strings.TrimSpace(headerValue(msg)) == "" {
+			msg = code
+		}
+		if strings.TrimSpace(headerValue(msg)) == "" {
+			msg = router.CodeInternal
 		}
 		return nats.Header{
-			HeaderError:          {headerValue(msg)},
+			HeaderError:          {truncate(headerValue(msg), maxErrorText)},
 			HeaderErrorCode:      {headerValue(code)},
 			HeaderErrorRetryable: {strconv.FormatBool(e.Retryable)},
 		}
@@ -274,6 +281,23 @@ func asPubAck(m *nats.Msg) (pubAck, bool) {
 		return a, false
 	}
 	return a, a.Stream != "" || len(a.Error) > 0
+}
+
+// maxErrorText bounds the x-error text of a reply: an error message as
+// long as the broker's max_payload would make the reply undeliverable.
+const maxErrorText = 4096
+
+// truncate shortens s to at most n bytes without splitting a UTF-8
+// character, marking the cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // headerValue makes s safe for a NATS header value: CR and LF (which would
