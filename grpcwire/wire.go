@@ -131,7 +131,7 @@ func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []
 // that does not send details), else the gRPC status (transport failures).
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
 	if msg == nil {
-		return nil, router.Permanent(router.CodeInvalidName, "no message to send (nil *router.Message has no destination)")
+		return nil, router.NoMessage()
 	}
 	if msg.Depth > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))

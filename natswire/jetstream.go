@@ -128,6 +128,9 @@ func (w *Wire) jsError(ctx context.Context, nn switchboard.NodeName, subject str
 // the x-step-key metadata when set, so a re-emitted step is stored once);
 // on core NATS it is a plain publish (lost when nobody listens).
 func (w *Wire) Publish(ctx context.Context, msg *router.Message) error {
+	if msg == nil {
+		return router.NoMessage()
+	}
 	nn, err := router.ParseTo(msg.To)
 	if err != nil {
 		return err

@@ -96,6 +96,9 @@ func (w *Wire) subject(nn switchboard.NodeName) string {
 // one the wire waits RequestTimeout (5 minutes). Failures are
 // *router.Error values.
 func (w *Wire) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
+	if msg == nil {
+		return nil, router.NoMessage()
+	}
 	nn, err := router.ParseTo(msg.To)
 	if err != nil {
 		return nil, err

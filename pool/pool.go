@@ -390,7 +390,7 @@ func (rt *route) pick() *conn {
 // sent it.
 func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 	if msg == nil {
-		return nil, router.Permanent(router.CodeInvalidName, "no message to send (nil *router.Message has no destination)")
+		return nil, router.NoMessage()
 	}
 	nn, err := router.ParseTo(msg.To)
 	if err != nil {

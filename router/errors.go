@@ -86,6 +86,13 @@ func NewError(code string, retryable bool, msg string) *Error {
 // Permanent returns a non-retryable error with the given code.
 func Permanent(code, msg string) *Error { return NewError(code, false, msg) }
 
+// NoMessage is the error of a send or dispatch given a nil *Message, which
+// has no destination: permanent, CodeInvalidName. The router and every wire
+// return it instead of panicking.
+func NoMessage() *Error {
+	return Permanent(CodeInvalidName, "no message (a nil *router.Message has no destination)")
+}
+
 // Transient returns a retryable error with the given code.
 func Transient(code, msg string) *Error { return NewError(code, true, msg) }
 

@@ -228,6 +228,9 @@ func DepthFrom(ctx context.Context) (int, bool) {
 // Send delivers msg using the retry policy of msg.EdgeID (one attempt when
 // the edge has none).
 func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
+	if msg == nil {
+		return nil, NoMessage()
+	}
 	return r.SendWithPolicy(ctx, msg, r.EdgePolicy(msg.EdgeID))
 }
 
@@ -240,6 +243,9 @@ func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
 // error is returned as is); after several attempts the last failure is
 // returned wrapped with the attempt count.
 func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy) ([]byte, error) {
+	if msg == nil {
+		return nil, NoMessage()
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -315,6 +321,9 @@ func (r *Router) attempt(ctx context.Context, module string, msg *Message, timeo
 // message. It refuses messages deeper than MaxDepth, malformed names,
 // messages for another module (CodeMisrouted) and nodes without a handler.
 func (r *Router) Dispatch(ctx context.Context, msg *Message) (out []byte, err error) {
+	if msg == nil {
+		return nil, NoMessage()
+	}
 	ctx, span := r.tr.startHandle(ctx, r.module, msg, true)
 	defer func() { end(span, err) }()
 	if err := checkDepth(msg.Depth); err != nil {

@@ -32,6 +32,9 @@ type Select struct {
 
 // Send implements Wire.
 func (s *Select) Send(ctx context.Context, msg *Message) ([]byte, error) {
+	if msg == nil {
+		return nil, NoMessage()
+	}
 	nn, err := ParseTo(msg.To)
 	if err != nil {
 		return nil, err

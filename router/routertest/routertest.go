@@ -93,6 +93,16 @@ func Run(t *testing.T, f Fabric) {
 			t.Fatalf("metadata %v", s.msg.Metadata)
 		}
 	})
+	t.Run("nil message is refused, not a panic", func(t *testing.T) {
+		_, err := client.Send(ctx, nil)
+		_, werr := f.Wire.Send(ctx, nil)
+		_, derr := client.Dispatch(ctx, nil)
+		for who, err := range map[string]error{"router": err, "wire": werr, "dispatch": derr} {
+			if e := router.AsError(err); e == nil || e.Code != router.CodeInvalidName || e.Retryable {
+				t.Errorf("%s: Send(nil) = %v, want a permanent invalid_name", who, err)
+			}
+		}
+	})
 	t.Run("empty result", func(t *testing.T) {
 		out, err := client.Send(ctx, &router.Message{To: "f.rt-remote.n:in", Payload: []byte("empty")})
 		if err != nil || len(out) != 0 {
