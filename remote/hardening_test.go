@@ -166,3 +166,40 @@ func TestWatchDetectsADeadConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchRacesClose: watches opened while the client closes either fail
+// with ErrClosed or end with Close; Close returns only once every watch it
+// ended has stopped (no watch goroutine outlives it, no WaitGroup reuse).
+func TestWatchRacesClose(t *testing.T) {
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	for round := 0; round < 20; round++ {
+		c, err := remote.Open(context.Background(), url, remote.Config{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		chans := make(chan (<-chan switchboard.Event), 8)
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ch, err := c.Watch(context.Background(), switchboard.Query{})
+				if err != nil {
+					return // closed, or cancelled by Close mid-connect
+				}
+				chans <- ch
+			}()
+		}
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		c.Close()
+		wg.Wait()
+		close(chans)
+		for ch := range chans {
+			// Close has returned: every watch channel is closed, so this
+			// drains without blocking for long.
+			for range ch {
+			}
+		}
+	}
+}

@@ -101,7 +101,10 @@ type Client struct {
 	ctx    context.Context // cancelled by Close: ends watches
 	cancel context.CancelFunc
 	closed atomic.Bool
-	wg     sync.WaitGroup
+	// life orders Close against a watch starting: a watch joins wg under
+	// it only while the client is open, so Close's Wait never races an Add.
+	life sync.Mutex
+	wg   sync.WaitGroup
 
 	// ids generates the ids of registrations made without one, here rather
 	// than by the server: their shared prefix keeps this process's rows side
@@ -428,7 +431,10 @@ func (c *Client) Now(ctx context.Context) (time.Time, error) {
 // Close implements switchboard.Catalog: it ends every watch of this client.
 // Registrations are not deregistered (Bootstrap's Close does that).
 func (c *Client) Close() error {
-	if c.closed.Swap(true) {
+	c.life.Lock()
+	already := c.closed.Swap(true)
+	c.life.Unlock()
+	if already {
 		return nil
 	}
 	c.cancel()

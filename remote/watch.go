@@ -37,8 +37,17 @@ func (c *Client) Watch(ctx context.Context, q switchboard.Query) (<-chan switchb
 		cancel()
 		return nil, err
 	}
+	c.life.Lock()
+	if c.closed.Load() { // closed while connecting
+		c.life.Unlock()
+		resp.close()
+		stopOnClose()
+		cancel()
+		return nil, switchboard.ErrClosed
+	}
 	c.watchers.Add(1)
 	c.wg.Add(1)
+	c.life.Unlock()
 	go func() {
 		defer c.wg.Done()
 		defer c.watchers.Add(-1)
