@@ -50,6 +50,14 @@ func (e *FieldError) Unwrap() error {
 	return e.kind
 }
 
+// NewFieldError returns the FieldError on field, wrapping kind (ErrInvalid
+// or a sentinel that wraps it, such as ErrInvalidName; nil is ErrInvalid).
+// A client of a remote catalog uses it to give back the FieldError its
+// server reported.
+func NewFieldError(kind error, field, value, reason string) *FieldError {
+	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
+}
+
 func invalid(kind error, field, value, reason string) error {
 	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
 }

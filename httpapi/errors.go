@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -61,7 +62,10 @@ func classify(err error) (int, ErrorBody) {
 	body := ErrorBody{Error: err.Error()}
 	var fe *switchboard.FieldError
 	if errors.As(err, &fe) {
-		body.Field = fe.Field
+		// The field's own text: a backend's wrapping adds only its name
+		// and may repeat the whole value.
+		body.Error, body.Field, body.Reason = fe.Error(), fe.Field, fe.Reason
+		body.Value = strings.ToValidUTF8(fe.Value[:min(len(fe.Value), 256)], "")
 	}
 	for _, k := range catalogErrors {
 		if errors.Is(err, k.err) {

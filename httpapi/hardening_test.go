@@ -183,3 +183,20 @@ func TestWrongJSONTypesNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatInvalidID: an id no catalog could hold (a space, a NUL,
+// too long) in a heartbeat is a 400 naming the item, as the backends'
+// ErrInvalid, not reported "missing" (which tells a client to register
+// it again). Nothing is renewed.
+func TestHeartbeatInvalidID(t *testing.T) {
+	s := start(t, httpapi.Options{})
+	for _, id := range []string{"has space", "a\x00b", strings.Repeat("x", 300), ""} {
+		body, _ := json.Marshal(httpapi.HeartbeatRequest{Instances: []httpapi.HeartbeatItem{{ID: "ok-id"}, {ID: id}}})
+		code, b := call(t, "POST", s.url+"/v1/heartbeats", string(body))
+		expectError(t, code, b, 400, "invalid", "instances[1].id")
+		var e httpapi.ErrorBody
+		if json.Unmarshal(b, &e) != nil || e.Reason == "" || !strings.HasPrefix(e.Error, "instances[1].id") {
+			t.Fatalf("%q: the body does not carry the field's own error: %s", id, b)
+		}
+	}
+}

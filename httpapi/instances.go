@@ -348,9 +348,10 @@ func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) ([]string
 	}
 	ids := make([]string, 0, len(items))
 	var missing []string
-	for _, it := range items {
-		if it.ID == "" {
-			return nil, badRequest("id", "heartbeat of an empty id")
+	for i, it := range items {
+		if err := switchboard.ValidateID(it.ID); err != nil {
+			fe := err.(*switchboard.FieldError)
+			return nil, switchboard.NewFieldError(switchboard.ErrInvalid, fmt.Sprintf("instances[%d].id", i), fe.Value, fe.Reason)
 		}
 		o, err := s.owner(ctx, it.ID)
 		if err != nil {

@@ -163,7 +163,7 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 	code, b := call(t, "POST", s.url+"/v1/heartbeats", `{"instances":[{"id":""}]}`)
-	expectError(t, code, b, 400, "invalid", "id")
+	expectError(t, code, b, 400, "invalid", "instances[0].id")
 	code, b = call(t, "POST", s.url+"/v1/heartbeats", `{"ids":["x"]}`)
 	expectError(t, code, b, 400, "invalid", "ids")
 	code, b = call(t, "POST", s.url+"/v1/reap?older_than=soon", nil)

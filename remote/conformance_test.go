@@ -32,3 +32,11 @@ func TestConformanceOverPostgres(t *testing.T) {
 func TestLeasesOverPostgres(t *testing.T) {
 	catalogtest.RunLeases(t, func(t *testing.T) switchboard.Leaser { return overPG(t) })
 }
+
+func TestLimitsOverSQLite(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog { return overSQLite(t) })
+}
+
+func TestLimitsOverPostgres(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog { return overPG(t) })
+}

@@ -203,3 +203,28 @@ func TestWatchRacesClose(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidUTF8IsRefusedNotReplaced: JSON carries invalid UTF-8 as
+// U+FFFD, so the server would store a value the caller never gave; the
+// client refuses what every backend refuses, before sending, and the
+// backend holds nothing.
+func TestInvalidUTF8IsRefusedNotReplaced(t *testing.T) {
+	ctx := context.Background()
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	c := client(t, url, remote.Config{})
+	for name, in := range map[string]switchboard.Instance{
+		"metadata value": {Name: "utf", Type: "t", Address: "127.0.0.1:1", TTL: time.Minute, Metadata: map[string]string{"k": "a\xffb"}},
+		"metadata key":   {Name: "utf", Type: "t", Address: "127.0.0.1:1", TTL: time.Minute, Metadata: map[string]string{"k\xff": "v"}},
+		"version":        {Name: "utf", Type: "t", Address: "127.0.0.1:1", TTL: time.Minute, Version: "1\xff"},
+	} {
+		_, direct := cat.Register(ctx, in)
+		_, err := c.Register(ctx, in)
+		if !errors.Is(direct, switchboard.ErrInvalid) || !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("%s: backend %v, remote %v; want ErrInvalid from both", name, direct, err)
+		}
+	}
+	if all, err := cat.List(ctx, switchboard.Query{All: true}); err != nil || len(all) != 0 {
+		t.Fatalf("stored: %+v %v", all, err)
+	}
+}

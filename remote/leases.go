@@ -27,16 +27,27 @@ func (c *Client) lease(ctx context.Context, op string, req schema.LeaseRequest) 
 
 // Acquire implements switchboard.Leaser.
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
+	// Validated here too: JSON would carry invalid UTF-8 as U+FFFD, a
+	// different name or holder the server would accept.
+	if err := switchboard.ValidateLease(name, holder); err != nil {
+		return switchboard.Lease{}, err
+	}
 	return c.lease(ctx, "acquire", schema.LeaseRequest{Name: name, Holder: holder, TTL: ttl.String()})
 }
 
 // Renew implements switchboard.Leaser.
 func (c *Client) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
+	if err := switchboard.ValidateLease(l.Name, l.Holder); err != nil {
+		return switchboard.Lease{}, err
+	}
 	return c.lease(ctx, "renew", schema.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()})
 }
 
 // Release implements switchboard.Leaser.
 func (c *Client) Release(ctx context.Context, l switchboard.Lease) error {
+	if err := switchboard.ValidateLease(l.Name, l.Holder); err != nil {
+		return err
+	}
 	return c.do(ctx, http.MethodPost, "/v1/leases/release", schema.LeaseRequest{Name: l.Name, Holder: l.Holder, Token: l.Token, TTL: l.TTL.String()}, nil)
 }
 

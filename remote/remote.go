@@ -189,6 +189,33 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
+// As gives the caller a *switchboard.FieldError for an invalid request
+// whose field the server named, wrapping the sentinel of its code (as
+// every backend's validation errors do).
+func (e *APIError) As(target any) bool {
+	fe, ok := target.(**switchboard.FieldError)
+	if !ok || e.Field == "" {
+		return false
+	}
+	var kind error
+	switch e.Code {
+	case schema.CodeInvalid:
+		kind = switchboard.ErrInvalid
+	case schema.CodeInvalidName:
+		kind = switchboard.ErrInvalidName
+	case schema.CodeInvalidAddress:
+		kind = switchboard.ErrInvalidAddress
+	default:
+		return false
+	}
+	reason := e.Reason
+	if reason == "" {
+		reason = e.ErrorBody.Error
+	}
+	*fe = switchboard.NewFieldError(kind, e.Field, e.Value, reason)
+	return true
+}
+
 // do sends one request and decodes a 2xx JSON body into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, body any, out any, hdr ...string) error {
 	if c.closed.Load() {
@@ -265,8 +292,11 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	if c.closed.Load() {
 		return switchboard.Instance{}, switchboard.ErrClosed
 	}
-	if in.Components != nil && !json.Valid(in.Components) {
-		return switchboard.Instance{}, &switchboard.FieldError{Field: "components", Reason: "not valid JSON"}
+	// Validated here as every backend does, not only by the server: JSON
+	// would carry invalid UTF-8 as U+FFFD, a different value the server
+	// would accept (and invalid components JSON could not be sent at all).
+	if _, err := switchboard.Normalize(in); err != nil {
+		return switchboard.Instance{}, err
 	}
 	if in.ID == "" {
 		in.ID = c.ids.Next()
@@ -296,6 +326,9 @@ const heartbeatChunk = 2000
 func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if c.closed.Load() {
 		return nil, switchboard.ErrClosed
+	}
+	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+		return nil, err
 	}
 	var missing []string
 	for len(ids) > 0 {

@@ -31,6 +31,11 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
 	Code  string `json:"code"`
+	// Value and Reason are those of a switchboard.FieldError (the value
+	// cut at 256 bytes), so a Go client can give the caller the same
+	// FieldError a backend returns.
+	Value  string `json:"value,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // SecretHeader carries an instance's secret.
