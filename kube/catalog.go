@@ -127,6 +127,9 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
+	if err := switchboard.ValidateTTL(n.TTL, k.opts.MaxTTL); err != nil {
+		return switchboard.Instance{}, err
+	}
 	if n.ID == "" {
 		n.ID = n.Name
 	}
@@ -245,29 +248,65 @@ func (k *Catalog) takeLease(ctx context.Context, id string, secs int32) (*coordi
 	return out, err
 }
 
+// heartbeatListAbove is the number of ids above which Heartbeat lists the
+// namespace's TinyModules once instead of reading each.
+const heartbeatListAbove = 16
+
 // Heartbeat renews the Lease of every id that has a TinyModule and returns
-// the ids that have none.
+// the ids that have none (an id that is valid but no Kubernetes object
+// name, which no TinyModule can have, among them). An invalid id, or more
+// than switchboard.MaxHeartbeatIDs, is ErrInvalid and renews nothing.
 func (k *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if err := k.check(); err != nil {
 		return nil, err
 	}
+	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+		return nil, err
+	}
+	// Which ids have a TinyModule: one GET each for a few, one LIST of
+	// the namespace for many (a process renewing all its registrations).
+	var exists map[string]bool
+	if len(ids) > heartbeatListAbove {
+		list, err := k.c.listModules(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, apiErr("heartbeat", err)
+		}
+		exists = make(map[string]bool, len(list.Items))
+		for i := range list.Items {
+			exists[list.Items[i].Name] = true
+		}
+	}
 	var missing []string
 	for _, id := range ids {
-		if validID(id) != nil {
-			missing = append(missing, id)
-			continue
-		}
-		if _, err := k.c.getModule(ctx, id); isNotFound(err) {
-			missing = append(missing, id)
-			continue
-		} else if err != nil {
+		found, err := k.hasModule(ctx, id, exists)
+		if err != nil {
 			return nil, apiErr("heartbeat "+id, err)
+		}
+		if !found {
+			missing = append(missing, id)
+			continue
 		}
 		if _, err := k.takeLease(ctx, id, 0); err != nil {
 			return nil, apiErr("heartbeat "+id, err)
 		}
 	}
 	return missing, nil
+}
+
+// hasModule reports whether id has a TinyModule: from listed when it is
+// not nil, else by reading it.
+func (k *Catalog) hasModule(ctx context.Context, id string, listed map[string]bool) (bool, error) {
+	if validID(id) != nil {
+		return false, nil
+	}
+	if listed != nil {
+		return listed[id], nil
+	}
+	_, err := k.c.getModule(ctx, id)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Deregister deletes the TinyModule and its Lease; ErrNotFound when there

@@ -38,3 +38,15 @@ func TestConformance(t *testing.T) {
 		return cat
 	})
 }
+
+// TestLimits runs the shared input-limits suite on the kube:// backend.
+func TestLimits(t *testing.T) {
+	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog {
+		cfg, ns := kubetestenv.Setup(t)
+		cat, err := kube.New(cfg, ns, switchboard.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	})
+}
