@@ -332,12 +332,17 @@ func (w *watch) applySnapshot() bool {
 		}
 	}
 	slices.Sort(gone)
+	var now time.Time
+	if len(gone) > 0 {
+		now = w.catalogNow()
+	}
 	for _, id := range gone {
 		in := w.known[id]
 		// Gone from the snapshot: deregistered or reaped, or (for a watch of
-		// active instances) expired; the clock of the instance tells which.
+		// active instances) expired; the catalog's clock, which stamped
+		// LastSeen, tells which.
 		reason := switchboard.ReasonDeregistered
-		if in.Stale || time.Since(in.LastSeen) > in.TTL {
+		if in.Stale || now.Sub(in.LastSeen) > in.TTL {
 			reason = switchboard.ReasonExpired
 			in.Stale = true
 		}
@@ -347,6 +352,18 @@ func (w *watch) applySnapshot() bool {
 	}
 	w.known, w.snap, w.order = w.snap, nil, nil
 	return true
+}
+
+// catalogNow is the catalog's clock (the server's /v1/now), which stamps
+// every LastSeen: this process's clock may be off by more than a TTL. If
+// the server does not answer within 2 s, this process's clock it is.
+func (w *watch) catalogNow() time.Time {
+	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
+	defer cancel()
+	if now, err := w.c.Now(ctx); err == nil {
+		return now
+	}
+	return time.Now()
 }
 
 func same(a, b switchboard.Instance) bool {
