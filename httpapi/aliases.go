@@ -15,6 +15,8 @@ type (
 	HeartbeatItem = schema.HeartbeatItem
 	// HeartbeatResponse is schema.HeartbeatResponse.
 	HeartbeatResponse = schema.HeartbeatResponse
+	// RefusedItem is schema.RefusedItem.
+	RefusedItem = schema.RefusedItem
 	// ReapResponse is schema.ReapResponse.
 	ReapResponse = schema.ReapResponse
 	// NowResponse is schema.NowResponse.

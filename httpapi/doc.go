@@ -10,7 +10,7 @@
 //	GET    /v1/instances/{id}             one instance (stale or not)
 //	DELETE /v1/instances/{id}             deregister (X-Instance-Secret) → 204
 //	PUT    /v1/instances/{id}/heartbeat   renew (X-Instance-Secret) → 204; 404 when the row is gone
-//	POST   /v1/heartbeats                 renew many (at most 10,000): {"instances":[{"id":…,"secret":…}]} → {"missing":[…]}
+//	POST   /v1/heartbeats                 renew many (at most 10,000): {"instances":[{"id":…,"secret":…}]} → {"missing":[…],"refused":[{"id","code","error"}]}
 //	POST   /v1/reap?older_than=           reap → {"reaped":n} (a default reap within 1 s of the last, with no longer a grace, answers 0 at once)
 //	POST   /v1/reap?reachable_for=        reap with the caller's post-outage grace (below)
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)

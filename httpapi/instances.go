@@ -307,9 +307,12 @@ func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error 
 // it again).
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	missing, err := s.heartbeat(r.Context(), []HeartbeatItem{{ID: id, Secret: r.Header.Get(SecretHeader)}})
+	missing, refused, err := s.heartbeat(r.Context(), []HeartbeatItem{{ID: id, Secret: r.Header.Get(SecretHeader)}})
 	if err != nil {
 		return err
+	}
+	if len(refused) > 0 {
+		return refused[0].err
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("instance %q has no row (reaped or deregistered): register it again: %w", id, switchboard.ErrNotFound)
@@ -327,54 +330,69 @@ func (s *Server) handleHeartbeats(w http.ResponseWriter, r *http.Request) error 
 	if err := strictUnmarshal(b, &req); err != nil {
 		return err
 	}
-	missing, err := s.heartbeat(r.Context(), req.Instances)
+	missing, refused, err := s.heartbeat(r.Context(), req.Instances)
 	if err != nil {
 		return err
 	}
-	if missing == nil {
-		missing = []string{}
+	resp := HeartbeatResponse{Missing: missing}
+	if resp.Missing == nil {
+		resp.Missing = []string{}
 	}
-	writeJSON(w, http.StatusOK, HeartbeatResponse{Missing: missing})
+	for _, rf := range refused {
+		_, body := classify(rf.err)
+		resp.Refused = append(resp.Refused, RefusedItem{ID: rf.id, Code: body.Code, Error: body.Error})
+	}
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
-// heartbeat checks every item's secret (nothing is renewed if one fails),
-// then renews them through the batcher.
-func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) ([]string, error) {
+// refusal is an id of a heartbeat whose secret check failed.
+type refusal struct {
+	id  string
+	err error
+}
+
+// heartbeat checks every item's secret, then renews those that pass
+// through the batcher: one id that is no longer the client's (another
+// client re-registered it after it expired) must not let the client's
+// other registrations expire. Invalid input renews nothing.
+func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) (missing []string, refused []refusal, err error) {
 	// One request renews at most what one catalog call takes; the
 	// batcher splits the union of several requests itself.
 	if len(items) > switchboard.MaxHeartbeatIDs {
-		return nil, badRequest("instances", fmt.Sprintf("%d instances in one heartbeat; at most %d", len(items), switchboard.MaxHeartbeatIDs))
+		return nil, nil, badRequest("instances", fmt.Sprintf("%d instances in one heartbeat; at most %d", len(items), switchboard.MaxHeartbeatIDs))
 	}
-	ids := make([]string, 0, len(items))
-	var missing []string
 	for i, it := range items {
 		if err := switchboard.ValidateID(it.ID); err != nil {
 			fe := err.(*switchboard.FieldError)
-			return nil, switchboard.NewFieldError(switchboard.ErrInvalid, fmt.Sprintf("instances[%d].id", i), fe.Value, fe.Reason)
+			return nil, nil, switchboard.NewFieldError(switchboard.ErrInvalid, fmt.Sprintf("instances[%d].id", i), fe.Value, fe.Reason)
 		}
+	}
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
 		o, err := s.owner(ctx, it.ID)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !o.found {
 			missing = append(missing, it.ID)
 			continue
 		}
 		if err := checkSecret(it.ID, o.hash, it.Secret); err != nil {
-			return nil, err
+			refused = append(refused, refusal{it.ID, err})
+			continue
 		}
 		ids = append(ids, it.ID)
 	}
 	if len(ids) > 0 {
 		m, err := s.beats.do(ctx, ids)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		missing = append(missing, m...)
 		s.metrics.heartbeats.Add(float64(len(ids) - len(m)))
 	}
-	return missing, nil
+	return missing, refused, nil
 }
 
 func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {

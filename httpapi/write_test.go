@@ -63,8 +63,12 @@ func TestRegisterSecretsAndOwnership(t *testing.T) {
 	expectError(t, code, b, 401, "unauthorized", "")
 	code, b = call(t, "PUT", s.url+"/v1/instances/w-1/heartbeat", nil, httpapi.SecretHeader, "not-the-secret-at-all")
 	expectError(t, code, b, 403, "forbidden", "")
-	code, b = call(t, "POST", s.url+"/v1/heartbeats", `{"instances":[{"id":"w-1","secret":"not-the-secret-at-all"}]}`)
-	expectError(t, code, b, 403, "forbidden", "")
+	code, b = call(t, "POST", s.url+"/v1/heartbeats", `{"instances":[{"id":"w-1","secret":"not-the-secret-at-all"},{"id":"w-1"}]}`)
+	var refused httpapi.HeartbeatResponse
+	if code != 200 || json.Unmarshal(b, &refused) != nil || len(refused.Refused) != 2 ||
+		refused.Refused[0].Code != "forbidden" || refused.Refused[1].Code != "unauthorized" || len(refused.Missing) != 0 {
+		t.Fatalf("batch heartbeat with a wrong and no secret: %d %s", code, b)
+	}
 	code, b = call(t, "DELETE", s.url+"/v1/instances/w-1", nil)
 	expectError(t, code, b, 401, "unauthorized", "")
 	code, b = call(t, "DELETE", s.url+"/v1/instances/w-1", nil, httpapi.SecretHeader, "not-the-secret-at-all")

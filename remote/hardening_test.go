@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -226,5 +227,44 @@ func TestInvalidUTF8IsRefusedNotReplaced(t *testing.T) {
 	}
 	if all, err := cat.List(ctx, switchboard.Query{All: true}); err != nil || len(all) != 0 {
 		t.Fatalf("stored: %+v %v", all, err)
+	}
+}
+
+// TestHeartbeatWithAForeignID: a client's registration expired and another
+// client registered its id again (a fixed id, configured twice). The first
+// client's next heartbeat, of all its registrations, must renew the others
+// and report the lost one missing (so its Bootstrap says so), not fail
+// whole and let every registration of the process expire.
+func TestHeartbeatWithAForeignID(t *testing.T) {
+	ctx := context.Background()
+	cat := testkit.OpenSQLite(t)
+	url, _ := serve(t, cat, httpapi.Options{})
+	first, second := client(t, url, remote.Config{}), client(t, url, remote.Config{})
+	mine := mustRegister(t, first, inst("mine"))
+	lost := inst("lost")
+	lost.ID, lost.TTL = "fixed-id", 300*time.Millisecond
+	mustRegister(t, first, lost)
+	testkit.WaitUntil(t, "the lost registration to expire", func() bool {
+		got, _ := cat.List(ctx, switchboard.Query{Name: "lost"})
+		return len(got) == 0
+	})
+	taken := lost
+	taken.TTL = time.Hour
+	mustRegister(t, second, taken) // an expired row: anyone may take the id
+	before, err := cat.Get(ctx, mine.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // let the catalog's clock move
+	missing, err := first.Heartbeat(ctx, mine.ID, lost.ID)
+	if err != nil || !slices.Equal(missing, []string{lost.ID}) {
+		t.Fatalf("heartbeat: missing %v, %v; want [%s] missing and no error", missing, err, lost.ID)
+	}
+	after, err := cat.Get(ctx, mine.ID)
+	if err != nil || !after.LastSeen.After(before.LastSeen) {
+		t.Fatalf("the client's other registration was not renewed: %v -> %v (%v)", before.LastSeen, after.LastSeen, err)
+	}
+	if _, err := second.Heartbeat(ctx, lost.ID); err != nil {
+		t.Fatalf("the new owner's heartbeat: %v", err)
 	}
 }

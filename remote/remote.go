@@ -322,7 +322,8 @@ const writeBuffer = 64 << 10
 const heartbeatChunk = 2000
 
 // Heartbeat implements switchboard.Catalog: one request per 2,000 ids,
-// renewed by the server together with other clients' in one statement.
+// renewed by the server together with other clients' in one statement. An
+// id whose row another client now owns is returned as missing.
 func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
 	if c.closed.Load() {
 		return nil, switchboard.ErrClosed
@@ -344,6 +345,14 @@ func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error)
 			return nil, err
 		}
 		missing = append(missing, out.Missing...)
+		// An id whose row now belongs to another client (it re-registered
+		// the id after this client's registration expired) is this
+		// client's registration gone: missing, as for a reaped row. The
+		// others were renewed.
+		for _, rf := range out.Refused {
+			c.log.Warn("switchboard server: heartbeat refused: the row is no longer this client's", "id", rf.ID, "code", rf.Code, "err", rf.Error)
+			missing = append(missing, rf.ID)
+		}
 		ids = ids[n:]
 	}
 	return missing, nil

@@ -71,9 +71,21 @@ type ReapResponse struct {
 	ReapsEvery string `json:"reaps_every,omitempty"`
 }
 
-// HeartbeatResponse lists the ids that have no row (register them again).
+// HeartbeatResponse lists the ids that have no row (register them again)
+// and those whose secret was missing or wrong (another client's row, for
+// example one that re-registered the id after it expired): those are not
+// renewed, the others are.
 type HeartbeatResponse struct {
-	Missing []string `json:"missing"`
+	Missing []string      `json:"missing"`
+	Refused []RefusedItem `json:"refused,omitempty"`
+}
+
+// RefusedItem is an id of a heartbeat that was not renewed: code
+// unauthorized (no secret sent) or forbidden (a wrong one).
+type RefusedItem struct {
+	ID    string `json:"id"`
+	Code  string `json:"code"`
+	Error string `json:"error"`
 }
 
 // NowResponse is the body of GET /v1/now: the catalog's clock.
