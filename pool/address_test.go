@@ -2,10 +2,12 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/resolver"
@@ -117,5 +119,32 @@ func TestInvalidAddressErrorSaysWhy(t *testing.T) {
 	}
 	if c := p.Connections(); len(c) != 0 {
 		t.Fatalf("connections: %v", c)
+	}
+}
+
+// silent is a catalog whose watch never delivers anything (a catalog
+// still connecting).
+type silent struct{ switchboard.Catalog }
+
+func (silent) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	return make(chan switchboard.Event), nil
+}
+
+// TestFollowEndedByClose: a Follow still waiting for the catalog's first
+// sync when the pool closes returns ErrClosed, as one started after Close
+// does, not the context.Canceled its caller never caused.
+func TestFollowEndedByClose(t *testing.T) {
+	p := newPool(t, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- p.Follow(context.Background(), silent{}, switchboard.Query{}) }()
+	time.Sleep(20 * time.Millisecond) // let it wait; either order must give ErrClosed
+	p.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Follow ended by Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Follow did not return after Close")
 	}
 }

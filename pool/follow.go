@@ -17,7 +17,9 @@ import (
 // Follow returns once the catalog's current set has been applied (the
 // watch's first EventSynced), so a send right after it finds every module
 // already registered; it returns an error when the first Watch fails or ctx
-// ends first, and ErrClosed when the pool is closed. The watch goes on in the background until ctx ends. While the
+// ends first, and ErrClosed when the pool is closed (before or while it
+// waits for that sync). The watch goes on in the background until ctx
+// ends. While the
 // catalog is unreachable (EventError) the last known set is kept; if the
 // watch stream ends early it is re-established with backoff and the
 // instances that disappeared meanwhile are removed at its next sync.
@@ -32,6 +34,7 @@ func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboar
 	}
 	p.follows.Add(1)
 	p.mu.Unlock()
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.ctx, cancel)
 	events, err := cat.Watch(ctx, q)
@@ -73,6 +76,9 @@ func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboar
 	case <-synced:
 		return nil
 	case <-ctx.Done():
+		if parent.Err() == nil { // the pool closed, not the caller
+			return ErrClosed
+		}
 		return ctx.Err()
 	}
 }
