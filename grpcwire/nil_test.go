@@ -9,8 +9,8 @@ import (
 )
 
 // TestNilInputsDoNotPanic: ToStatus(nil) is nil (as FromStatus(nil) is),
-// also for a typed nil *router.Error, and Call refuses a nil message with a
-// permanent error instead of panicking.
+// also for a typed nil *router.Error, NewServer refuses a nil handler, and
+// Call refuses a nil message with a permanent error instead of panicking.
 func TestNilInputsDoNotPanic(t *testing.T) {
 	if err := ToStatus(nil); err != nil {
 		t.Fatalf("ToStatus(nil) = %v", err)
@@ -18,6 +18,9 @@ func TestNilInputsDoNotPanic(t *testing.T) {
 	var typed *router.Error
 	if err := ToStatus(typed); err != nil {
 		t.Fatalf("ToStatus((*router.Error)(nil)) = %v", err)
+	}
+	if _, err := NewServer(nil, ServerOptions{}); err == nil {
+		t.Fatal("NewServer(nil) accepted a server that would fail every call")
 	}
 	cc := startServer(t, router.Echo)
 	_, err := Call(context.Background(), modulepb.NewModuleServiceClient(cc), nil)

@@ -86,6 +86,9 @@ type Server struct {
 //
 // It fails only when opts.TLS cannot serve (no certificate).
 func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
+	if h == nil {
+		return nil, router.Permanent(router.CodeNoHandler, "grpcwire: nil handler")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
