@@ -69,13 +69,15 @@ func (s skewed) Watch(ctx context.Context, q switchboard.Query) (<-chan switchbo
 	return out, nil
 }
 
-// TestFreshSnapshotDiffUsesTheCatalogClock: an instance missing from a
-// fresh snapshot is expired or deregistered by the catalog's clock, which
-// stamped its LastSeen, not by this process's: with the catalog an hour
-// ahead, an expired instance read by the local clock looked live (so
-// "deregistered"), and an hour behind, every removal looked "expired".
-func TestFreshSnapshotDiffUsesTheCatalogClock(t *testing.T) {
-	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+// TestFreshSnapshotDiffReportsExpiry: an instance that expired while the
+// watcher was disconnected, past the server's history, is removed as
+// expired, one deregistered meanwhile as deregistered — judged by the
+// catalog's clock, which stamped LastSeen, not by this process's: with the
+// catalog an hour ahead, an expired instance read by the local clock
+// looked live (so "deregistered"), and an hour behind, every removal
+// looked "expired".
+func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
+	for _, skew := range []time.Duration{0, time.Hour, -time.Hour} {
 		t.Run(skew.String(), func(t *testing.T) {
 			cat := skewed{testkit.OpenSQLite(t), skew}
 			url, _ := serve(t, cat, httpapi.Options{History: 1})

@@ -152,35 +152,6 @@ func TestWatchResume(t *testing.T) {
 	}
 }
 
-// TestFreshSnapshotDiffReportsExpiry: an instance that expired while the
-// watcher was disconnected, past the server's history, is removed as
-// expired.
-func TestFreshSnapshotDiffReportsExpiry(t *testing.T) {
-	cat := testkit.OpenSQLite(t)
-	url, _ := serve(t, cat, httpapi.Options{History: 1})
-	p := testkit.NewProxy(t, strings.TrimPrefix(url, "http://"))
-	writer := client(t, url, remote.Config{})
-	watcher := client(t, "http://"+p.Addr(), remote.Config{})
-	mortal := inst("mortal")
-	mortal.TTL = 400 * time.Millisecond
-	mustRegister(t, writer, mortal)
-	w := watchAll(t, watcher)
-	if got := w.untilSynced(); len(got) != 1 {
-		t.Fatalf("snapshot: %v", got)
-	}
-	p.CutAll()
-	mustRegister(t, writer, inst("x"))
-	mustRegister(t, writer, inst("y"))
-	testkit.WaitUntil(t, "mortal to expire", func() bool {
-		got, _ := writer.List(context.Background(), switchboard.Query{Name: "mortal"})
-		return len(got) == 0
-	})
-	p.Restore()
-	if got := w.untilSynced(); !slices.Equal(got, []string{"added/ x", "added/ y", "removed/expired mortal"}) {
-		t.Fatalf("diff: %v", got)
-	}
-}
-
 // A registration without an id gets one from the client: a UUID v4 with
 // the client's prefix (its rows sit together in a SQLite catalog behind the
 // server), which the server accepts as any new id and secures as usual.
