@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -106,13 +105,7 @@ func TestStuckSubscriberInSnapshot(t *testing.T) {
 		}
 	}
 	testkit_WaitFeed(t, s, 40)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	stuckSubscriber(t, s)
 	testkit.WaitUntil(t, "the subscriber", func() bool { return metricValue(t, s, "switchboard_http_sse_subscribers") == 1 })
 	testkit.WaitUntil(t, "the stuck subscriber to be dropped", func() bool { return metricValue(t, s, "switchboard_http_sse_subscribers") == 0 })
 }

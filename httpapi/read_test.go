@@ -285,13 +285,7 @@ func TestSlowSubscriber(t *testing.T) {
 	// not always give it.
 	const writeTimeout = 5 * time.Second
 	s := start(t, httpapi.Options{WriteTimeout: writeTimeout, History: 8})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	stuckSubscriber(t, s)
 	fast := watchSSE(t, s.url+"/v1/watch")
 	fast.next(t) // snapshot
 	fast.next(t) // synced
@@ -313,4 +307,18 @@ func TestSlowSubscriber(t *testing.T) {
 			t.Fatalf("the stuck subscriber was not dropped within %v (write timeout %v)", 12*writeTimeout, writeTimeout)
 		}
 	}
+}
+
+// stuckSubscriber opens a watch on s that never reads (a small receive
+// buffer, so the server's writes block soon), closed at cleanup.
+func stuckSubscriber(t *testing.T, s *srv) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n")
+	return conn
 }
