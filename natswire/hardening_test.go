@@ -193,7 +193,12 @@ func TestCloseEndsWaitingSends(t *testing.T) {
 	within(t, started)
 	w.Close()
 	err := within(t, errc)
-	if e := router.AsError(err); e == nil || e.Code != router.CodeUnavailable || ctx.Err() != nil {
+	if e := router.AsError(err); e == nil || e.Code != router.CodeUnavailable || e.Retryable || ctx.Err() != nil {
 		t.Fatalf("send waiting while its wire closed: %v", err)
+	}
+	// And a send after Close: final too, no retry can succeed on it.
+	_, err = w.Send(ctx, &router.Message{To: "f.slow.n:in"})
+	if e := router.AsError(err); e == nil || e.Code != router.CodeUnavailable || e.Retryable {
+		t.Fatalf("send on a closed wire: %v", err)
 	}
 }

@@ -26,13 +26,16 @@ func newInboxMux(nc *nats.Conn) *inboxMux {
 	return &inboxMux{nc: nc, pending: map[string]chan *nats.Msg{}, done: make(chan struct{})}
 }
 
+// errWireClosed is register's error once the wire is closed.
+var errWireClosed = errors.New("the wire is closed")
+
 // register returns a fresh reply subject and the channel its first reply
 // arrives on; cancel forgets it.
 func (x *inboxMux) register() (string, <-chan *nats.Msg, func(), error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
-		return "", nil, nil, errors.New("wire closed")
+		return "", nil, nil, errWireClosed
 	}
 	if x.sub == nil {
 		x.prefix = nats.NewInbox()

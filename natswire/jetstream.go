@@ -66,6 +66,9 @@ func (w *Wire) streamFor(nn switchboard.NodeName) string {
 // ever answer it).
 func (w *Wire) sendJS(ctx context.Context, nn switchboard.NodeName, m *nats.Msg) ([]byte, error) {
 	inbox, ch, cancel, err := w.replies.register()
+	if errors.Is(err, errWireClosed) {
+		return nil, router.Permanent(router.CodeUnavailable, "natswire: send on a closed wire")
+	}
 	if err != nil {
 		return nil, router.Transient(router.CodeUnavailable, "natswire: reply inbox: "+err.Error())
 	}
