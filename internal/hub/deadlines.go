@@ -13,22 +13,29 @@ import (
 // refresh recomputes e's deadline after its LastSeen or TTL changed and
 // schedules it. A renewed entry is revived here; a new entry already past its
 // TTL starts expired; only expire ever expires a live entry.
+//
+// A live entry whose due time did not change (its post-outage grace
+// outlasts the new deadline) keeps the item it has: a second valid item of
+// the same due time would come due with it and expire the entry twice.
 func (h *Hub) refresh(e *entry, now time.Time, isNew bool) {
 	d := e.inst.LastSeen.Add(e.inst.TTL)
 	if !isNew && d.Equal(e.deadline) {
 		return
 	}
+	live, was := !isNew && !e.expired, e.due()
 	e.deadline = d
 	if now.After(d) {
 		if isNew {
 			e.expired = true
-		} else if !e.expired {
+		} else if live && !e.due().Equal(was) {
 			h.schedule(item{e.due(), e.inst.ID}) // its TTL shrank: due now (or after its grace)
 		}
 		return
 	}
 	e.expired = false
-	h.schedule(item{e.due(), e.inst.ID})
+	if !live || !e.due().Equal(was) {
+		h.schedule(item{e.due(), e.inst.ID})
+	}
 }
 
 // schedule adds a deadline. Every renewal or update adds one and outdated

@@ -454,7 +454,7 @@ func (h *Hub) recovered() {
 		if e.expired {
 			continue
 		}
-		if nb := now.Add(e.inst.TTL); nb.After(e.deadline) {
+		if nb := now.Add(e.inst.TTL); nb.After(e.deadline) && !nb.Equal(e.due()) {
 			e.notBefore = nb
 			h.schedule(item{nb, e.inst.ID})
 		}

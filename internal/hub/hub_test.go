@@ -723,3 +723,47 @@ func TestResyncAfterStaysWithinThePeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalDuringOutageExpiresOnce: an instance that renewed during an
+// outage of the watching process's connection (other processes still reach
+// the catalog), then stopped, is renewed by the read after the recovery
+// inside its post-outage grace. The renewal does not change when it is due
+// (the grace's end), and must not schedule it a second time: it is removed
+// once, not twice.
+func TestRenewalDuringOutageExpiresOnce(t *testing.T) {
+	m := newMem()
+	h := New(m, Options{PollInterval: time.Hour})
+	defer h.Close()
+	const ttl = 300 * time.Millisecond
+	m.put(inst("long", 24*time.Hour))
+	m.put(inst("short", ttl))
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	next(t, ch)
+	m.setDown(true)
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventError {
+		t.Fatalf("want error, got %+v", ev)
+	}
+	m.beat("short") // within its TTL: no log entry, a renewal only
+	beat := time.Now()
+	testkit.WaitUntil(t, "short's renewal to run out", func() bool { return time.Since(beat) > ttl })
+	m.setDown(false)
+	if ev := next(t, ch); ev.Kind != switchboard.EventRemoved || ev.Instance.ID != "short" || ev.Reason != switchboard.ReasonExpired {
+		t.Fatalf("want short removed/expired, got %s %s %s", ev.Kind, ev.Reason, ev.Instance.ID)
+	}
+	// Any second removal was queued with the first, before this change.
+	m.put(inst("z", time.Hour))
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventAdded || ev.Instance.ID != "z" {
+		t.Fatalf("want z added, got %s %s %s", ev.Kind, ev.Reason, ev.Instance.ID)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.entries["long"]; e == nil || e.expired {
+		t.Fatal("long expired")
+	}
+}

@@ -78,6 +78,9 @@ func (h *Hub) expire(now time.Time) {
 	expired := false
 	for _, it := range due {
 		e := h.entries[it.id]
+		if e.expired {
+			continue // a second item of the same due time: expired once
+		}
 		// Held: it had already missed its renewals when the hold began.
 		held := (h.preserving || released) && e.inst.LastSeen.Add(e.inst.TTL/2).Before(h.engagedAt)
 		switch {
