@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -32,8 +33,9 @@ type Config struct {
 	TTL time.Duration
 	// RenewEvery is the leader's renewal period (default TTL/3).
 	RenewEvery time.Duration
-	// RetryEvery is how often a follower tries to acquire, and how soon a
-	// leader retries a failed renewal (default 2 s, at most TTL/3).
+	// RetryEvery is how often a follower tries to acquire (default 2 s or
+	// TTL/3, whichever is shorter). A leader retries a failed renewal after
+	// the shorter of RetryEvery and RenewEvery.
 	RetryEvery time.Duration
 	// Margin is how long before the lease could expire a leader whose
 	// renewal is unconfirmed steps down (default TTL/5): it covers the
@@ -66,6 +68,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Margin == 0 {
 		c.Margin = c.TTL / 5
 	}
+	if c.TTL < time.Millisecond {
+		// A Leaser refuses such a lease (ErrInvalid): Run would retry it
+		// forever, as often as TTL/3 allows.
+		return c, fmt.Errorf("election: %w: TTL (%s) must be at least 1ms", switchboard.ErrInvalid, c.TTL)
+	}
 	if c.RenewEvery+c.Margin >= c.TTL {
 		return c, fmt.Errorf("election: %w: RenewEvery (%s) plus Margin (%s) must be shorter than TTL (%s)",
 			switchboard.ErrInvalid, c.RenewEvery, c.Margin, c.TTL)
@@ -84,19 +91,25 @@ type Elector struct {
 	cfg      Config
 	log      *slog.Logger
 
+	running atomic.Bool // a Run is contending
+
 	mu      sync.Mutex
 	lease   switchboard.Lease
 	leading bool
+	until   time.Time // local (monotonic): when the term ends unless a renewal is confirmed
 }
 
 // New returns an elector for the lease name. identity is stored whole
 // (never truncated): it must be unique per process, e.g. the full pod name.
+// name and identity are checked as every Leaser checks them
+// (switchboard.ValidateLease: 1–253 and 1–1,024 bytes of UTF-8 without
+// NUL), and the TTL must be at least a millisecond.
 func New(leaser switchboard.Leaser, name, identity string, cfg Config) (*Elector, error) {
 	if leaser == nil {
 		return nil, fmt.Errorf("election: %w: nil Leaser", switchboard.ErrInvalid)
 	}
-	if name == "" || identity == "" {
-		return nil, fmt.Errorf("election: %w: lease name and identity must not be empty", switchboard.ErrInvalid)
+	if err := switchboard.ValidateLease(name, identity); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -115,17 +128,28 @@ func Run(ctx context.Context, leaser switchboard.Leaser, name, identity string, 
 	return e.Run(ctx)
 }
 
-// Leader reports whether this elector leads now, and its lease.
+// Leader reports whether this elector leads now, and its lease. It says
+// false from the step-down deadline on, even before Run has got round to
+// stepping down.
 func (e *Elector) Leader() (switchboard.Lease, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lease, e.leading
+	return e.lease, e.leading && time.Now().Before(e.until)
 }
 
 // Run contends for the lease until ctx ends, leading whenever it holds it.
 // When ctx ends while leading, it steps down and releases the lease so
-// another contender takes over at once. It returns nil when ctx ends.
+// another contender takes over at once. It returns nil when ctx ends. It
+// returns an error when an acquire fails in a way no retry can mend (the
+// Leaser refuses the lease as invalid, switchboard.ErrInvalid, or its
+// catalog was closed, switchboard.ErrClosed), and at once when another Run
+// of e is still running: two Runs under one identity would both be granted
+// the lease, two leaders.
 func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("election: lease %q: Run called while another Run of this Elector is running", e.name)
+	}
+	defer e.running.Store(false)
 	for ctx.Err() == nil {
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, e.cfg.TTL-e.cfg.Margin)
@@ -138,6 +162,10 @@ func (e *Elector) Run(ctx context.Context) error {
 		case err == nil:
 			e.log.Warn("election: lease acquired too late to lead safely; retrying", "took", time.Since(start))
 		case errors.Is(err, switchboard.ErrLeaseHeld), ctx.Err() != nil:
+		case errors.Is(err, switchboard.ErrInvalid), errors.Is(err, switchboard.ErrClosed):
+			// Retrying cannot help: say what is wrong instead of warning
+			// forever.
+			return fmt.Errorf("election: acquire lease %q: %w", e.name, err)
 		default:
 			e.log.Warn("election: acquire failed", "err", err)
 		}
@@ -160,11 +188,17 @@ type renewal struct {
 func (e *Elector) lead(ctx context.Context, l switchboard.Lease, start time.Time) {
 	deadline := start.Add(e.cfg.TTL - e.cfg.Margin)
 	e.mu.Lock()
-	e.lease, e.leading = l, true
+	e.lease, e.leading, e.until = l, true, deadline
 	e.mu.Unlock()
 	e.log.Info("election: elected", "token", l.Token)
 
 	lctx, cancel := context.WithCancel(ctx)
+	// The term's own timer ends the leader's context at the deadline by
+	// itself, even when the loop below is held up (a logger blocked on a
+	// full pipe, a starved goroutine): only a renewal the loop confirms in
+	// time moves it.
+	watchdog := time.AfterFunc(time.Until(deadline), cancel)
+	defer watchdog.Stop()
 	done := make(chan struct{})
 	go func(l switchboard.Lease) {
 		defer close(done)
@@ -173,8 +207,6 @@ func (e *Elector) lead(ctx context.Context, l switchboard.Lease, start time.Time
 		}
 	}(l)
 
-	stepDown := time.NewTimer(time.Until(deadline))
-	defer stepDown.Stop()
 	next := time.NewTimer(e.cfg.RenewEvery)
 	defer next.Stop()
 	results := make(chan renewal, 1)
@@ -187,8 +219,11 @@ loop:
 		case <-ctx.Done():
 			reason = "stopped"
 			break loop
-		case <-stepDown.C:
+		case <-lctx.Done():
 			reason = "renewal not confirmed before the lease could expire"
+			if ctx.Err() != nil {
+				reason = "stopped"
+			}
 			break loop
 		case <-next.C:
 			if inflight {
@@ -208,12 +243,17 @@ loop:
 			inflight = false
 			switch {
 			case r.err == nil:
+				if !watchdog.Stop() {
+					// The deadline passed first: the term is over.
+					reason = "renewal not confirmed before the lease could expire"
+					break loop
+				}
 				l = r.lease
 				deadline = r.start.Add(e.cfg.TTL - e.cfg.Margin)
-				stepDown.Reset(time.Until(deadline))
+				watchdog.Reset(time.Until(deadline))
 				next.Reset(e.cfg.RenewEvery)
 				e.mu.Lock()
-				e.lease = l
+				e.lease, e.until = l, deadline
 				e.mu.Unlock()
 			case errors.Is(r.err, switchboard.ErrLeaseLost):
 				reason, release = "lease lost", false

@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
 // fakeLeaser is an in-memory Leaser judged by this process's monotonic
@@ -314,4 +316,181 @@ func waitDone(t *testing.T, done <-chan error) {
 	case <-time.After(20 * time.Second):
 		t.Error("Run did not return within 20 s of its context's end")
 	}
+}
+
+// TestInvalidLeaseIsAnError: what every Leaser refuses (ValidateLease, a
+// TTL under a millisecond) is an error from New, not a Run that warns
+// forever; and a Leaser's own ErrInvalid ends Run with that error.
+func TestInvalidLeaseIsAnError(t *testing.T) {
+	f := newFake()
+	for _, tc := range []struct {
+		name, id string
+		cfg      Config
+	}{
+		{"lock", strings.Repeat("x", switchboard.MaxLeaseHolder+1), Config{}},
+		{strings.Repeat("l", switchboard.MaxLeaseName+1), "a", Config{}},
+		{"lock", "a\x00b", Config{}},
+		{"lock", "a", Config{TTL: 2 * time.Nanosecond}},
+		{"lock", "a", Config{TTL: 999 * time.Microsecond}},
+	} {
+		if _, err := New(f, tc.name, tc.id, tc.cfg); !errors.Is(err, switchboard.ErrInvalid) {
+			t.Errorf("New(%.20q, %.20q, TTL %s) = %v, want ErrInvalid", tc.name, tc.id, tc.cfg.TTL, err)
+		}
+	}
+	refusing := refusingLeaser{f}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), refusing, "lock", "a", Config{TTL: 300 * time.Millisecond, Logger: quiet})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, switchboard.ErrInvalid) || !strings.Contains(err.Error(), "must be a DNS label") {
+			t.Fatalf("Run = %v, want the Leaser's ErrInvalid", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept retrying a lease its Leaser refuses as invalid")
+	}
+}
+
+// refusingLeaser refuses every Acquire as invalid, as a backend with
+// stricter names than ValidateLease would.
+type refusingLeaser struct{ *fakeLeaser }
+
+func (refusingLeaser) Acquire(context.Context, string, string, time.Duration) (switchboard.Lease, error) {
+	return switchboard.Lease{}, fmt.Errorf("%w: lease name: must be a DNS label", switchboard.ErrInvalid)
+}
+
+// TestRunTwiceIsRefused: a second Run of one Elector while the first runs
+// would be granted the same lease (same holder) and lead beside it.
+func TestRunTwiceIsRefused(t *testing.T) {
+	f := newFake()
+	cfg := Config{TTL: 300 * time.Millisecond}
+	ev := callbacks(&cfg)
+	e, err := New(f, "lock", "a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- e.Run(ctx) }()
+	recv(t, "election", ev.elected)
+	second := make(chan error, 1)
+	go func() { second <- e.Run(ctx) }()
+	select {
+	case err := <-second:
+		if err == nil {
+			t.Fatal("second Run returned nil")
+		}
+	case l := <-ev.elected:
+		t.Fatalf("a second Run of the same Elector was elected beside the first: %+v", l)
+	case <-time.After(20 * time.Second):
+		t.Fatal("second Run neither refused nor returned")
+	}
+	cancel()
+	waitDone(t, first)
+	recv(t, "OnLost", ev.lost)
+	// Once the first has returned, the Elector may run again.
+	ctx, cancel = context.WithCancel(context.Background())
+	again := make(chan error, 1)
+	go func() { again <- e.Run(ctx) }()
+	recv(t, "re-election", ev.elected)
+	cancel()
+	waitDone(t, again)
+}
+
+// TestClosedCatalogEndsRun: once the catalog is closed no acquire can
+// succeed; Run says so instead of retrying (and warning) forever. A leader
+// steps down first: its renewals fail too.
+func TestClosedCatalogEndsRun(t *testing.T) {
+	cat := testkit.OpenSQLite(t)
+	cfg := Config{TTL: 300 * time.Millisecond}
+	ev := callbacks(&cfg)
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), cat.(switchboard.Leaser), "lock", "a", cfg) }()
+	recv(t, "election", ev.elected)
+	cat.Close()
+	recv(t, "step-down", ev.lost)
+	select {
+	case err := <-done:
+		if !errors.Is(err, switchboard.ErrClosed) {
+			t.Fatalf("Run = %v, want ErrClosed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept retrying on a closed catalog")
+	}
+}
+
+// TestHeldUpLoopStillEndsTheTerm holds the elector's loop up (its logger
+// blocks, as one writing to a full pipe does) right after a failed
+// renewal: the leader's context must still end, and Leader must say false,
+// before the lease could expire, although the loop cannot step down.
+func TestHeldUpLoopStillEndsTheTerm(t *testing.T) {
+	f := newFake()
+	flaky := &failingRenew{fakeLeaser: f}
+	blocked, unblock := make(chan struct{}), make(chan struct{})
+	cfg := Config{TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond, RetryEvery: 100 * time.Millisecond,
+		Logger: slog.New(&blockingWarn{blocked: blocked, unblock: unblock})}
+	elected, ended := make(chan struct{}), make(chan time.Time, 1)
+	cfg.OnElected = func(ctx context.Context, l switchboard.Lease) {
+		close(elected)
+		<-ctx.Done()
+		ended <- time.Now()
+	}
+	e, err := New(flaky, "lock", "a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		close(unblock)
+		waitDone(t, done)
+	}()
+	recv(t, "election", elected)
+	flaky.fail.Store(true)
+	recv(t, "the loop to be held up by its logger", blocked)
+	endedAt := recv(t, "the leader's context to end", ended)
+	_, _, expires, _ := f.state()
+	if !endedAt.Before(expires) {
+		t.Fatalf("leadership ended at %v, after the lease expired at %v", endedAt, expires)
+	}
+	if _, ok := e.Leader(); ok {
+		t.Fatal("Leader() = true after the leader's context ended")
+	}
+}
+
+// failingRenew fails every renewal, once fail is set, with an error that
+// is not ErrLeaseLost (a connection reset).
+type failingRenew struct {
+	*fakeLeaser
+	fail atomic.Bool
+}
+
+func (f *failingRenew) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
+	if f.fail.Load() {
+		return switchboard.Lease{}, errors.New("connection reset by peer")
+	}
+	return f.fakeLeaser.Renew(ctx, l)
+}
+
+// blockingWarn is a log handler whose first WARN record blocks until
+// unblock is closed.
+type blockingWarn struct {
+	once             sync.Once
+	blocked, unblock chan struct{}
+}
+
+func (h *blockingWarn) Enabled(context.Context, slog.Level) bool { return true }
+func (h *blockingWarn) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *blockingWarn) WithGroup(string) slog.Handler            { return h }
+func (h *blockingWarn) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.once.Do(func() {
+			close(h.blocked)
+			<-h.unblock
+		})
+	}
+	return nil
 }
