@@ -28,7 +28,9 @@ import (
 
 // Options tune a Cache.
 type Options struct {
-	// Query limits what is cached (default: every active instance).
+	// Query limits what is cached (default: every active instance). Its
+	// All is ignored: the cache holds active instances only, and drops an
+	// instance when it expires.
 	Query switchboard.Query
 	// Logger receives the cache's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -62,6 +64,9 @@ type Cache struct {
 // New starts a cache on cat and returns once it holds the catalog's current
 // set. The cache follows the catalog until ctx ends or Close is called.
 func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, error) {
+	if cat == nil {
+		return nil, fmt.Errorf("discovery: %w: nil Catalog", switchboard.ErrInvalid)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -90,6 +95,9 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 		}
 	}
 	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", err)
+	}
 	return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", switchboard.ErrClosed)
 }
 

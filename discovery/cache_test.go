@@ -507,3 +507,37 @@ func TestReadersNeverSeeHalfAChange(t *testing.T) {
 	}
 	close(fc.ch)
 }
+
+// TestNewSaysWhatIsWrong: a nil catalog is an error, not a panic, and a
+// context that ends before the snapshot is complete is named as the cause,
+// not a closed catalog.
+func TestNewSaysWhatIsWrong(t *testing.T) {
+	if _, err := discovery.New(context.Background(), nil, discovery.Options{}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("nil catalog: %v, want ErrInvalid", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cat := &halfWatch{ch: make(chan switchboard.Event, 1), cancel: cancel}
+	_, err := discovery.New(ctx, cat, discovery.Options{})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, switchboard.ErrClosed) {
+		t.Fatalf("context cancelled during the snapshot: %v, want context.Canceled", err)
+	}
+}
+
+// halfWatch is a catalog whose watch sends one added event, then ends as a
+// hub's does when the watcher's context ends (here: ended by the watch
+// itself, before synced).
+type halfWatch struct {
+	switchboard.Catalog
+	ch     chan switchboard.Event
+	cancel context.CancelFunc
+}
+
+func (h *halfWatch) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	h.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("a", "storage", time.Minute)}
+	h.cancel()
+	go func() {
+		<-ctx.Done()
+		close(h.ch)
+	}()
+	return h.ch, nil
+}
