@@ -242,7 +242,10 @@ func (c *Cache) PickRandom(cp string) (switchboard.Instance, bool) {
 // (the catalog is unreachable), and the error that made it so.
 func (c *Cache) Stale() (bool, error) { return c.snap.Load().Stale() }
 
-// Close stops following the catalog. It is idempotent.
+// Close stops following the catalog and returns once the cache's goroutine
+// has ended. It is idempotent. It must not be called from an OnEvent or
+// Subscribe callback, which runs on that goroutine (it would wait for
+// itself); end the context given to New there instead.
 func (c *Cache) Close() {
 	c.once.Do(func() {
 		c.cancel()
