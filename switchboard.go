@@ -191,8 +191,9 @@ type Lease struct {
 // with identical semantics: catalogtest.RunLeases).
 // Expiry is judged by the catalog's clock only: a lease is expired once the
 // catalog's now has reached ExpiresAt. Every TTL is rounded up to whole
-// milliseconds; one under a millisecond, or negative, is ErrInvalid, and so
-// is an empty name or holder.
+// milliseconds (and one past the largest whole-millisecond Duration, about
+// 292 years, is cut to it); one under a millisecond, or negative, is
+// ErrInvalid, and so is an empty name or holder.
 type Leaser interface {
 	// Acquire takes the lease if it is free, released, expired, or already
 	// held by holder (then it renews without a new token, with the new

@@ -3,6 +3,7 @@ package switchboard
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func Normalize(in Instance) (Instance, error) {
 		return Instance{}, err
 	}
 	if len(in.Version) > MaxTokenLen || !utf8.ValidString(in.Version) || strings.ContainsAny(in.Version, "\x00\n\r") {
-		return Instance{}, invalid(ErrInvalid, "version", in.Version, "must be at most 253 bytes of printable UTF-8")
+		return Instance{}, invalid(ErrInvalid, "version", in.Version, "must be at most 253 bytes of UTF-8 without NUL or line breaks")
 	}
 	if len(in.Capabilities) > MaxCapabilities {
 		return Instance{}, invalid(ErrInvalid, "capabilities", "", fmt.Sprintf("%d given; at most %d", len(in.Capabilities), MaxCapabilities))
@@ -134,6 +135,27 @@ func ValidateHeartbeat(field string, interval, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// LeaseTTLMillis checks a lease TTL and returns it in whole milliseconds,
+// rounded up, as every Leaser stores it: under a millisecond (or negative)
+// is ErrInvalid; past the largest whole-millisecond Duration (about 292
+// years) it is cut to that. It rounds without adding first: ttl + 999,999 ns
+// overflows near the largest Duration into a negative TTL, a lease expired
+// when taken.
+func LeaseTTLMillis(ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", ErrInvalid, ttl)
+	}
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 && ms < maxLeaseMillis {
+		ms++
+	}
+	return ms, nil
+}
+
+// maxLeaseMillis is the longest lease TTL in whole milliseconds that a
+// time.Duration holds.
+const maxLeaseMillis = int64(math.MaxInt64 / time.Millisecond)
 
 // ValidateLease checks a lease's name (1–253 bytes) and holder (1–1024
 // bytes), both UTF-8 without NUL: the same input must be valid on every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func RunLeases(t *testing.T, open func(t *testing.T) switchboard.Leaser) {
 		{"AcquireRenewHeld", testLeaseAcquireRenew},
 		{"Invalid", testLeaseInvalid},
 		{"TTLRoundedUpToMilliseconds", testLeaseRounding},
+		{"HugeTTL", testLeaseHugeTTL},
 		{"RenewZeroTTLKeepsStoredTTL", testLeaseRenewZeroTTL},
 		{"Release", testLeaseRelease},
 		{"ReleaseExpired", testLeaseReleaseExpired},
@@ -432,6 +434,33 @@ func testLeaseList(t *testing.T, l clocked) {
 	for _, x := range ls {
 		if x.ExpiresAt.Location() != time.UTC {
 			t.Errorf("%s: expiry %v not in UTC", x.Name, x.ExpiresAt)
+		}
+	}
+}
+
+// testLeaseHugeTTL: a TTL near the largest Duration ("forever") gives a
+// lease that is held, not one whose rounding overflowed into the past (so
+// that another holder took it at once) nor a database error.
+func testLeaseHugeTTL(t *testing.T, l clocked) {
+	for _, ttl := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 / 2} {
+		name := "forever-" + ttl.String()
+		got := mustAcquire(t, l, name, "a", ttl)
+		now, err := l.Now(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TTL <= 0 || !got.ExpiresAt.After(now) {
+			t.Fatalf("acquire with ttl %v: %+v (now %v): not held", ttl, got, now)
+		}
+		if _, err := l.Acquire(ctx(t), name, "b", time.Second); !errors.Is(err, switchboard.ErrLeaseHeld) {
+			t.Fatalf("second holder of a lease with ttl %v: %v, want ErrLeaseHeld", ttl, err)
+		}
+		r, err := l.Renew(ctx(t), switchboard.Lease{Name: name, Holder: "a", Token: got.Token, TTL: ttl})
+		if err != nil || r.TTL <= 0 || !r.ExpiresAt.After(now) {
+			t.Fatalf("renew with ttl %v: %+v %v", ttl, r, err)
+		}
+		if _, err := l.Acquire(ctx(t), name, "b", time.Second); !errors.Is(err, switchboard.ErrLeaseHeld) {
+			t.Fatalf("second holder after renewal with ttl %v: %v, want ErrLeaseHeld", ttl, err)
 		}
 	}
 }

@@ -24,15 +24,6 @@ func scanLease(r pgx.Row) (switchboard.Lease, error) {
 	return l, nil
 }
 
-// ttlMillis checks a lease TTL (at least a millisecond) and rounds it up to
-// whole milliseconds.
-func ttlMillis(ttl time.Duration) (int64, error) {
-	if ttl < time.Millisecond {
-		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
-	}
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
-}
-
 // checkNames checks a lease's name and holder (switchboard.ValidateLease).
 func checkNames(name, holder string) error { return switchboard.ValidateLease(name, holder) }
 
@@ -47,7 +38,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := checkNames(name, holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
-	ms, err := ttlMillis(ttl)
+	ms, err := switchboard.LeaseTTLMillis(ttl)
 	if err != nil {
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
@@ -87,7 +78,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 	var ms int64
 	if l.TTL != 0 {
 		var err error
-		if ms, err = ttlMillis(l.TTL); err != nil {
+		if ms, err = switchboard.LeaseTTLMillis(l.TTL); err != nil {
 			return switchboard.Lease{}, fmt.Errorf("postgres: renew: %w", err)
 		}
 	}

@@ -28,15 +28,6 @@ func (r leaseRow) lease(name string) switchboard.Lease {
 
 func checkNames(name, holder string) error { return switchboard.ValidateLease(name, holder) }
 
-// ttlMillis checks a lease TTL (at least a millisecond) and rounds it up to
-// whole milliseconds, as the PostgreSQL backend does.
-func ttlMillis(ttl time.Duration) (int64, error) {
-	if ttl < time.Millisecond {
-		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", switchboard.ErrInvalid, ttl)
-	}
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
-}
-
 func readLease(ctx context.Context, tx *txn, name string) (leaseRow, error) {
 	var r leaseRow
 	err := tx.QueryRowContext(ctx, `SELECT holder, token, ttl_ms, expires_at FROM leases WHERE name = ?`, name).
@@ -52,7 +43,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := checkNames(name, holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
 	}
-	ttlMS, err := ttlMillis(ttl)
+	ttlMS, err := switchboard.LeaseTTLMillis(ttl)
 	if err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
 	}
@@ -105,7 +96,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 	var ttlMS int64 // zero: keep the stored TTL
 	if l.TTL != 0 {
 		var err error
-		if ttlMS, err = ttlMillis(l.TTL); err != nil {
+		if ttlMS, err = switchboard.LeaseTTLMillis(l.TTL); err != nil {
 			return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
 		}
 	}
