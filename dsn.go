@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -239,6 +240,15 @@ func RedactError(err error, dsn string) error {
 
 const redacted = "xxxxx"
 
+// passwordParam matches a password parameter of a URL query or a keyword/
+// value DSN; its group is the value: quoted (up to the closing quote not
+// escaped by a backslash, or the end), or up to a space or '&' (not '#': a
+// password written with a '#' in it would show its tail).
+var passwordParam = regexp.MustCompile(`(?i)(?:^|[\s?&])(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'?|[^\s&]*)`)
+
+// quoteUnescaper undoes libpq's escapes in a quoted value.
+var quoteUnescaper = strings.NewReplacer(`\\`, `\`, `\'`, `'`)
+
 type redactedError struct {
 	msg string
 	err error
@@ -278,24 +288,43 @@ func dsnSecrets(dsn string) []string {
 			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
 				add(pw)
 			}
+		} else if pw, ok := cutPassword(rest, end); ok {
+			add(pw)
 		}
 	}
-	for _, sep := range []string{"?", "&", " "} {
-		for _, part := range strings.Split(rest, sep)[1:] {
-			k, v, ok := strings.Cut(part, "=")
-			if !ok {
-				continue
-			}
-			k = strings.ToLower(strings.TrimSpace(k))
-			if k != "password" && k != "sslpassword" {
-				continue
-			}
-			if i := strings.IndexAny(v, "&# "); i >= 0 {
-				v = v[:i]
-			}
-			add(strings.Trim(v, "'"))
+	// password= and sslpassword= in a URL's query or a keyword/value
+	// string, wherever they stand (first included), with spaces around '='
+	// and quoted values (libpq's 'it\'s a secret') as libpq reads them.
+	for _, m := range passwordParam.FindAllStringSubmatch(dsn, -1) {
+		v := m[1]
+		if q, ok := strings.CutPrefix(v, "'"); ok {
+			q = strings.TrimSuffix(q, "'")
+			add(q)
+			add(quoteUnescaper.Replace(q))
+			continue
 		}
+		add(v)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
+}
+
+// cutPassword finds the password of user information that a '/', '?' or
+// '#' in the password, not percent-encoded, cut short: rest[:end] (the
+// authority as a URL parser reads it) has no '@', but is "user:…" where
+// "…" is no port (nor a port and more hosts), and an '@' follows later.
+// The password is taken to run to the last '@' of rest, which may hide
+// more than the password, never less.
+func cutPassword(rest string, end int) (string, bool) {
+	user, after, ok := strings.Cut(rest[:end], ":")
+	port, _, _ := strings.Cut(after, ",") // "h1:5432,h2:5433": several hosts
+	if !ok || strings.HasPrefix(user, "[") || allDigits(port) {
+		return "", false
+	}
+	colon := len(user)
+	at := strings.LastIndexByte(rest, '@')
+	if at <= colon {
+		return "", false
+	}
+	return rest[colon+1 : at], true
 }

@@ -233,3 +233,69 @@ func TestRedactError(t *testing.T) {
 		t.Fatal("an error without a password must come back unchanged")
 	}
 }
+
+// A password with a '/', '?' or '#' that is not percent-encoded ends the
+// URL's authority early: its user information is then no longer where a
+// URL parser looks, and neither RedactDSN nor ParseDSN's error may show it.
+func TestDSNPasswordWithURLDelimiters(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:s3/cr3t@h/db",
+		"postgres://u:s3#cr3t@h/db",
+		"postgres://u:s3?cr3t@h:5432/db?sslmode=disable",
+		"postgresql://u:s3cr3t/@h/db",
+		"postgres://u:s3/c@r3t@h/db",
+		"postgres://u@h/db?password=s3#cr3t",
+	} {
+		if got := switchboard.RedactDSN(dsn); strings.Contains(got, "s3") || strings.Contains(got, "cr3t") {
+			t.Errorf("RedactDSN(%q) = %q shows (part of) the password", dsn, got)
+		}
+		_, err := switchboard.ParseDSN(dsn)
+		if err == nil {
+			continue
+		}
+		if strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "cr3t") {
+			t.Errorf("ParseDSN(%q): error shows (part of) the password: %v", dsn, err)
+		}
+		if !errors.Is(err, switchboard.ErrInvalidDSN) {
+			t.Errorf("ParseDSN(%q): %v is not ErrInvalidDSN", dsn, err)
+		}
+	}
+	// What is no password stays as it was.
+	for _, dsn := range []string{
+		"postgres://h:5432/db?application_name=a@b",
+		"postgres://u@h:5432/db?application_name=a@b",
+		"postgres://[::1]:5432/db?application_name=a@b",
+	} {
+		if got := switchboard.RedactDSN(dsn); got != dsn {
+			t.Errorf("RedactDSN(%q) = %q, want it unchanged", dsn, got)
+		}
+	}
+}
+
+// A keyword/value DSN (libpq's "host=h password=…") is no DSN ParseDSN
+// takes, but its error shows the DSN redacted: every way libpq reads a
+// password there must be redacted, first keyword, spaces around '=' and
+// quoted values with spaces or escaped quotes included.
+func TestDSNKeywordPasswords(t *testing.T) {
+	for _, dsn := range []string{
+		"host=h password='my s3cr3t' dbname=d",
+		"host=h password = s3cr3t dbname=d",
+		"host=h password='it\\'s s3cr3t' dbname=d",
+		"host=h\tpassword=s3cr3t\tdbname=d",
+		"password=s3cr3t host=h",
+		"PASSWORD=s3cr3t host=h",
+		"host=h sslpassword = 's3 cr3t'",
+		"host=h password='s3cr3t",
+	} {
+		if got := switchboard.RedactDSN(dsn); strings.Contains(got, "s3") || strings.Contains(got, "cr3t") {
+			t.Errorf("RedactDSN(%q) = %q shows (part of) the password", dsn, got)
+		}
+		_, err := switchboard.ParseDSN(dsn)
+		if err == nil || strings.Contains(err.Error(), "s3") || strings.Contains(err.Error(), "cr3t") {
+			t.Errorf("ParseDSN(%q): %v", dsn, err)
+		}
+	}
+	if got, want := switchboard.RedactDSN("host=h password='a b' dbname=d"), "host=h password='xxxxx' dbname=d"; got != want {
+		t.Errorf("RedactDSN = %q, want %q", got, want)
+	}
+}

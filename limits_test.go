@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,19 +120,42 @@ func FuzzRedactDSN(f *testing.F) {
 	f.Add("postgres", "user", "s3cr3t", "127.0.0.1:5432/db?sslmode=disable")
 	f.Add("postgresql", "u", "p%40ss", "h/db")
 	f.Add("postgres", "", "x", "h")
+	f.Add("postgres", "u", "s3/cr3t", "h/db")
+	f.Add("postgres", "u", "s3#cr3t", "h:5432/db?x=1")
 	f.Fuzz(func(t *testing.T, scheme, user, pw, rest string) {
 		dsn := scheme + "://" + user + ":" + pw + "@" + rest
 		out := switchboard.RedactDSN(dsn)
 		_ = switchboard.RedactDSN(rest)
-		if len(pw) < 4 || strings.ContainsAny(pw+user, "@/?#:") || strings.ContainsAny(scheme, "@/?#:") ||
-			strings.Contains(scheme+user, pw) || strings.Contains(rest, pw) || pw == "xxxxx" {
+		// A password may hold ':', and '/', '?' or '#' not percent-encoded
+		// (which end a URL's authority early), except right after digits
+		// only: "u:5432/x@h" reads as the host u with port 5432, and
+		// "u:5432,x/y@h" as hosts u:5432 and x.
+		lead := pw
+		if i := strings.IndexAny(pw, ",/?#"); i >= 0 {
+			lead = pw[:i]
+		}
+		if len(pw) < 4 || strings.ContainsAny(user, "@/?#:") || strings.HasPrefix(user, "[") || strings.Contains(pw, "@") ||
+			strings.ContainsAny(scheme, "@/?#:") ||
+			strings.ContainsAny(pw, "/?#") && strings.Trim(lead, "0123456789") == "" ||
+			strings.Contains(scheme+user, pw) || strings.Contains(rest, pw) || strings.Contains("xxxxx", pw) {
 			return // ambiguous: the password is not the only place its text appears
 		}
 		if strings.Contains(out, pw) {
 			t.Fatalf("RedactDSN(%q) = %q shows the password", dsn, out)
 		}
+		// A PostgreSQL DSN whose password ends the authority early does
+		// not parse; its error must not show the password either. (Only
+		// where quoting the DSN escapes nothing, which could spell the
+		// password out of other bytes, "\x00" + "00", and the password is
+		// no piece of the error's fixed text.)
+		const fixed = "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db; not a valid URL (a special character in the password must be percent-encoded)"
+		pg := scheme == "postgres" || scheme == "postgresql"
+		if _, err := switchboard.ParseDSN(dsn); err != nil && pg && strings.ContainsAny(pw, "/?#") && !strings.Contains(fixed, pw) &&
+			strconv.Quote(dsn) == `"`+dsn+`"` && strings.Contains(err.Error(), pw) {
+			t.Fatalf("ParseDSN(%q): error shows the password: %v", dsn, err)
+		}
 		q := "postgres://u@h/db?a=1&password=" + pw + "&b=2"
-		if strings.ContainsAny(pw, "&# ") {
+		if strings.ContainsAny(pw, "&' \t\n\f\r") { // spaces end a value; quotes around it are not part of it
 			return
 		}
 		if out := switchboard.RedactDSN(q); strings.Contains(out, pw) {
