@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -144,31 +145,36 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		renewed = `current_setting('switchboard.renewed', true) = 'yes'`
 		changed = `current_setting('switchboard.registered', true) = 'yes'`
 	)
-	var b pgx.Batch
-	b.Queue(`BEGIN`)
-	b.Queue(resetNoticeSQL)
-	b.Queue(renewUnchangedSQL, args...)
-	b.Queue(`INSERT INTO instances
-		(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
-		SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now()
-		WHERE NOT coalesce(`+renewed+`, false)
-		ON CONFLICT (id) DO UPDATE SET
-			name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
-			capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
-			metadata = EXCLUDED.metadata, components = EXCLUDED.components,
-			ttl = EXCLUDED.ttl, last_seen = now()
-		WHERE NOT (instances.name = EXCLUDED.name AND instances.type = EXCLUDED.type
-			AND instances.address = EXCLUDED.address AND instances.capabilities = EXCLUDED.capabilities
-			AND instances.version = EXCLUDED.version AND instances.metadata = EXCLUDED.metadata
-			AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
-			AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
-		RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
-	b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed), in.ID)
-	b.Queue(`UPDATE instances SET last_seen = now()
-		WHERE id = $1 AND NOT coalesce(`+renewed+`, false) AND NOT coalesce(`+changed+`, false)
-		RETURNING `+cols, in.ID)
-	b.Queue(`COMMIT`)
-	b.Queue(notifySQL, Channel)
+	// A batch is built for each attempt: pgx keeps what it learnt of a
+	// sent batch's statements in it.
+	batch := func() *pgx.Batch {
+		var b pgx.Batch
+		b.Queue(`BEGIN`)
+		b.Queue(resetNoticeSQL)
+		b.Queue(renewUnchangedSQL, args...)
+		b.Queue(`INSERT INTO instances
+			(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
+			SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now()
+			WHERE NOT coalesce(`+renewed+`, false)
+			ON CONFLICT (id) DO UPDATE SET
+				name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
+				capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
+				metadata = EXCLUDED.metadata, components = EXCLUDED.components,
+				ttl = EXCLUDED.ttl, last_seen = now()
+			WHERE NOT (instances.name = EXCLUDED.name AND instances.type = EXCLUDED.type
+				AND instances.address = EXCLUDED.address AND instances.capabilities = EXCLUDED.capabilities
+				AND instances.version = EXCLUDED.version AND instances.metadata = EXCLUDED.metadata
+				AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
+				AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
+			RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
+		b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed), in.ID)
+		b.Queue(`UPDATE instances SET last_seen = now()
+			WHERE id = $1 AND NOT coalesce(`+renewed+`, false) AND NOT coalesce(`+changed+`, false)
+			RETURNING `+cols, in.ID)
+		b.Queue(`COMMIT`)
+		b.Queue(notifySQL, Channel)
+		return &b
+	}
 	var (
 		out     switchboard.Instance
 		l       logged
@@ -176,35 +182,43 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		written bool
 		r       row
 	)
-	br := c.pool.SendBatch(ctx, &b)
-	for range 2 { // BEGIN, resetNoticeSQL
-		if _, err = br.Exec(); err != nil {
+	for attempt := 0; ; attempt++ {
+		out, l, epoch, written, r, err = switchboard.Instance{}, logged{}, "", false, row{}, nil
+		br := c.pool.SendBatch(ctx, batch())
+		for range 2 { // BEGIN, resetNoticeSQL
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(append(r.dest(), nil)...)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = br.QueryRow().Scan(append(r.dest(), nil)...)
+			switch {
+			case err == nil:
+				written = true
+				if err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil); err == nil {
+					_, err = br.Exec()
+				}
+			case errors.Is(err, pgx.ErrNoRows):
+				// Identical and live by now: renewed by the last statement.
+				if _, err = br.Exec(); err == nil {
+					err = br.QueryRow().Scan(r.dest()...)
+				}
+			}
+		}
+		if err == nil {
+			out, err = r.instance()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		// A catalog restarted empty (its tables gone) is created again,
+		// once, so that a registration does not stay out until a restart.
+		if err == nil || attempt > 0 || !c.recreate(ctx, err) {
 			break
 		}
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(append(r.dest(), nil)...)
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = br.QueryRow().Scan(append(r.dest(), nil)...)
-		switch {
-		case err == nil:
-			written = true
-			if err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil); err == nil {
-				_, err = br.Exec()
-			}
-		case errors.Is(err, pgx.ErrNoRows):
-			// Identical and live by now: renewed by the last statement.
-			if _, err = br.Exec(); err == nil {
-				err = br.QueryRow().Scan(r.dest()...)
-			}
-		}
-	}
-	if err == nil {
-		out, err = r.instance()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
 	}
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
@@ -272,7 +286,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 		if err == nil {
 			break
 		}
-		if attempt < 3 && retryable(err) {
+		if attempt < 3 && retryable(err) || attempt == 0 && c.recreate(ctx, err) {
 			continue
 		}
 		return nil, c.wrap("heartbeat", err)
@@ -321,6 +335,9 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	if !storable(id) {
+		return c.wrap("deregister", fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
+	}
 	// One round trip: a pipelined batch, one transaction, then the
 	// notification (notifySQL). The delete
 	// takes the row lock first (as Register does, so the two never
@@ -364,11 +381,15 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 }
 
 // Get returns one instance, stale or not.
-func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+func (c *Catalog) Get(ctx context.Context, id string) (in switchboard.Instance, err error) {
 	if err := c.check(); err != nil {
 		return switchboard.Instance{}, err
 	}
-	in, err := scanInstance(c.pool.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1`, id))
+	if !storable(id) {
+		err = pgx.ErrNoRows // no row can have it: the server would refuse the text
+	} else {
+		in, err = scanInstance(c.pool.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1`, id))
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return switchboard.Instance{}, fmt.Errorf("postgres: get: instance %q: %w", id, switchboard.ErrNotFound)
 	}
@@ -376,6 +397,13 @@ func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 		return switchboard.Instance{}, c.wrap("get", err)
 	}
 	return in, nil
+}
+
+// storable reports whether s is text PostgreSQL can hold (UTF-8 without
+// NUL). A key that is not names no row: looking it up is not found, not
+// the server's encoding error.
+func storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // listSQL builds the query of q: a capability filter is an array
@@ -410,6 +438,9 @@ func listSQL(q switchboard.Query) (string, []any) {
 func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
 	if err := c.check(); err != nil {
 		return nil, err
+	}
+	if !storable(q.Name) || !storable(q.Type) || !storable(q.Capability) {
+		return []switchboard.Instance{}, nil // no row holds such text
 	}
 	s, args := listSQL(q)
 	rows, err := c.pool.Query(ctx, s, append([]any{binaryResults}, args...)...)

@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-io/switchboard"
@@ -164,4 +166,24 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return nil
+}
+
+// recreate creates the catalog's schema again when err says one of its
+// tables does not exist: the database was restarted empty, restored without
+// it, or the schema dropped. Heartbeat and Register call it, so that every
+// registration comes back (heartbeats report the rows missing, bootstraps
+// register them again) instead of failing until the process restarts. It
+// reports whether it migrated; a handle opened with MustExist creates
+// nothing.
+func (c *Catalog) recreate(ctx context.Context, err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42P01" || c.opts.MustExist { // undefined_table
+		return false
+	}
+	if merr := migrate(ctx, c.pool); merr != nil {
+		c.log.Warn("catalog tables are gone; creating them again failed", "err", switchboard.RedactError(merr, c.dsn))
+		return false
+	}
+	c.log.Warn("catalog tables were gone (database restarted empty or restored without them); created them again")
+	return true
 }
