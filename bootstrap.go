@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,9 @@ type Registration struct {
 // start: registration, heartbeat and reaper.
 //
 // Every registration of a process on the same catalog and interval shares
-// one heartbeat loop that renews them all in one round trip. A heartbeat
+// one heartbeat loop that renews them all in one round trip (a catalog
+// value that is not comparable, and so cannot be told equal to another,
+// gives each registration its own loop). A heartbeat
 // that finds its row gone registers it again at once. Heartbeat failures
 // log at WARN, and at ERROR once they have lasted longer than the TTL. The
 // reaper deletes rows stale for twice their TTL, but each row only once the
@@ -148,6 +151,10 @@ type beater struct {
 	iter sync.Mutex
 	stop chan struct{}
 	done chan struct{}
+	// shared says the beater is in beaters, for every registration of its
+	// key (false: it serves one registration of a catalog that cannot be
+	// a map key).
+	shared bool
 }
 
 type beaterKey struct {
@@ -162,13 +169,22 @@ var (
 
 func joinBeater(cat Catalog, opts BootstrapOptions, r *Registration) *beater {
 	key := beaterKey{cat, opts.HeartbeatInterval}
+	// A catalog whose dynamic type is not comparable (a value type holding
+	// a slice, map or func, such as a decorator) cannot be a map key: its
+	// registrations each get a loop of their own.
+	shared := reflect.ValueOf(cat).Comparable()
 	beatersMu.Lock()
 	defer beatersMu.Unlock()
-	b := beaters[key]
+	var b *beater
+	if shared {
+		b = beaters[key]
+	}
 	if b == nil {
 		b = &beater{key: key, log: opts.Logger, regs: map[*Registration]struct{}{},
-			stop: make(chan struct{}), done: make(chan struct{})}
-		beaters[key] = b
+			stop: make(chan struct{}), done: make(chan struct{}), shared: shared}
+		if shared {
+			beaters[key] = b
+		}
 		go b.run()
 	}
 	b.mu.Lock()
@@ -183,7 +199,7 @@ func (b *beater) leave(r *Registration) {
 	delete(b.regs, r)
 	last := len(b.regs) == 0
 	b.mu.Unlock()
-	if last {
+	if last && b.shared {
 		delete(beaters, b.key)
 	}
 	beatersMu.Unlock()

@@ -444,3 +444,44 @@ func (g *graceCatalog) ReapGrace(ctx context.Context, reachableFor time.Duration
 	g.mu.Unlock()
 	return g.Catalog.(switchboard.GraceReaper).ReapGrace(ctx, reachableFor)
 }
+
+// labelled is a decorator a program might write: a value type, with a field
+// that makes it not comparable (a slice), embedding the catalog it wraps.
+type labelled struct {
+	switchboard.Catalog
+	labels []string
+}
+
+// Bootstrap must accept any Catalog, also one whose dynamic type cannot be
+// a map key (it keyed its shared heartbeat loops by the catalog and
+// panicked with "hash of unhashable type"); registrations on such a catalog
+// heartbeat each on their own loop.
+func TestBootstrapNonComparableCatalog(t *testing.T) {
+	base := testkit.OpenSQLite(t)
+	var cat switchboard.Catalog = labelled{Catalog: base, labels: []string{"x"}}
+	ctx := context.Background()
+	opts := switchboard.BootstrapOptions{HeartbeatInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	var regs []*switchboard.Registration
+	for _, name := range []string{"a", "b"} {
+		reg, err := switchboard.Bootstrap(ctx, cat, service(name), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+	}
+	if err := base.Deregister(ctx, regs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "heartbeats and a re-registration", func() bool {
+		_, err := base.Get(ctx, regs[1].ID())
+		return err == nil && regs[0].Stats().Heartbeats >= 2 && regs[1].Stats().Reregistrations >= 1
+	})
+	for _, reg := range regs {
+		if err := reg.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := base.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Fatalf("after Close: %v", err)
+		}
+	}
+}
