@@ -144,7 +144,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 }
 
 // FuzzDecodeRow: no bytes from the wire panic decodeRow, with or without
-// sharing between rows. The fuzzer's input is split into the 12 columns
+// sharing between rows, and both decode the same. The fuzzer's input is split into the 12 columns
 // by a length prefix per column (0xff: NULL).
 func FuzzDecodeRow(f *testing.F) {
 	row := func(cols ...[]byte) []byte {
@@ -178,8 +178,14 @@ func FuzzDecodeRow(f *testing.F) {
 			vals = append(vals, data[:n:n])
 			data = data[n:]
 		}
-		var in switchboard.Instance
-		_ = decodeRow(vals, &in, nil)
-		_ = decodeRow(vals, &in, newInterner())
+		var a, b switchboard.Instance
+		errA := decodeRow(vals, &a, nil)
+		errB := decodeRow(vals, &b, newInterner())
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("decodeRow(%q): %v without sharing, %v with", vals, errA, errB)
+		}
+		if errA == nil && !reflect.DeepEqual(a, b) {
+			t.Fatalf("decodeRow(%q): %+v without sharing, %+v with", vals, a, b)
+		}
 	})
 }
