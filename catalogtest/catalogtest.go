@@ -34,6 +34,7 @@ func Run(t *testing.T, open Open) {
 		{"TTLFilter", testTTLFilter},
 		{"HeartbeatMissing", testHeartbeatMissing},
 		{"Deregister", testDeregister},
+		{"UnstorableKeysNameNothing", testUnstorableKeys},
 		{"Reap", testReap},
 		{"ReapGrace", testReapGrace},
 		{"WatchSnapshotAndDeltas", testWatchDeltas},
@@ -729,5 +730,32 @@ func testClose(t *testing.T, c switchboard.Catalog) {
 	})
 	if _, err := c.Register(ctx(t), sample("late")); !errors.Is(err, switchboard.ErrClosed) {
 		t.Fatalf("register after close: want ErrClosed, got %v", err)
+	}
+}
+
+// testUnstorableKeys: an id, name, type or capability holding a NUL byte or
+// invalid UTF-8 (text no backend stores, so no row has it) names nothing:
+// Get and Deregister say ErrNotFound and List finds no row (or refuses
+// the filter as ErrInvalid, as a server in front does) — never a storage
+// error (PostgreSQL's encoding error), which a server in front would
+// report as the catalog failing.
+func testUnstorableKeys(t *testing.T, c switchboard.Catalog) {
+	in := mustRegister(t, c, sample("keep", "cap"))
+	for _, bad := range []string{"a\x00b", "a\xffb", "\x00", in.ID + "\x00"} {
+		if _, err := c.Get(ctx(t), bad); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want ErrNotFound", bad, err)
+		}
+		if err := c.Deregister(ctx(t), bad); !errors.Is(err, switchboard.ErrNotFound) {
+			t.Errorf("Deregister(%q): %v, want ErrNotFound", bad, err)
+		}
+		for _, q := range []switchboard.Query{{Name: bad}, {Type: bad}, {Capability: bad, All: true}} {
+			got, err := c.List(ctx(t), q)
+			if err != nil && !errors.Is(err, switchboard.ErrInvalid) || len(got) != 0 {
+				t.Errorf("List(%+v) = %v, %v; want no rows or ErrInvalid", q, got, err)
+			}
+		}
+	}
+	if got, err := c.Get(ctx(t), in.ID); err != nil || got.ID != in.ID {
+		t.Fatalf("the stored row: %+v %v", got, err)
 	}
 }
