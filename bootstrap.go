@@ -77,12 +77,25 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 			return nil, err
 		}
 	}
+	// With the catalog's default TTL, the check comes after the write:
+	// keep what the id held before, to put it back if the check fails.
+	var prev *Instance
+	if in.TTL == 0 && in.ID != "" {
+		if p, err := cat.Get(ctx, in.ID); err == nil {
+			prev = &p
+		}
+	}
 	stored, err := cat.Register(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
-		_ = cat.Deregister(ctx, stored.ID)
+		// Undone: a refused Bootstrap must not cost what was stored.
+		if prev != nil {
+			_, _ = cat.Register(ctx, *prev)
+		} else {
+			_ = cat.Deregister(ctx, stored.ID)
+		}
 		return nil, err
 	}
 	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}

@@ -101,6 +101,42 @@ func TestBootstrapInvalidInputWritesNothing(t *testing.T) {
 	}
 }
 
+// TestBootstrapRefusedKeepsWhatWasStored: a Bootstrap with the catalog's
+// default TTL can check its heartbeat interval only after the write; when
+// the check fails, the row its id held before is put back, not deleted.
+func TestBootstrapRefusedKeepsWhatWasStored(t *testing.T) {
+	ctx := context.Background()
+	cat, err := switchboard.Open(ctx, "sqlite://"+t.TempDir()+"/c.db",
+		switchboard.Options{DefaultTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	before := service("kept")
+	before.ID, before.TTL, before.Version = "fixed", time.Hour, "1"
+	if _, err := cat.Register(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	again := service("other-name")
+	again.ID, again.TTL, again.Version = "fixed", 0, "2" // the default TTL: 2 s
+	if _, err := switchboard.Bootstrap(ctx, cat, again, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Bootstrap with a heartbeat longer than half the default TTL: %v", err)
+	}
+	got, err := cat.Get(ctx, "fixed")
+	if err != nil || got.Name != "kept" || got.TTL != time.Hour || got.Version != "1" {
+		t.Fatalf("the row the id held before: %+v, %v", got, err)
+	}
+	// Without a row before, nothing is left behind.
+	fresh := service("fresh")
+	fresh.ID, fresh.TTL = "new-id", 0
+	if _, err := switchboard.Bootstrap(ctx, cat, fresh, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Bootstrap: %v", err)
+	}
+	if _, err := cat.Get(ctx, "new-id"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("a refused Bootstrap left its row: %v", err)
+	}
+}
+
 func TestStoppedHeartbeatExpires(t *testing.T) {
 	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
