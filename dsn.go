@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -188,6 +189,11 @@ func Open(ctx context.Context, dsn string, opts Options) (Catalog, error) {
 	if !ok {
 		sort.Strings(names)
 		return nil, &FieldError{Field: "dsn", Value: RedactDSN(dsn), Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
+	}
+	// Every registration without a TTL of its own gets the default: one
+	// above the maximum would be refused, or stored past it.
+	if o := opts.WithDefaults(); o.DefaultTTL > o.MaxTTL {
+		return nil, invalid(ErrInvalid, "DefaultTTL", o.DefaultTTL.String(), fmt.Sprintf("must be at most MaxTTL (%s)", o.MaxTTL))
 	}
 	return open(ctx, d, opts)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -106,6 +108,26 @@ func TestOpenUnknownBackend(t *testing.T) {
 	_, err = switchboard.Open(context.Background(), "nope://x", switchboard.Options{})
 	if !errors.Is(err, switchboard.ErrInvalidDSN) {
 		t.Fatalf("Open(nope://x) = %v, want ErrInvalidDSN", err)
+	}
+}
+
+// TestOpenDefaultTTLOverMax: a default TTL above the maximum is refused at
+// Open, before any file is created, not at every registration without a
+// TTL of its own.
+func TestOpenDefaultTTLOverMax(t *testing.T) {
+	dir := t.TempDir()
+	for _, o := range []switchboard.Options{
+		{DefaultTTL: 2 * time.Hour},                         // over the default max (1 h)
+		{DefaultTTL: time.Minute, MaxTTL: 30 * time.Second}, // over a configured max
+	} {
+		_, err := switchboard.Open(context.Background(), "sqlite://"+dir+"/c.db", o)
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != "DefaultTTL" || !errors.Is(err, switchboard.ErrInvalid) {
+			t.Fatalf("Open with %+v: %v, want an invalid DefaultTTL", o, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused Open created %v", entries)
 	}
 }
 
