@@ -192,8 +192,10 @@ func TestSecretsAcrossClients(t *testing.T) {
 	in := inst("owned")
 	in.ID = "owned-1"
 	mustRegister(t, owner, in)
-	if _, err := other.Heartbeat(ctx, "owned-1"); !errors.Is(err, remote.ErrUnauthorized) {
-		t.Fatalf("foreign heartbeat: %v", err)
+	// Refused by the server (not this client's row): reported missing,
+	// not renewed.
+	if missing, err := other.Heartbeat(ctx, "owned-1"); err != nil || !slices.Equal(missing, []string{"owned-1"}) {
+		t.Fatalf("foreign heartbeat: %v, %v", missing, err)
 	}
 	if err := other.Deregister(ctx, "owned-1"); !errors.Is(err, remote.ErrUnauthorized) {
 		t.Fatalf("foreign deregister: %v", err)
@@ -298,8 +300,8 @@ func TestTwoServersOnePostgres(t *testing.T) {
 	}
 	// The secret travels with the row: B accepts A's client's heartbeat.
 	hb := client(t, urlB, remote.Config{})
-	if _, err := hb.Heartbeat(ctx, in.ID); !errors.Is(err, remote.ErrUnauthorized) {
-		t.Fatalf("heartbeat without the secret via B: %v", err)
+	if missing, err := hb.Heartbeat(ctx, in.ID); err != nil || !slices.Equal(missing, []string{in.ID}) {
+		t.Fatalf("heartbeat without the secret via B: %v, %v (want it refused: missing)", missing, err)
 	}
 	if err := onA.Deregister(ctx, in.ID); err != nil {
 		t.Fatal(err)
