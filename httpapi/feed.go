@@ -276,10 +276,26 @@ func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboar
 
 // snapshot returns the instances visible to v, by name then id, and the seq
 // they are consistent with.
-func (f *feed) snapshot(v view) ([]*state, int64) {
+// snapshot returns the visible instances, the seq they reflect, and, when
+// the mirror cannot read the catalog at that seq, why (else "").
+func (f *feed) snapshot(v view) ([]*state, int64, string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.snapshotLocked(v), f.head
+	return f.snapshotLocked(v), f.head, f.downLocked()
+}
+
+// down says why the mirror cannot read the catalog now ("" when it can).
+func (f *feed) down() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.downLocked()
+}
+
+func (f *feed) downLocked() string {
+	if f.healthy {
+		return ""
+	}
+	return cmp.Or(f.lastErr, "the catalog is unreachable")
 }
 
 func (f *feed) snapshotLocked(v view) []*state {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -191,5 +192,85 @@ func TestHeartbeatInvalidID(t *testing.T) {
 		if json.Unmarshal(b, &e) != nil || e.Reason == "" || !strings.HasPrefix(e.Error, "instances[1].id") {
 			t.Fatalf("%q: the body does not carry the field's own error: %s", id, b)
 		}
+	}
+}
+
+// faulty is a catalog whose watches can be told the catalog is unreachable
+// (an EventError, as a backend sends when its database goes away) and back.
+type faulty struct {
+	switchboard.Catalog
+	inject chan switchboard.Event
+}
+
+func (f *faulty) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	in, err := f.Catalog.Watch(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan switchboard.Event)
+	go func() {
+		defer close(out)
+		for {
+			var ev switchboard.Event
+			select {
+			case e, ok := <-in:
+				if !ok {
+					return
+				}
+				ev = e
+			case ev = <-f.inject:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestWatchDuringOutageSaysSo: a watch opened (or resumed) while the
+// server cannot read its catalog gets the last known set, synced, and then
+// an error event — not a synced alone, which told its client the set was
+// current. Once the catalog is back, a synced follows.
+func TestWatchDuringOutageSaysSo(t *testing.T) {
+	cat := &faulty{Catalog: testkit.OpenSQLite(t), inject: make(chan switchboard.Event)}
+	s := serveOn(t, cat, httpapi.Options{KeepAlive: 50 * time.Millisecond})
+	register(t, s, instanceBody("a"))
+	cat.inject <- switchboard.Event{Kind: switchboard.EventError, Err: errors.New("database went away")}
+	testkit.WaitUntil(t, "the server to see the outage", func() bool {
+		_, b := call(t, "GET", s.url+"/v1/info", nil)
+		var info httpapi.Info
+		return json.Unmarshal(b, &info) == nil && !info.Healthy
+	})
+	var lastID string
+	for _, resume := range []bool{false, true} {
+		var w *sse
+		if resume {
+			w = watchSSE(t, s.url+"/v1/watch", "Last-Event-ID", lastID)
+		} else {
+			w = watchSSE(t, s.url+"/v1/watch")
+		}
+		ev := w.next(t)
+		for ; ev.event != "synced"; ev = w.next(t) {
+		}
+		lastID = ev.id
+		if ev := w.next(t); ev.event != "error" || !strings.Contains(ev.raw, "database went away") {
+			t.Fatalf("resume=%v: after synced during an outage: %s %s, want the error", resume, ev.event, ev.raw)
+		}
+		w.cancel()
+	}
+	w := watchSSE(t, s.url+"/v1/watch", "Last-Event-ID", lastID)
+	for ev := w.next(t); ev.event != "synced"; ev = w.next(t) {
+	}
+	if ev := w.next(t); ev.event != "error" {
+		t.Fatalf("resumed during the outage: %s", ev.event)
+	}
+	cat.inject <- switchboard.Event{Kind: switchboard.EventSynced}
+	if ev := w.next(t); ev.event != "synced" {
+		t.Fatalf("once the catalog is back: %s %s", ev.event, ev.raw)
 	}
 }

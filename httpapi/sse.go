@@ -64,12 +64,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	bw.WriteString("retry: 1000\n\n")
+	down := ""
 	if !resumed {
-		cursor = s.writeSnapshot(bw, v, last != "")
-	} else if err := s.replay(bw, v, &cursor); err != nil {
-		return nil
+		cursor, down = s.writeSnapshot(bw, v, last != "")
+	} else {
+		down = s.replay(bw, v, &cursor)
 	}
-	writeEvent(bw, s.feed.eventID(cursor), "synced", []byte(`{"event":"synced"}`))
+	s.writeSynced(bw, cursor, down)
 	if err := flush(); err != nil {
 		return nil
 	}
@@ -81,8 +82,9 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case lost:
 			// Fell behind the history kept: start over from a snapshot.
-			cursor = s.writeSnapshot(bw, v, true)
-			writeEvent(bw, s.feed.eventID(cursor), "synced", []byte(`{"event":"synced"}`))
+			var down string
+			cursor, down = s.writeSnapshot(bw, v, true)
+			s.writeSynced(bw, cursor, down)
 		case len(es) > 0:
 			for i := range es {
 				s.writeEntry(bw, v, &es[i])
@@ -118,16 +120,20 @@ func (d deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
-// replay writes the history after *cursor up to the current head.
-func (s *Server) replay(bw *bufio.Writer, v view, cursor *int64) error {
+// replay writes the history after *cursor up to the current head. When the
+// history no longer holds it, it writes a fresh snapshot instead. It
+// returns why the mirror cannot read the catalog now ("" when it can): a
+// client resuming during an outage must hear of it again, as its error
+// events may lie before its cursor.
+func (s *Server) replay(bw *bufio.Writer, v view, cursor *int64) (down string) {
 	for {
 		es, _, lost := s.feed.since(*cursor, batchMax)
 		if lost {
-			*cursor = s.writeSnapshot(bw, v, true)
-			return nil
+			*cursor, down = s.writeSnapshot(bw, v, true)
+			return down
 		}
 		if len(es) == 0 {
-			return nil
+			return s.feed.down()
 		}
 		for i := range es {
 			s.writeEntry(bw, v, &es[i])
@@ -138,9 +144,10 @@ func (s *Server) replay(bw *bufio.Writer, v view, cursor *int64) error {
 
 // writeSnapshot writes a snapshot marker and the visible instances as
 // added events (without ids: a connection lost in the middle of a snapshot
-// must not resume from inside it), and returns the seq it reflects.
-func (s *Server) writeSnapshot(bw *bufio.Writer, v view, fresh bool) int64 {
-	sts, seq := s.feed.snapshot(v)
+// must not resume from inside it), and returns the seq it reflects and,
+// when the mirror could not read the catalog then, why.
+func (s *Server) writeSnapshot(bw *bufio.Writer, v view, fresh bool) (int64, string) {
+	sts, seq, down := s.feed.snapshot(v)
 	marker := struct {
 		Event     string `json:"event"`
 		Fresh     bool   `json:"fresh"`
@@ -151,7 +158,17 @@ func (s *Server) writeSnapshot(bw *bufio.Writer, v view, fresh bool) int64 {
 	for _, st := range sts {
 		writeEvent(bw, "", string(switchboard.EventAdded), eventJSON(switchboard.EventAdded, "", st))
 	}
-	return seq
+	return seq, down
+}
+
+// writeSynced ends a snapshot or replay at cursor. When the mirror could
+// not read the catalog (down), an error event follows: the set is the last
+// one known, not the catalog's, as a watch of the catalog itself says.
+func (s *Server) writeSynced(bw *bufio.Writer, cursor int64, down string) {
+	writeEvent(bw, s.feed.eventID(cursor), "synced", []byte(`{"event":"synced"}`))
+	if down != "" {
+		writeErrorEvent(bw, "", down)
+	}
 }
 
 func (s *Server) writeEntry(bw *bufio.Writer, v view, e *entry) {
@@ -164,10 +181,8 @@ func (s *Server) writeEntry(bw *bufio.Writer, v view, e *entry) {
 	case switchboard.EventSynced:
 		data = []byte(`{"event":"synced"}`)
 	case switchboard.EventError:
-		data, _ = json.Marshal(struct {
-			Event string `json:"event"`
-			Error string `json:"error"`
-		}{"error", e.errMsg})
+		writeErrorEvent(bw, s.feed.eventID(e.seq), e.errMsg)
+		return
 	default:
 		data = eventJSON(kind, reason, st)
 	}
@@ -187,6 +202,14 @@ func eventJSON(kind switchboard.EventKind, reason switchboard.Reason, st *state)
 	b = append(b, `","instance":`...)
 	b = append(b, st.json...)
 	return append(b, '}')
+}
+
+func writeErrorEvent(bw *bufio.Writer, id, msg string) {
+	data, _ := json.Marshal(struct {
+		Event string `json:"event"`
+		Error string `json:"error"`
+	}{"error", msg})
+	writeEvent(bw, id, "error", data)
 }
 
 func writeEvent(bw *bufio.Writer, id, event string, data []byte) {
