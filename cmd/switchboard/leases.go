@@ -95,7 +95,7 @@ array of {name, holder, token, ttl, expires_at, held}; --json is the same).`,
 				default:
 					expires = "expired " + (-d).String() + " ago"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s", l.Name, holder, l.Token, l.TTL, expires)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s", printable(l.Name), printable(holder), l.Token, l.TTL, expires)
 				if wide {
 					fmt.Fprintf(tw, "\t%t\t%s", l.Holder != "" && l.ExpiresAt.After(now), clock(l.ExpiresAt, now, "15:04:05.000"))
 				}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -50,12 +51,42 @@ func (o *outputFlags) resolve(cmd *cobra.Command) (string, error) {
 	return o.format, nil
 }
 
-// dash stands for an empty cell, so columns stay countable.
+// dash stands for an empty cell, so columns stay countable, and shows the
+// others printable (see printable).
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return printable(s)
+}
+
+// printable escapes the control characters of a value another process
+// wrote (a version, metadata, a lease holder: free text in the catalog) as
+// Go escapes ("\x1b", "\t", "\n", "\u202e"), so a table cell can neither
+// send escape sequences to the operator's terminal (retitle it, rewrite the
+// screen, write the clipboard), nor break its line or its columns, nor
+// reverse the text after it. The json formats are for programs and keep
+// values as stored (encoding/json escapes the C0 controls).
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unprintable) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unprintable(r) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// unprintable reports control characters (C0, DEL, C1) and the
+// bidirectional formatting characters.
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || r == '\u200e' || r == '\u200f' || ('\u202a' <= r && r <= '\u202e') || ('\u2066' <= r && r <= '\u2069')
 }
 
 // maxCapsWidth bounds the capabilities cell of the table format.
@@ -98,7 +129,7 @@ func metaCell(md map[string]string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(k + "=" + md[k])
+		b.WriteString(printable(k) + "=" + printable(md[k]))
 	}
 	return b.String()
 }
