@@ -43,7 +43,8 @@ discovery cache, the writer "crashes" (its heartbeats stop: it expires after its
 compactor shuts down gracefully (deregistered at once), and the writer's row is reaped at 2 × TTL.
 
 It uses the configured catalog (sqlite::memory: is allowed here), so 'switchboard watch' in another
-terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3).`,
+terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3). Ctrl-C
+stops it early and deregisters its instances, the "crashed" writer's row included, then exits 0.`,
 		Example: `  switchboard demo
   switchboard demo --ttl 1s
   switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' demo`,
@@ -68,8 +69,16 @@ terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/
 				return err
 			}
 			defer cat.Close()
-			return runDemo(ctx, g, cat, c.Discovery.DSN, ttl, hb)
+			err = runDemo(ctx, g, cat, c.Discovery.DSN, ttl, hb)
+			if err != nil && ctx.Err() != nil {
+				// Interrupted: runDemo's deferred clean-up has deregistered
+				// what it registered; Ctrl-C is how a demo is stopped.
+				fmt.Fprintln(g.stdout, "\ndemo interrupted")
+				return nil
+			}
+			return err
 		},
+		Annotations: map[string]string{annEnv: envDSNHelp, annExit: exitLong},
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances")
 	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at most ttl/2; with only --ttl: min(500ms, ttl/3))")
@@ -164,6 +173,17 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 				return err
 			}
 			crashID = stored.ID
+			// Its row is meant to expire and be reaped (step 5); a demo
+			// interrupted before that deletes it, so it leaves nothing in
+			// the catalog (deferred before crash, so it runs after the
+			// heartbeats stopped).
+			defer func() {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if err := cat.Deregister(dctx, stored.ID); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+					g.log.Warn("demo: deregistering the writer failed", "id", stored.ID, "err", err)
+				}
+			}()
 			go func() {
 				defer close(beatDone)
 				t := time.NewTicker(hb)
