@@ -44,23 +44,35 @@ const (
 	EnvCA    = "SWITCHBOARD_HTTP_CA"
 )
 
+// ConfigFromEnv is the Config the registered backend opens with: the token
+// from EnvToken, and the system's CA certificates plus those of the PEM
+// file named by EnvCA (when set).
+func ConfigFromEnv() (Config, error) {
+	cfg := Config{Token: os.Getenv(EnvToken)}
+	if ca := os.Getenv(EnvCA); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", EnvCA, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return Config{}, fmt.Errorf("%s %s: no PEM certificate in it", EnvCA, ca)
+		}
+		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return cfg, nil
+}
+
 func init() {
 	open := func(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (switchboard.Catalog, error) {
-		cfg := Config{Token: os.Getenv(EnvToken), Logger: opts.Logger}
-		if ca := os.Getenv(EnvCA); ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", EnvCA, err)
-			}
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%s %s: no PEM certificate in it", EnvCA, ca)
-			}
-			cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		cfg, err := ConfigFromEnv()
+		if err != nil {
+			return nil, err
 		}
+		cfg.Logger = opts.Logger
 		return Open(ctx, dsn.Raw, cfg)
 	}
 	switchboard.RegisterBackend("http", open)

@@ -83,7 +83,7 @@ func (g *globals) existingCatalog(ctx context.Context) (config.Config, switchboa
 	opts := c.Options()
 	opts.Logger = g.log
 	opts.MustExist = true
-	cat, err := switchboard.Open(ctx, c.Discovery.DSN, opts)
+	cat, err := openDSN(ctx, c, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
 			return config.Config{}, nil, usage(g.nameSource(err))

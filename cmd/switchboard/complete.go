@@ -77,7 +77,7 @@ func (g *globals) completionInstances(cmd *cobra.Command) []switchboard.Instance
 	defer cancel()
 	opts := c.Options()
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cat, err := switchboard.Open(ctx, c.Discovery.DSN, opts)
+	cat, err := openDSN(ctx, c, opts)
 	if err != nil {
 		return nil
 	}

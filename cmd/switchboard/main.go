@@ -291,7 +291,7 @@ func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (s
 	}
 	opts := c.Options()
 	opts.Logger = g.log
-	cat, err := switchboard.Open(ctx, c.Discovery.DSN, opts)
+	cat, err := openDSN(ctx, c, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
 			return nil, usage(g.nameSource(err))
