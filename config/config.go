@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -264,10 +265,10 @@ func (c *Config) overlayFile(path string, b []byte) error {
 	return nil
 }
 
-// Validate checks the DSN, the TLS pairs, that the TTL is within max_ttl,
-// and that the heartbeat is at most half the TTL (a missed heartbeat must
-// not expire an instance, and a renewal after 0.8 × TTL is logged as a
-// revival in every process).
+// Validate checks the DSN, the listen address, the TLS pairs, that the TTL
+// is within max_ttl, and that the heartbeat is at most half the TTL (a
+// missed heartbeat must not expire an instance, and a renewal after
+// 0.8 × TTL is logged as a revival in every process).
 func (c Config) Validate() error {
 	if _, err := switchboard.ParseDSN(c.Discovery.DSN); err != nil {
 		return err
@@ -280,6 +281,9 @@ func (c Config) Validate() error {
 		if x.v <= 0 {
 			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
 		}
+	}
+	if err := validListen(c.HTTP.Listen); err != nil {
+		return err
 	}
 	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 		return &switchboard.FieldError{Field: "http.tls_cert", Value: c.HTTP.TLSCert, Reason: "tls_cert and tls_key go together (both for HTTPS, neither for HTTP)"}
@@ -300,6 +304,22 @@ func (c Config) Validate() error {
 		return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
 	}
 	return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL)
+}
+
+// validListen checks [http] listen: host:port with a port from 0 to 65535
+// (":7400" for every interface). An empty value, which net.Listen would
+// take for a random port on every interface, is refused.
+func validListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = errors.New("bad port")
+		}
+	}
+	if err != nil {
+		return &switchboard.FieldError{Field: "http.listen", Value: addr, Reason: "want host:port, e.g. 127.0.0.1:7400 (:7400 listens on every interface)"}
+	}
+	return nil
 }
 
 // Options returns the catalog options of this configuration.

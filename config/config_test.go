@@ -391,3 +391,26 @@ func TestSelfPreservationKeys(t *testing.T) {
 		t.Fatalf("integer 0 in the file: %+v, %v", c.Discovery, err)
 	}
 }
+
+// [http] listen must be host:port: an empty value would make serve listen
+// on a random port of every interface, a port alone fails only at listen.
+func TestHTTPListenValidated(t *testing.T) {
+	for _, bad := range []string{"", "7400", "127.0.0.1", "127.0.0.1:http-ish", "127.0.0.1:70000", "[::1]"} {
+		p := writeFile(t, t.TempDir(), "[http]\nlisten = \""+bad+"\"\n")
+		_, err := config.Load(p, env{}.get)
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != "http.listen" || fe.Value != bad {
+			t.Errorf("listen %q: %v, want a field error naming http.listen", bad, err)
+		}
+	}
+	for _, good := range []string{"127.0.0.1:7400", ":7400", "[::1]:0", "localhost:8080", "0.0.0.0:65535"} {
+		if _, err := config.Load("", env{"SWITCHBOARD_HTTP_LISTEN": good}.get); err != nil {
+			t.Errorf("listen %q: %v", good, err)
+		}
+	}
+	// A flag (an override) replacing a bad value from the file is fine.
+	p := writeFile(t, t.TempDir(), "[http]\nlisten = \"\"\n")
+	if _, err := config.Load(p, env{}.get, func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:0" }); err != nil {
+		t.Errorf("override of a bad listen: %v", err)
+	}
+}

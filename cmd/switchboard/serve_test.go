@@ -112,6 +112,10 @@ func TestServeInvalidInput(t *testing.T) {
 		{[]string{"serve", "--dsn", dsn, "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"}, "tls"},
 		{[]string{"serve", "--dsn", "http://127.0.0.1:1"}, "dsn"},
 		{[]string{"serve", "--dsn", "mysql://x"}, "dsn"},
+		// An empty address would listen on a random port of every
+		// interface; a port alone would fail only at listen, exit 1.
+		{[]string{"serve", "--dsn", dsn, "--listen", ""}, "--listen: want host:port"},
+		{[]string{"serve", "--dsn", dsn, "--listen", "7400"}, `--listen "7400"`},
 	} {
 		code, _, stderr := cli(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {

@@ -173,6 +173,7 @@ var flagOf = map[string]string{
 	"dsn": "dsn", "heartbeat_interval": "heartbeat", "ttl": "ttl",
 	"name": "name", "type": "type", "address": "address", "capability": "capability",
 	"version": "version", "id": "id", "metadata": "meta", "components": "components",
+	"http.listen": "listen",
 }
 
 // configSource maps a configuration field to its environment variable and
@@ -182,6 +183,7 @@ var configSource = map[string]struct{ env, key string }{
 	"heartbeat_interval": {envHeartbeat, "discovery.heartbeat_interval"},
 	"ttl":                {envTTL, "discovery.ttl"},
 	"poll_interval":      {envPoll, "discovery.poll_interval"},
+	"http.listen":        {"SWITCHBOARD_HTTP_LISTEN", "http.listen"},
 }
 
 // nameSource rewrites the field of a validation error as the user set it:
