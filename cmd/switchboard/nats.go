@@ -138,7 +138,7 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 	}
 	defer recv.Close()
 	reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
-		Address: natswire.Address(module), Version: version, TTL: c.Discovery.TTL},
+		Address: natswire.Address(module), Version: moduleVersion(), TTL: c.Discovery.TTL},
 		switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
 	if err != nil {
 		return true, err
@@ -286,7 +286,7 @@ func serveNATS(ctx context.Context, g *globals, c config.Config, cat switchboard
 		}
 		closers = append(closers, recv.Close)
 		reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: m.name, Type: pool.ModuleType,
-			Address: natswire.Address(m.name), Version: version, TTL: c.Discovery.TTL, Metadata: map[string]string{"demo": "true"}},
+			Address: natswire.Address(m.name), Version: moduleVersion(), TTL: c.Discovery.TTL, Metadata: map[string]string{"demo": "true"}},
 			switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
 		if err != nil {
 			stop()

@@ -65,7 +65,14 @@ func TestEchoAndSendOverNATS(t *testing.T) {
 	// A gRPC module in the same catalog: send picks gRPC for it.
 	t.Setenv("TINY_NATS_URL", "")
 	grpcEcho := start(t, "echo", "--dsn", dsn, "--name", "grpc-echo")
-	grpcEcho.line(t)
+	var grpcIn switchboard.Instance
+	if err := json.Unmarshal([]byte(grpcEcho.line(t)), &grpcIn); err != nil {
+		t.Fatal(err)
+	}
+	// Both wires register the binary's version.
+	if in.Version == "" || in.Version != grpcIn.Version {
+		t.Fatalf("version over NATS %q, over gRPC %q: want the binary's on both", in.Version, grpcIn.Version)
+	}
 	t.Setenv("TINY_NATS_URL", "nats://"+addr)
 	code, stdout, stderr = cli(t, "send", "--dsn", dsn, "--to", "flow1.grpc-echo.n:in", "--data", "over grpc")
 	if code != 0 || stdout != "over grpc\n" {

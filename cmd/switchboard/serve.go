@@ -159,7 +159,7 @@ func runServeDemo(ctx context.Context, g *globals, cat switchboard.Catalog, ttl,
 		go func() {
 			defer wg.Done()
 			in := switchboard.Instance{ID: "demo-" + r.typ, Name: "demo-" + r.typ, Type: r.typ, Address: r.addr,
-				Capabilities: r.caps, Version: version, TTL: ttl, Metadata: map[string]string{"demo": "true"}}
+				Capabilities: r.caps, Version: moduleVersion(), TTL: ttl, Metadata: map[string]string{"demo": "true"}}
 			sleep := func(d time.Duration) bool {
 				select {
 				case <-ctx.Done():
