@@ -14,12 +14,14 @@ import { Store, parseFilter } from "./store.js";
   const FEED_MAX = 60;       // activity entries kept
   const SIDE_EVERY = 250;    // ms between renders of the capabilities and the feed
   const IDLE = 45000;        // ms without a byte (keep-alives come every 15 s) before reconnecting
+  const POLL_TIMEOUT = 10000; // ms a poll (/v1/info, /v1/leases, /v1/now) may take before it is abandoned
 
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem("sb-token") || "";
   let lastId = "";           // the id of the last event with one
   let conn = "connecting";
   let catalogDown = "";      // the error of the last "error" event, until "synced"
+  let infoDown = "";         // the error /v1/info reports while the server cannot read the catalog
   let lastSynced = 0;        // Date.now() of the last synced
   let pending = null;        // Map while a snapshot is being received
   let clockSkew = 0;         // catalog clock − local clock, ms
@@ -54,6 +56,10 @@ import { Store, parseFilter } from "./store.js";
     if (token) headers.Authorization = "Bearer " + token;
     return fetch(path, Object.assign({}, opts, { headers, cache: "no-store" }));
   }
+  // poll is api for the periodic reads: bounded in time, so a server that
+  // accepts a request and never answers cannot hold a poll (and, through
+  // its busy flag, every later one) forever.
+  const poll = (path, timeout = POLL_TIMEOUT) => api(path, { signal: AbortSignal.timeout(timeout) });
 
   // ---- filter ----
   function setFilter(q, fromInput) {
@@ -120,16 +126,21 @@ import { Store, parseFilter } from "./store.js";
 
   // ---- SSE over fetch ----
   let attempt = 0, abort = null, idleTimer = 0;
+  // setConn shows the connection state. The catalog is down when the
+  // stream said so (an "error" event, until "synced") or when /v1/info
+  // says so: a stream opened while the server cannot read the catalog
+  // starts with a snapshot and "synced" and carries no "error" event.
   function setConn(s, text) {
     conn = s;
     const el = $("conn");
-    el.dataset.state = s;
-    el.textContent = text;
-    document.body.classList.toggle("stale-data", s !== "live" || !!catalogDown);
+    const down = catalogDown || infoDown;
+    if (s === "live" && down) { el.dataset.state = "catalog-down"; el.textContent = "live · catalog down"; }
+    else { el.dataset.state = s; el.textContent = text; }
+    document.body.classList.toggle("stale-data", s !== "live" || !!down);
     const b = $("banner");
     let msg = "";
     if (s === "reconnecting") msg = "Disconnected from the server — reconnecting. Showing the last known state" + (lastSynced ? " (as of " + hhmmss(lastSynced) + ")" : "") + "; it may be out of date.";
-    else if (catalogDown) msg = "The server cannot read the catalog (" + catalogDown + ") — showing the last known state; it may be out of date.";
+    else if (down) msg = "The server cannot read the catalog (" + down + ") — showing the last known state; it may be out of date.";
     b.hidden = !msg;
     b.textContent = msg;
     b.title = msg;
@@ -228,7 +239,7 @@ import { Store, parseFilter } from "./store.js";
       case "error":
         catalogDown = d.error || "catalog unreachable";
         log("error", "catalog", catalogDown);
-        setConn(conn === "live" ? "live" : conn, conn === "live" ? "live · catalog down" : $("conn").textContent);
+        setConn(conn, conn === "live" ? "live" : $("conn").textContent);
         $("conn").dataset.state = "catalog-down";
         break;
     }
@@ -240,25 +251,43 @@ import { Store, parseFilter } from "./store.js";
   }
 
   // ---- polling: info, leases, heartbeat times ----
+  // One refresh of the header and leases at a time: it runs every 2 s and
+  // after every sync, and a server slower than that (or one that stopped
+  // answering) must not collect a growing queue of requests in the page.
+  let infoBusy = false;
   async function refreshInfo() {
+    if (infoBusy) return;
+    infoBusy = true;
     try {
-      const r = await api("/v1/info");
-      if (r.status === 401 || r.status === 403) return;
-      info = r.ok ? await r.json() : { healthy: false, error: "HTTP " + r.status };
-    } catch (err) { info = null; }
-    try {
-      const r = await api("/v1/leases");
-      if (r.ok) leases = await r.json();
-    } catch (err) { /* keep the last known */ }
-    renderHeader(); renderLeases();
+      try {
+        const r = await poll("/v1/info");
+        if (r.status === 401 || r.status === 403) return;
+        info = r.ok ? await r.json() : { healthy: false, error: "HTTP " + r.status };
+      } catch (err) { info = null; }
+      const down = info && !info.healthy ? (info.error || "catalog unreachable") : "";
+      if (down !== infoDown) {
+        if (down && !catalogDown) log("error", "catalog", down);
+        infoDown = down;
+        if (conn === "live") setConn("live", "live");
+      }
+      try {
+        const r = await poll("/v1/leases");
+        if (r.ok) leases = await r.json();
+      } catch (err) { /* keep the last known */ }
+      renderHeader(); renderLeases();
+    } finally { infoBusy = false; }
   }
+  let clockBusy = false;
   async function refreshClock() {
+    if (clockBusy) return;
+    clockBusy = true;
     try {
       const t0 = Date.now();
-      const r = await api("/v1/now");
+      const r = await poll("/v1/now");
       const t1 = Date.now();
       if (r.ok) { const d = await r.json(); clockSkew = ms(d.now) - (t0 + t1) / 2; }
     } catch (err) { /* keep the last skew */ }
+    clockBusy = false;
   }
   let seenTimer = 0, seenBusy = false;
   async function refreshSeen() {
@@ -271,7 +300,7 @@ import { Store, parseFilter } from "./store.js";
     const next = Math.min(60000, Math.max(2000, store.size * 5));
     if (conn === "live") {
       try {
-        const r = await api("/v1/instances?all=true");
+        const r = await poll("/v1/instances?all=true", 6 * POLL_TIMEOUT); // the whole fleet: give it longer
         if (r.ok) {
           for (const i of await r.json()) {
             const e = store.get(i.id);
@@ -442,13 +471,21 @@ import { Store, parseFilter } from "./store.js";
     $("d-fields").innerHTML = f.map(([k, v]) => "<dt>" + esc(k) + "</dt><dd>" + esc(v) + "</dd>").join("");
     $("d-components").innerHTML = i.components === undefined ? '<span class="muted">none</span>' : pretty(i.components);
   }
+  // pretty highlights JSON.stringify's output token by token: a string is
+  // matched whole (escaped quotes included) before anything is escaped for
+  // HTML, so nothing inside a string is taken for a number, a literal or
+  // the string's end, and every piece of text is escaped exactly once.
   function pretty(v) {
-    const json = JSON.stringify(v, null, 2);
-    return esc(json).replace(/(&quot;(?:[^&]|&(?!quot;))*?&quot;)(\s*:)?|\b(true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g, (m, str, colon, lit) => {
-      if (str) return '<span class="' + (colon ? "k" : "s") + '">' + str + "</span>" + (colon || "");
-      if (lit) return '<span class="b">' + m + "</span>";
-      return '<span class="n">' + m + "</span>";
-    });
+    const json = JSON.stringify(v, null, 2) ?? "";
+    const re = /("(?:[^"\\]|\\.)*")(\s*:)?|\b(true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+    let out = "", last = 0, m;
+    while ((m = re.exec(json))) {
+      out += esc(json.slice(last, m.index));
+      if (m[1]) out += '<span class="' + (m[2] ? "k" : "s") + '">' + esc(m[1]) + "</span>" + (m[2] || "");
+      else out += '<span class="' + (m[3] ? "b" : "n") + '">' + m[0] + "</span>";
+      last = re.lastIndex;
+    }
+    return out + esc(json.slice(last));
   }
   function openDetail(id) { detailId = id; renderDetail(); $("detail").showModal(); }
 
