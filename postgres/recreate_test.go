@@ -2,8 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
@@ -37,7 +41,7 @@ func TestBootstrapComesBackAfterRestartEmpty(t *testing.T) {
 			break
 		}
 	}
-	exec(t, conn, `DROP TABLE instances, changes, change_log, leases, schema_migrations`)
+	dropAll(t, conn)
 	testkit.WaitUntil(t, "the registration back in a re-created catalog", func() bool {
 		got, err := c.Get(context.Background(), reg.ID())
 		return err == nil && got.Name == "phoenix" && reg.Stats().Reregistrations >= 1
@@ -69,12 +73,30 @@ func TestBootstrapComesBackAfterRestartEmpty(t *testing.T) {
 func TestRegisterRecreatesDroppedTables(t *testing.T) {
 	c, conn, _ := newCatalog(t)
 	ctx := ctxT(t)
-	exec(t, conn, `DROP TABLE instances, changes, change_log, leases, schema_migrations`)
+	dropAll(t, conn)
 	out, err := c.Register(ctx, inst("again", "127.0.0.1:7002"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := c.Get(ctx, out.ID); err != nil || got.Name != "again" {
 		t.Fatalf("Get: %+v %v", got, err)
+	}
+}
+
+// dropAll drops the catalog's tables, as a database restarted empty has
+// none. Heartbeats and the watcher's reads lock the same tables in
+// another order meanwhile: PostgreSQL may end the DROP as a deadlock's
+// victim, and then it is tried again.
+func dropAll(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		_, err := conn.Exec(context.Background(), `DROP TABLE instances, changes, change_log, leases, schema_migrations`)
+		var pe *pgconn.PgError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
+			t.Fatalf("drop the catalog's tables (attempt %d): %v", attempt, err)
+		}
 	}
 }

@@ -250,7 +250,12 @@ func TestHeartbeatWithAForeignID(t *testing.T) {
 	})
 	taken := lost
 	taken.TTL = time.Hour
-	mustRegister(t, second, taken) // an expired row: anyone may take the id
+	// An expired row: anyone may take the id, once the server's mirror,
+	// which checks ownership, has seen the expiry too.
+	testkit.WaitUntil(t, "the second client to take the expired id", func() bool {
+		_, err := second.Register(ctx, taken)
+		return err == nil
+	})
 	before, err := cat.Get(ctx, mine.ID)
 	if err != nil {
 		t.Fatal(err)
