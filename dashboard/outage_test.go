@@ -22,24 +22,7 @@ import (
 // back, the banner goes and the instance is still there (never expired).
 func TestDashboardCatalogOutage(t *testing.T) {
 	dir := artifacts(t)
-	ctx0, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	db, drop, err := pgtest.NewDatabase(ctx0)
-	cancel()
-	if err != nil {
-		t.Fatalf("PostgreSQL (%s): %v", pgtest.AdminDSN(), err)
-	}
-	t.Cleanup(drop)
-	dsn := pgtest.Schema(t, db)
-	u, _ := url.Parse(dsn)
-	proxy := testkit.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	ctx0, cancel = context.WithTimeout(context.Background(), 30*time.Second)
-	cat, err := switchboard.Open(ctx0, u.String(), switchboard.Options{Logger: slog.New(slog.DiscardHandler)})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	cat, u, proxy := catalogBehindProxy(t)
 	// The DSN the page shows carries a password: the server redacts it.
 	shown, _ := url.Parse(u.String())
 	shown.User = url.UserPassword("postgres", "hunter2")
@@ -70,7 +53,7 @@ func TestDashboardCatalogOutage(t *testing.T) {
 
 	ctx := browser(t)
 	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = chromedp.Do(nctx, chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("rows")))
+	err := chromedp.Do(nctx, chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("rows")))
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -92,4 +75,28 @@ func TestDashboardCatalogOutage(t *testing.T) {
 	waitJS(t, ctx, "api-1 still active", row("api-1")+`?.dataset.state === "active"`)
 	waitJS(t, ctx, "api-1 never removed", `!window.__seen.some(k => k.startsWith("api-1|removed"))`)
 	shot(t, ctx, dir, "02-catalog-back")
+}
+
+// catalogBehindProxy opens a PostgreSQL catalog (a fresh database) through
+// a proxy that can cut it off, closed at cleanup; u is its DSN.
+func catalogBehindProxy(t *testing.T) (switchboard.Catalog, *url.URL, *testkit.Proxy) {
+	t.Helper()
+	ctx0, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	db, drop, err := pgtest.NewDatabase(ctx0)
+	cancel()
+	if err != nil {
+		t.Fatalf("PostgreSQL (%s): %v", pgtest.AdminDSN(), err)
+	}
+	t.Cleanup(drop)
+	u, _ := url.Parse(pgtest.Schema(t, db))
+	proxy := testkit.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	ctx0, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	cat, err := switchboard.Open(ctx0, u.String(), switchboard.Options{Logger: slog.New(slog.DiscardHandler)})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat, u, proxy
 }
