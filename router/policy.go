@@ -100,7 +100,9 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 // have its defaults applied.
 func (p RetryPolicy) Delay(attempt int) time.Duration {
 	d := float64(p.InitialDelay) * math.Pow(p.BackoffCoefficient, float64(attempt-1))
-	if d > float64(p.MaxDelay) || math.IsInf(d, 0) || math.IsNaN(d) {
+	// >=, not >: float64(MaxDelay) rounds up, to 2^63 for math.MaxInt64,
+	// and converting 2^63 to a Duration overflows to a negative wait.
+	if d >= float64(p.MaxDelay) || math.IsInf(d, 0) || math.IsNaN(d) {
 		return p.MaxDelay
 	}
 	return time.Duration(d)

@@ -36,6 +36,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,19 +189,29 @@ func (r *Router) HandleDefault(h Handler) {
 }
 
 // SetEdgePolicy sets the retry policy of an edge after validating it. Sends
-// on other edges make one attempt.
+// on other edges make one attempt. The router keeps its own copy of
+// p.NonRetryableErrorCodes: the caller may reuse the slice.
 func (r *Router) SetEdgePolicy(edgeID string, p RetryPolicy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	p = p.WithDefaults()
+	p.NonRetryableErrorCodes = slices.Clone(p.NonRetryableErrorCodes)
 	r.mu.Lock()
-	r.policies[edgeID] = p.WithDefaults()
+	r.policies[edgeID] = p
 	r.mu.Unlock()
 	return nil
 }
 
-// EdgePolicy returns the policy of an edge, defaults applied.
+// EdgePolicy returns (a copy of) the policy of an edge, defaults applied.
 func (r *Router) EdgePolicy(edgeID string) RetryPolicy {
+	p := r.edgePolicy(edgeID)
+	p.NonRetryableErrorCodes = slices.Clone(p.NonRetryableErrorCodes)
+	return p
+}
+
+// edgePolicy returns the stored policy of an edge, not to be modified.
+func (r *Router) edgePolicy(edgeID string) RetryPolicy {
 	r.mu.RLock()
 	p, ok := r.policies[edgeID]
 	r.mu.RUnlock()
@@ -231,7 +242,7 @@ func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
 	if msg == nil {
 		return nil, NoMessage()
 	}
-	return r.SendWithPolicy(ctx, msg, r.EdgePolicy(msg.EdgeID))
+	return r.SendWithPolicy(ctx, msg, r.edgePolicy(msg.EdgeID))
 }
 
 // SendWithPolicy delivers msg to its destination, locally or over the wire,
@@ -241,7 +252,10 @@ func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
 // from inside a handler, the message's depth is raised to the handled
 // message's depth + 1. Failures are *Error values (a local handler's own
 // error is returned as is); after several attempts the last failure is
-// returned wrapped with the attempt count.
+// returned wrapped with the attempt count. A retry that could not start
+// before ctx's deadline is not waited for: the send fails at once with the
+// last failure. When ctx ends while waiting to retry, the error is ctx's
+// (code canceled or deadline_exceeded), the last failure kept in its chain.
 func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy) ([]byte, error) {
 	if msg == nil {
 		return nil, NoMessage()
@@ -282,9 +296,20 @@ func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy
 			return nil, err
 		}
 		delay := p.Delay(attempt)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= delay {
+			// The next attempt would start at or after the caller's
+			// deadline: fail now rather than wait for nothing.
+			return nil, fmt.Errorf("%s: gave up after %d attempts (the next, in %v, would start after the deadline): %w", msg.To, attempt, delay, err)
+		}
 		r.log.Debug("router: retrying", "to", msg.To, "edge", msg.EdgeID, "attempt", attempt, "code", e.Code, "delay", delay)
 		if serr := sleep(ctx, delay); serr != nil {
-			return nil, fmt.Errorf("%s: gave up after %d attempts (%v): %w", msg.To, attempt, serr, err)
+			// The caller's context ended while waiting to retry: its error
+			// is the send's (errors.Is(err, context.Canceled), code
+			// canceled), not the last failure, which a caller or an
+			// upstream retry policy would take for a retryable one.
+			ce := AsError(serr)
+			return nil, fmt.Errorf("%s: gave up after %d attempts: %w while waiting to retry (%w; last failure: %w)",
+				msg.To, attempt, serr, &Error{Code: ce.Code, Retryable: ce.Retryable, Message: "the caller's context ended"}, err)
 		}
 	}
 }

@@ -4,12 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// cancelOnRetry is a slog handler that cancels a context when the router
+// logs a retry, that is while it waits to make the next attempt.
+type cancelOnRetry struct{ cancel context.CancelFunc }
+
+func (h cancelOnRetry) Enabled(context.Context, slog.Level) bool { return true }
+func (h cancelOnRetry) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "router: retrying" {
+		h.cancel()
+	}
+	return nil
+}
+func (h cancelOnRetry) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h cancelOnRetry) WithGroup(string) slog.Handler      { return h }
 
 // fakeWire fails with the given errors in order, then echoes.
 type fakeWire struct {
@@ -219,6 +235,29 @@ func TestRetryPolicy(t *testing.T) {
 			t.Fatalf("err=%v calls=%d", err, w.calls.Load())
 		}
 	})
+	t.Run("edge policy keeps its own nonRetryableErrorCodes", func(t *testing.T) {
+		// A caller reusing its slice for the next edge, or changing what
+		// EdgePolicy returned, must not change what the edge retries.
+		w := &fakeWire{errs: []error{Transient("quota", "1"), Transient("quota", "2"), Transient("quota", "3")}}
+		r := newRouter(t, "a", w)
+		codes := []string{"quota"}
+		p := fast
+		p.NonRetryableErrorCodes = codes
+		if err := r.SetEdgePolicy("e1", p); err != nil {
+			t.Fatal(err)
+		}
+		codes[0] = "other" // the buffer, reused for another edge
+		if err := r.SetEdgePolicy("e2", RetryPolicy{NonRetryableErrorCodes: codes}); err != nil {
+			t.Fatal(err)
+		}
+		r.EdgePolicy("e1").NonRetryableErrorCodes[0] = "changed"
+		if got := r.EdgePolicy("e1").NonRetryableErrorCodes; len(got) != 1 || got[0] != "quota" {
+			t.Fatalf("edge e1 codes = %v, want [quota]", got)
+		}
+		if _, err := r.Send(ctx, &Message{To: "f.b.n:in", EdgeID: "e1"}); err == nil || w.calls.Load() != 1 {
+			t.Fatalf("err=%v calls=%d, want one attempt (quota is not retried on e1)", err, w.calls.Load())
+		}
+	})
 	t.Run("per-attempt timeout", func(t *testing.T) {
 		var calls atomic.Int32
 		r := newRouter(t, "a", nil)
@@ -234,6 +273,39 @@ func TestRetryPolicy(t *testing.T) {
 		out, err := r.SendWithPolicy(ctx, &Message{To: "f.a.n:in"}, p)
 		if err != nil || string(out) != "late ok" || calls.Load() != 3 {
 			t.Fatalf("out=%q err=%v calls=%d", out, err, calls.Load())
+		}
+	})
+	t.Run("no wait past the caller's deadline", func(t *testing.T) {
+		// The next attempt would start an hour after a failure, the caller
+		// gives up within a minute: the send fails at once with the wire's
+		// error instead of sleeping until the deadline.
+		w := &fakeWire{errs: []error{Transient("boom", "1")}}
+		r := newRouter(t, "a", w)
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		p := RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, MaxDelay: time.Hour}
+		_, err := r.SendWithPolicy(dctx, &Message{To: "f.b.n:in"}, p)
+		var e *Error
+		if dctx.Err() != nil || !errors.As(err, &e) || e.Code != "boom" || w.calls.Load() != 1 {
+			t.Fatalf("err=%v calls=%d ctx=%v", err, w.calls.Load(), dctx.Err())
+		}
+	})
+	t.Run("caller cancel while waiting to retry", func(t *testing.T) {
+		// The caller cancels during the backoff (when the router logs the
+		// retry): the send's error is the cancellation, not the retryable
+		// failure before it.
+		w := &fakeWire{errs: []error{Transient("busy", "1")}}
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		r, err := New(Options{Module: "a", Wire: w, Logger: slog.New(cancelOnRetry{cancel})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, MaxDelay: time.Hour}
+		_, err = r.SendWithPolicy(cctx, &Message{To: "f.b.n:in"}, p)
+		if e := AsError(err); e.Code != CodeCanceled || e.Retryable || !errors.Is(err, context.Canceled) ||
+			!errors.Is(err, &Error{Code: "busy"}) || w.calls.Load() != 1 {
+			t.Fatalf("err=%v (code %s, retryable %v) calls=%d", err, e.Code, e.Retryable, w.calls.Load())
 		}
 	})
 	t.Run("caller cancel stops retries", func(t *testing.T) {
@@ -345,23 +417,48 @@ func FuzzParseDepth(f *testing.F) {
 	})
 }
 
+// FuzzRoute: a send succeeds exactly when its destination parses, names a
+// port and its depth is 0–MaxDepth (every handler and the wire succeed
+// here); it then reaches this module's handler or the wire by the parsed
+// module, with the name unchanged. Every failure is a permanent *Error.
 func FuzzRoute(f *testing.F) {
-	for _, s := range []string{"f.a.n", "f.a.n:p", "f.b.n", "", "...", "f.a.n:", "x.A.y", "f.a.n:p:q"} {
+	for _, s := range []string{"f.a.n", "f.a.n:p", "f.b.n:p", "f.b.n.sub:p", "", "...", "f.a.n:", "x.A.y", "f.a.n:p:q"} {
 		f.Add(s, 0)
 	}
-	r, _ := New(Options{Module: "a", Wire: &fakeWire{}})
-	r.HandleDefault(Echo)
+	f.Add("f.a.n:p", MaxDepth+1)
+	f.Add("f.b.n:p", -1)
+	w := &fakeWire{}
+	r, _ := New(Options{Module: "a", Wire: w})
+	var local atomic.Pointer[Message]
+	r.HandleDefault(func(ctx context.Context, m *Message) ([]byte, error) {
+		local.Store(m)
+		return m.Payload, nil
+	})
 	f.Fuzz(func(t *testing.T, to string, depth int) {
+		local.Store(nil)
+		w.last.Store(nil)
 		_, err := r.Send(context.Background(), &Message{To: to, Depth: depth})
-		if err == nil {
-			if _, perr := ParseTo(to); perr != nil {
-				t.Fatalf("routed an unparsable name %q", to)
+		nn, perr := ParseTo(to)
+		valid := perr == nil && nn.Port != "" && depth >= 0 && depth <= MaxDepth
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code == "" || e.Retryable {
+				t.Fatalf("Send(%q, %d): %v, want a permanent *Error", to, depth, err)
+			}
+			if valid {
+				t.Fatalf("Send(%q, %d) refused a valid message: %v", to, depth, err)
 			}
 			return
 		}
-		var e *Error
-		if !errors.As(err, &e) || e.Code == "" {
-			t.Fatalf("error without a code for %q: %v", to, err)
+		if !valid {
+			t.Fatalf("Send(%q, %d) routed an invalid message", to, depth)
+		}
+		got := w.last.Load()
+		if nn.Module == "a" {
+			got = local.Load()
+		}
+		if got == nil || got.To != to {
+			t.Fatalf("Send(%q) for module %q did not reach it (local %v, wire %v)", to, nn.Module, local.Load(), w.last.Load())
 		}
 	})
 }
@@ -370,6 +467,7 @@ func FuzzPolicyJSON(f *testing.F) {
 	f.Add(`{"maxAttempts":3,"initialDelay":"10ms","backoffCoefficient":1.5,"maxDelay":"1s","timeout":"2s"}`)
 	f.Add(`{"maxAttempts":-3}`)
 	f.Add(`{"backoffCoefficient":1e309}`)
+	f.Add(`{"maxAttempts":2,"initialDelay":"1281023h53m38.427387904s","maxDelay":"2562047h47m16.854775807s"}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var p RetryPolicy
 		if err := json.Unmarshal([]byte(s), &p); err != nil {
@@ -385,4 +483,27 @@ func FuzzPolicyJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Delay never overflows: a backoff that reaches 2^63 ns (math.MaxInt64
+// rounds up to it as a float64) is capped at MaxDelay, not turned into a
+// negative wait that retries at once.
+func TestDelayOverflow(t *testing.T) {
+	for _, p := range []RetryPolicy{
+		{MaxAttempts: 10, InitialDelay: 1 << 62, BackoffCoefficient: 2, MaxDelay: math.MaxInt64},
+		{MaxAttempts: 10, InitialDelay: 1 << 53, BackoffCoefficient: 4, MaxDelay: math.MaxInt64},
+		{MaxAttempts: 10, InitialDelay: time.Hour, BackoffCoefficient: MaxBackoffCoefficient, MaxDelay: math.MaxInt64},
+	} {
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		prev := time.Duration(0)
+		for i := 1; i <= p.MaxAttempts; i++ {
+			d := p.Delay(i)
+			if d < prev || d > p.MaxDelay {
+				t.Fatalf("%+v: Delay(%d) = %v after %v", p, i, d, prev)
+			}
+			prev = d
+		}
+	}
 }
