@@ -258,6 +258,17 @@ func TestBuildRejectsBadTargets(t *testing.T) {
 			t.Errorf("Build accepted %q", p)
 		}
 	}
+	// A query or fragment would be silently ignored (a filter such as
+	// ?zone=eu balancing over every zone): refused.
+	for _, u := range []url.URL{
+		{Scheme: "switchboard", Path: "/storage", RawQuery: "zone=eu"},
+		{Scheme: "switchboard", Path: "/storage", ForceQuery: true},
+		{Scheme: "switchboard", Path: "/storage", Fragment: "x"},
+	} {
+		if _, err := b.Build(grpcresolver.Target{URL: u}, newCC(t), grpcresolver.BuildOptions{}); err == nil {
+			t.Errorf("Build accepted %s", u.String())
+		}
+	}
 	if _, err := resolver.NewBuilder(nil, resolver.Options{}).Build(grpcresolver.Target{URL: url.URL{Scheme: "switchboard", Path: "/x"}}, newCC(t), grpcresolver.BuildOptions{}); err == nil {
 		t.Error("Build without a cache succeeded")
 	}

@@ -107,10 +107,19 @@ func ParseKey(endpoint string) (key string, asCapability, asName bool, err error
 
 // Build starts a resolver for the target's capability and/or name. Its
 // first addresses are pushed from the cache's current view, without
-// waiting for a change.
+// waiting for a change. A target with a query or a fragment is refused:
+// the resolver has no options to read from them.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	if b.cache == nil {
 		return nil, errors.New("switchboard resolver: the Builder has no discovery cache")
+	}
+	if u := target.URL; u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// Nothing reads them: a filter such as ?zone=eu would be ignored
+		// and the client balanced over every zone.
+		return nil, &switchboard.FieldError{
+			Field: "target", Value: u.String(),
+			Reason: "takes no query (?…) or fragment (#…): want switchboard:///<capability or name>",
+		}
 	}
 	key, asCap, asName, err := ParseKey(target.Endpoint())
 	if err != nil {
