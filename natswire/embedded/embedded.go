@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,6 +26,8 @@ const DefaultPort = 4222
 // Options configure a broker.
 type Options struct {
 	// Dir is where JetStream stores streams (required; created if absent).
+	// One broker at a time uses it: a second Start on the same Dir fails
+	// while the first runs (a lock file in Dir, on Unix).
 	Dir string
 	// Host to listen on (default 127.0.0.1). The broker has no
 	// authentication: keep it on loopback unless the network is trusted.
@@ -40,26 +43,41 @@ type Options struct {
 
 // Server is a running broker.
 type Server struct {
-	ns  *server.Server
-	log *slog.Logger
+	ns     *server.Server
+	log    *slog.Logger
+	unlock func() // releases the data dir
+	once   sync.Once
 }
 
-// Start starts a broker and returns once it accepts connections.
+// Start starts a broker and returns once it accepts connections. Options
+// are checked before anything is created; a broker that cannot start (its
+// port taken, its JetStream store unusable) fails at once with the
+// broker's own reason, not after ReadyTimeout.
 func Start(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, &switchboard.FieldError{Field: "data dir", Value: "", Reason: "the embedded broker needs a directory for its JetStream store"}
 	}
+	if opts.Port < -1 || opts.Port > 65535 {
+		return nil, &switchboard.FieldError{Field: "port", Value: strconv.Itoa(opts.Port), Reason: "want 1 to 65535 (or -1 for any free port)"}
+	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
 	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			unlock()
+		}
+	}()
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
 	}
 	if opts.Port == 0 {
 		opts.Port = DefaultPort
-	}
-	if opts.Port < -1 || opts.Port > 65535 {
-		return nil, &switchboard.FieldError{Field: "port", Value: strconv.Itoa(opts.Port), Reason: "want 1 to 65535 (or -1 for any free port)"}
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 10 * time.Second
@@ -78,18 +96,37 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	ns.SetLoggerV2(&logger{l: opts.Logger}, false, false, false)
-	ns.Start()
-	if !ns.ReadyForConnections(opts.ReadyTimeout) {
+	lg := &logger{l: opts.Logger}
+	ns.SetLoggerV2(lg, false, false, false)
+	where := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
+	if opts.Port == -1 {
+		where = opts.Host + " (any free port)"
+	}
+	fail := func(err error) (*Server, error) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready within %s on %s", opts.ReadyTimeout, net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+		ns.WaitForShutdown()
+		return nil, err
+	}
+	// The broker reports what stops it starting (a listen error, JetStream
+	// failing) through Fatalf and returns from Start, which would otherwise
+	// exit the process: ours records it, so it is returned at once instead
+	// of waiting out ReadyTimeout for a listener that will never come.
+	ns.Start()
+	if msg := lg.fatal(); msg != "" {
+		return fail(fmt.Errorf("embedded nats on %s: %s", where, msg))
+	}
+	if !ns.ReadyForConnections(opts.ReadyTimeout) {
+		if msg := lg.fatal(); msg != "" {
+			return fail(fmt.Errorf("embedded nats on %s: %s", where, msg))
+		}
+		return fail(fmt.Errorf("embedded nats: not ready within %s on %s", opts.ReadyTimeout, where))
 	}
 	if !ns.JetStreamEnabled() {
-		ns.Shutdown()
-		return nil, errors.New("embedded nats: JetStream did not start (is the data dir writable?)")
+		return fail(errors.New("embedded nats: JetStream did not start (is the data dir writable?)"))
 	}
 	opts.Logger.Info("embedded nats: serving", "url", ns.ClientURL(), "store", opts.Dir)
-	return &Server{ns: ns, log: opts.Logger}, nil
+	started = true
+	return &Server{ns: ns, log: opts.Logger, unlock: unlock}, nil
 }
 
 // ClientURL returns the URL clients connect to (nats://127.0.0.1:PORT).
@@ -98,14 +135,29 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 // Addr returns the listening address.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 
-// Shutdown stops the broker and waits for it to end. It is idempotent.
+// Shutdown stops the broker, waits for it to end and releases its data
+// dir. It is idempotent.
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.once.Do(s.unlock)
 }
 
-// logger adapts the broker's logger to slog.
-type logger struct{ l *slog.Logger }
+// logger adapts the broker's logger to slog, and keeps the first fatal
+// error (nats-server's own logger exits the process on it).
+type logger struct {
+	l *slog.Logger
+
+	mu        sync.Mutex
+	firstFail string
+}
+
+// fatal returns the first fatal error logged, or "".
+func (g *logger) fatal() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.firstFail
+}
 
 func (g *logger) Noticef(format string, v ...any) {
 	g.l.Debug("embedded nats: " + fmt.Sprintf(format, v...))
@@ -114,7 +166,13 @@ func (g *logger) Warnf(format string, v ...any) {
 	g.l.Warn("embedded nats: " + fmt.Sprintf(format, v...))
 }
 func (g *logger) Fatalf(format string, v ...any) {
-	g.l.Error("embedded nats: " + fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	g.l.Error("embedded nats: " + msg)
+	g.mu.Lock()
+	if g.firstFail == "" {
+		g.firstFail = msg
+	}
+	g.mu.Unlock()
 }
 func (g *logger) Errorf(format string, v ...any) {
 	g.l.Error("embedded nats: " + fmt.Sprintf(format, v...))
