@@ -10,7 +10,9 @@ import (
 // token; codes travel unchanged on every wire.
 const (
 	// CodeUnavailable: the destination could not be reached (connection
-	// refused, module down, pool closed). Retryable.
+	// refused, module down). Retryable, except when the sender's own wire
+	// is closed (a closed pool, NATS connection or wire), which no retry
+	// mends.
 	CodeUnavailable = "unavailable"
 	// CodeModuleUnknown: no address is known for the destination module
 	// (not yet discovered, or gone). Retryable: discovery may catch up.
