@@ -256,6 +256,8 @@ func (r *Router) Send(ctx context.Context, msg *Message) ([]byte, error) {
 // before ctx's deadline is not waited for: the send fails at once with the
 // last failure. When ctx ends while waiting to retry, the error is ctx's
 // (code canceled or deadline_exceeded), the last failure kept in its chain.
+// It sets msg.ID when empty and may raise msg.Depth: a *Message is not to be
+// shared by concurrent sends.
 func (r *Router) SendWithPolicy(ctx context.Context, msg *Message, p RetryPolicy) ([]byte, error) {
 	if msg == nil {
 		return nil, NoMessage()
