@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -76,11 +77,18 @@ func open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (s
 	return New(cfg, ns, opts)
 }
 
-// New returns the catalog of namespace ns. Nothing is read until the first
-// call.
+// New returns the catalog of namespace ns. A nil cfg is LoadConfig's
+// configuration (as in ModuleConfig). Nothing is read until the first call.
 func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error) {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		return nil, &switchboard.FieldError{Field: "namespace", Value: ns, Reason: strings.Join(errs, "; ")}
+	}
+	if cfg == nil {
+		c, _, err := LoadConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
 	}
 	opts = opts.WithDefaults()
 	c, err := newClient(cfg, ns)
@@ -114,11 +122,15 @@ func apiErr(what string, err error) error {
 }
 
 // Register writes in as a TinyModule named by its id (the sanitised name
-// when the id is empty): address and version in the status, type,
-// capabilities and metadata in annotations, and takes the module's Lease
-// for RegisterHolder with the instance's TTL rounded up to whole seconds
-// (Leases count seconds). It is meant for processes that are not replicas
-// of a module running its own election: it takes the Lease unconditionally.
+// when the id is empty): address and version in the status (the metadata
+// keys image, module_name and sdk_version in spec.image, status.name and
+// status.sdkVersion), type, capabilities and the other metadata in
+// annotations, and takes the module's Lease for RegisterHolder with the
+// instance's TTL rounded up to whole seconds (Leases count seconds). It is
+// meant for processes that are not replicas of a module running its own
+// election: it takes the Lease unconditionally. A Register that loses a
+// race with another writer of the same id (AlreadyExists, Conflict) reads
+// the winner's objects and updates them.
 func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
 	if err := k.check(); err != nil {
 		return switchboard.Instance{}, err
@@ -148,7 +160,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, apiErr("register "+n.ID+": lease", err)
 	}
 	var tm *v1alpha1.TinyModule
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retryOnRace(func() error {
 		cur, err := k.c.getModule(ctx, n.ID)
 		switch {
 		case isNotFound(err):
@@ -202,6 +214,20 @@ func (k *Catalog) SetStatus(ctx context.Context, name string, st v1alpha1.TinyMo
 	return nil
 }
 
+// raceBackoff paces retryOnRace: every attempt of a round of contenders
+// lets at least one of them through, so ten (jittered, growing from 10 ms
+// to about 0.4 s) see a handful of concurrent writers through.
+var raceBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
+
+// retryOnRace runs fn again (as retry.RetryOnConflict does) when it lost a
+// race with another writer: a conflicting update, or a create that found
+// the object created meanwhile (fn reads it again and updates it).
+func retryOnRace(fn func() error) error {
+	return retry.OnError(raceBackoff, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, fn)
+}
+
 // validID checks that id can name a TinyModule and its Lease.
 func validID(id string) error {
 	if err := switchboard.ValidateID(id); err != nil {
@@ -217,7 +243,7 @@ func validID(id string) error {
 // zero keeps the stored duration.
 func (k *Catalog) takeLease(ctx context.Context, id string, secs int32) (*coordinationv1.Lease, error) {
 	var out *coordinationv1.Lease
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retryOnRace(func() error {
 		now := metav1.NowMicro()
 		l, err := k.c.getLease(ctx, id+LeaseSuffix)
 		if isNotFound(err) {
@@ -415,7 +441,8 @@ func (k *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switch
 
 // Reap deletes the TinyModules (and Leases) whose Lease was last renewed
 // longer ago than olderThan, or, when olderThan is zero, than twice its
-// duration; a TinyModule without a Lease counts from its creation.
+// duration (of a released Lease, at least ReleaseGrace, as for liveness); a
+// TinyModule without a Lease counts from its creation.
 func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if err := k.check(); err != nil {
 		return 0, err
@@ -440,6 +467,13 @@ func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			}
 			if v.ttl > 0 {
 				ttl = v.ttl
+			}
+			if v.holder == "" && ttl < ReleaseGrace {
+				// Released by a leader that stepped down: the module is
+				// active for ReleaseGrace (toInstance), while a successor
+				// takes over; reaping it at twice client-go's 1 s would
+				// delete the TinyModule of a running module.
+				ttl = ReleaseGrace
 			}
 		}
 		cutoff := olderThan

@@ -3,11 +3,15 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/switchboard-io/switchboard"
 )
 
 // Election timings of SPEC §5: lease 15 s, renew deadline 10 s, retry 2 s.
@@ -58,8 +62,20 @@ func (c *ElectionConfig) defaults() {
 // steps down and contends again after a backoff (the retry period,
 // doubling up to the lease duration). On the end of ctx a leader releases
 // the Lease at once (ReleaseOnCancel), so another replica takes over
-// within a retry period instead of a lease duration.
+// within a retry period instead of a lease duration. It returns at once
+// with ErrClosed on a closed catalog, and with an ErrInvalid error when
+// the Lease name or the identity is missing or the Lease name is no
+// Kubernetes object name.
 func (k *Catalog) RunElection(ctx context.Context, cfg ElectionConfig) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Subdomain(cfg.Lease); len(errs) > 0 {
+		return &switchboard.FieldError{Field: "lease", Value: cfg.Lease, Reason: strings.Join(errs, "; ")}
+	}
+	if cfg.Identity == "" {
+		return &switchboard.FieldError{Field: "identity", Reason: "an election identity is required (the pod name)"}
+	}
 	cfg.defaults()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: cfg.Lease, Namespace: k.c.ns},

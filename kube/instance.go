@@ -152,9 +152,10 @@ func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time)
 }
 
 // fromInstance writes the fields of a (normalised) instance onto tm: the
-// address and version in its status, the rest in annotations. Components
-// that are a TinyModule component list go to status.components, anything
-// else to an annotation.
+// address and version in its status, the metadata keys image, module_name
+// and sdk_version in spec.image, status.name and status.sdkVersion, the
+// rest in annotations. Components that are a TinyModule component list go
+// to status.components, anything else to an annotation.
 func fromInstance(tm *v1alpha1.TinyModule, in switchboard.Instance) {
 	if tm.Annotations == nil {
 		tm.Annotations = map[string]string{}
@@ -184,6 +185,12 @@ func fromInstance(tm *v1alpha1.TinyModule, in switchboard.Instance) {
 	}
 	set(AnnotationCapabilities, caps)
 	md := maps.Clone(in.Metadata)
+	// The keys a TinyModule has fields for go there, so that they come
+	// back from toInstance as registered; leader and namespace are the
+	// Lease's and the object's, whatever the instance said.
+	tm.Spec.Image = md[MetaImage]
+	tm.Status.Name = md[MetaModuleName]
+	tm.Status.SDKVersion = md[MetaSDKVersion]
 	for _, k := range []string{MetaModuleName, MetaSDKVersion, MetaImage, MetaLeader, MetaNamespace} {
 		delete(md, k)
 	}

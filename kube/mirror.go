@@ -34,18 +34,22 @@ type mirror struct {
 	hub   *hub.Hub
 	epoch string // this mirror's log: positions mean nothing to another mirror
 
-	startOnce sync.Once
-	startErr  error
-	cancel    context.CancelFunc
-	stopped   sync.WaitGroup
-	modInf    cache.SharedIndexInformer
-	leaseInf  cache.SharedIndexInformer
+	startMu  sync.Mutex // serialises start and stop
+	started  bool       // the informers run and have synced once
+	closed   bool       // stop was called: start fails from now on
+	cancel   context.CancelFunc
+	stopped  sync.WaitGroup
+	modInf   cache.SharedIndexInformer
+	leaseInf cache.SharedIndexInformer
 
-	mu       sync.Mutex
-	seq      int64
-	changes  []hub.Change // the last maxLog changes, by Seq
-	failed   [2]error     // per informer (modules, leases): its last list/watch failure, nil once one succeeds
-	watchErr error        // the first of failed, nil when both informers reach the API server
+	mu      sync.Mutex
+	seq     int64
+	changes []hub.Change // the last maxLog changes, by Seq
+	// leaseStore is the Lease informer's store once it runs, for readers
+	// outside the hub (leaseHolder).
+	leaseStore cache.Store
+	failed     [2]error // per informer (modules, leases): its last list/watch failure, nil once one succeeds
+	watchErr   error    // the first of failed, nil when both informers reach the API server
 	// vanished holds, by module, the Lease last seen of a module whose
 	// Lease was deleted while the module was not (yet): Deregister and
 	// Reap delete both, and the two informers deliver the deletions in
@@ -61,66 +65,94 @@ func newMirror(c *client) *mirror {
 	return &mirror{c: c, epoch: "kube-" + hex.EncodeToString(b[:])}
 }
 
-// start runs the informers and waits for their first lists.
+// start runs the informers and waits for their first lists. When they do
+// not sync before ctx ends (the API server cannot be reached), it stops
+// them and fails; the next call starts afresh, so a catalog whose first
+// watch came during an outage recovers with the server.
 func (m *mirror) start(ctx context.Context) error {
-	m.startOnce.Do(func() {
-		runCtx, cancel := context.WithCancel(context.Background())
-		m.cancel = cancel
-		m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				l, err := m.c.listModules(ctx, o)
-				m.reached(0, err)
-				return l, err
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				w, err := m.c.watchModules(ctx, o)
-				m.reached(0, err)
-				return w, err
-			},
-		}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
-		m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				l, err := m.c.leases.List(ctx, o)
-				m.reached(1, err)
-				return l, err
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				w, err := m.c.leases.Watch(ctx, o)
-				m.reached(1, err)
-				return w, err
-			},
-		}, &coordinationv1.Lease{}, 0, cache.Indexers{})
-		_, _ = m.modInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { m.moduleChanged(obj) },
-			UpdateFunc: func(_, obj any) { m.moduleChanged(obj) },
-			DeleteFunc: m.moduleDeleted,
-		})
-		_, _ = m.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { m.leaseChanged(nil, obj) },
-			UpdateFunc: m.leaseChanged,
-			DeleteFunc: func(obj any) { m.leaseChanged(obj, nil) },
-		})
-		m.stopped.Add(2)
-		go func() { defer m.stopped.Done(); m.modInf.RunWithContext(runCtx) }()
-		go func() { defer m.stopped.Done(); m.leaseInf.RunWithContext(runCtx) }()
-		if !cache.WaitForCacheSync(ctx.Done(), m.modInf.HasSynced, m.leaseInf.HasSynced) {
-			m.mu.Lock()
-			err := m.watchErr
-			m.mu.Unlock()
-			if err == nil {
-				err = ctx.Err()
-			}
-			m.startErr = fmt.Errorf("kube: list TinyModules and Leases in %q: %w", m.c.ns, err)
-			cancel()
-		}
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	if m.closed {
+		return switchboard.ErrClosed
+	}
+	if m.started {
+		return nil
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.mu.Lock()
+	m.failed = [2]error{}
+	m.watchErr = nil
+	m.vanished = nil
+	m.mu.Unlock()
+	m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := m.c.listModules(ctx, o)
+			m.reached(0, err)
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := m.c.watchModules(ctx, o)
+			m.reached(0, err)
+			return w, err
+		},
+	}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
+	m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := m.c.leases.List(ctx, o)
+			m.reached(1, err)
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := m.c.leases.Watch(ctx, o)
+			m.reached(1, err)
+			return w, err
+		},
+	}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	_, _ = m.modInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.moduleChanged(obj) },
+		UpdateFunc: func(_, obj any) { m.moduleChanged(obj) },
+		DeleteFunc: m.moduleDeleted,
 	})
-	return m.startErr
+	_, _ = m.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.leaseChanged(nil, obj) },
+		UpdateFunc: m.leaseChanged,
+		DeleteFunc: func(obj any) { m.leaseChanged(obj, nil) },
+	})
+	modInf, leaseInf := m.modInf, m.leaseInf
+	m.mu.Lock()
+	m.leaseStore = leaseInf.GetStore()
+	m.mu.Unlock()
+	m.stopped.Add(2)
+	go func() { defer m.stopped.Done(); modInf.RunWithContext(runCtx) }()
+	go func() { defer m.stopped.Done(); leaseInf.RunWithContext(runCtx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), modInf.HasSynced, leaseInf.HasSynced) {
+		m.mu.Lock()
+		err := m.watchErr
+		m.mu.Unlock()
+		if err == nil {
+			err = ctx.Err()
+		}
+		cancel()
+		m.stopped.Wait()
+		m.cancel = nil
+		m.mu.Lock()
+		m.leaseStore = nil
+		m.mu.Unlock()
+		return fmt.Errorf("kube: list TinyModules and Leases in %q: %w", m.c.ns, err)
+	}
+	m.started = true
+	return nil
 }
 
 func (m *mirror) stop() {
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	m.closed = true
 	if m.cancel != nil {
 		m.cancel()
 		m.stopped.Wait()
+		m.cancel = nil
 	}
 }
 
@@ -157,6 +189,23 @@ func (m *mirror) append(c hub.Change) {
 	if len(m.changes) > maxLog {
 		m.changes = append(m.changes[:0:0], m.changes[len(m.changes)-maxLog/2:]...)
 	}
+}
+
+// leaseHolder returns the holder of the Lease named name as last seen,
+// and whether it was seen at all (false before the informers run).
+func (m *mirror) leaseHolder(name string) (string, bool) {
+	m.mu.Lock()
+	st := m.leaseStore
+	m.mu.Unlock()
+	if st == nil {
+		return "", false
+	}
+	obj, ok, _ := st.GetByKey(m.c.ns + "/" + name)
+	if !ok {
+		return "", false
+	}
+	v, _ := viewLease(obj.(*coordinationv1.Lease))
+	return v.holder, true
 }
 
 // leaseOf returns the module's Lease, or the one it had while it is

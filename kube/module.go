@@ -65,12 +65,16 @@ type Module struct {
 	cat      *Catalog
 	cache    *discovery.Cache
 	log      *slog.Logger
-	leader   atomic.Bool
 	leaderID atomic.Pointer[string]
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	once     sync.Once
-	publish  chan struct{}
+	// leadCtx is the context of the current term while the election says
+	// this replica leads (nil otherwise): it ends when the term ends.
+	leadMu  sync.Mutex
+	leadCtx context.Context
+	cancel  context.CancelFunc
+	unhook  atomic.Pointer[func() bool] // unregisters Close from the end of StartModule's ctx
+	wg      sync.WaitGroup
+	once    sync.Once
+	publish chan struct{}
 }
 
 // StartModule creates the module's TinyModule (AlreadyExists is fine: every
@@ -163,16 +167,18 @@ func StartModule(ctx context.Context, cfg ModuleConfig) (*Module, error) {
 		_ = cat.RunElection(runCtx, ElectionConfig{
 			Lease: name + LeaseSuffix, Identity: cfg.Identity,
 			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
-			Logger: cfg.Logger,
-			OnStartedLeading: func(context.Context) {
-				m.leader.Store(true)
-				m.kick()
-			},
-			OnStoppedLeading: func() { m.leader.Store(false) },
+			Logger:           cfg.Logger,
+			OnStartedLeading: m.startedLeading,
+			OnStoppedLeading: m.stoppedLeading,
 			OnNewLeader:      func(id string) { m.leaderID.Store(&id) },
 		})
 	}()
 	go func() { defer m.wg.Done(); m.publisher(runCtx) }()
+	// From here on the end of ctx is a Close: besides the goroutines above
+	// it stops the catalog's informers, whose watches would outlive it.
+	stop()
+	unhook := context.AfterFunc(ctx, func() { m.Close() })
+	m.unhook.Store(&unhook)
 	return m, nil
 }
 
@@ -207,6 +213,35 @@ func (m *Module) createResource(ctx context.Context) error {
 	return nil
 }
 
+// startedLeading begins a term. client-go runs it in a goroutine of its
+// own, which may run after the term has already ended (and after
+// stoppedLeading): a term whose context is over is ignored.
+func (m *Module) startedLeading(ctx context.Context) {
+	m.leadMu.Lock()
+	if ctx.Err() == nil {
+		m.leadCtx = ctx
+	}
+	m.leadMu.Unlock()
+	m.kick()
+}
+
+func (m *Module) stoppedLeading() {
+	m.leadMu.Lock()
+	m.leadCtx = nil
+	m.leadMu.Unlock()
+}
+
+// term returns the context of the current term, nil when the election
+// does not say this replica leads.
+func (m *Module) term() context.Context {
+	m.leadMu.Lock()
+	defer m.leadMu.Unlock()
+	if m.leadCtx == nil || m.leadCtx.Err() != nil {
+		return nil
+	}
+	return m.leadCtx
+}
+
 func (m *Module) kick() {
 	select {
 	case m.publish <- struct{}{}:
@@ -217,13 +252,16 @@ func (m *Module) kick() {
 // onEvent re-checks our status when our own TinyModule changed (it was
 // re-created empty, or someone else wrote its status).
 func (m *Module) onEvent(ev switchboard.Event) {
-	if ev.Instance.ID == m.name && m.leader.Load() {
+	if ev.Instance.ID == m.name && m.term() != nil {
 		m.kick()
 	}
 }
 
 // publisher writes the status while this replica leads: at once when it
-// becomes the leader, and again whenever the stored status differs. A
+// becomes the leader, and again whenever the stored status differs; each
+// write first reads the Lease and is skipped unless it names this replica
+// (a leader whose Lease was taken does not fight the new leader while
+// client-go still tries to renew). A
 // TinyModule deleted while the module runs is not re-created (the replicas
 // create it at startup, as the SDK does).
 func (m *Module) publisher(ctx context.Context) {
@@ -237,15 +275,28 @@ func (m *Module) publisher(ctx context.Context) {
 		case <-timer:
 		}
 		timer = nil
-		if !m.leader.Load() {
+		term := m.term()
+		if term == nil {
+			retryIn = 0
 			continue
 		}
-		if err := m.publishStatus(ctx); err != nil {
+		// The write is the term's: it is abandoned when the term ends.
+		if err := m.publishStatus(term); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			if term.Err() != nil {
+				continue
+			}
 			retryIn = min(max(2*retryIn, 200*time.Millisecond), 5*time.Second)
-			m.log.Warn("tinymodule: status not published; retrying", "err", err, "retry_in", retryIn)
+			if errors.Is(err, errNotLeading) {
+				// The Lease names another holder while client-go still
+				// tries to renew it: wait, in case it comes back to us
+				// (client-go then starts no new term).
+				m.log.Info("tinymodule: the Lease is held by another replica; not publishing status", "err", err, "retry_in", retryIn)
+			} else {
+				m.log.Warn("tinymodule: status not published; retrying", "err", err, "retry_in", retryIn)
+			}
 			timer = time.After(retryIn)
 			continue
 		}
@@ -278,8 +329,14 @@ func (m *Module) publishStatus(ctx context.Context) error {
 		if reflect.DeepEqual(tm.Status, want) {
 			return nil
 		}
-		if !m.leader.Load() {
+		if m.term() == nil {
 			return errNotLeading
+		}
+		// A leader whose Lease another replica has taken believes it leads
+		// until client-go gives up renewing (the renew deadline): the
+		// Lease itself says whether this write is still ours.
+		if err := m.holdsLease(ctx); err != nil {
+			return err
 		}
 		tm.Status = want
 		if _, err := m.cat.c.updateModuleStatus(ctx, tm); err != nil {
@@ -290,8 +347,35 @@ func (m *Module) publishStatus(ctx context.Context) error {
 	})
 }
 
-// IsLeader reports whether this replica leads its module now.
-func (m *Module) IsLeader() bool { return m.leader.Load() }
+// holdsLease reads the module's Lease and fails with errNotLeading unless
+// it names this replica.
+func (m *Module) holdsLease(ctx context.Context) error {
+	l, err := m.cat.c.getLease(ctx, m.name+LeaseSuffix)
+	if isNotFound(err) {
+		return fmt.Errorf("%w: the Lease %s is gone", errNotLeading, m.name+LeaseSuffix)
+	}
+	if err != nil {
+		return err
+	}
+	if v, _ := viewLease(l); v.holder != m.cfg.Identity {
+		return fmt.Errorf("%w: the Lease %s is held by %q", errNotLeading, m.name+LeaseSuffix, v.holder)
+	}
+	return nil
+}
+
+// IsLeader reports whether this replica leads its module now: the election
+// says it leads, and the Lease as last seen by the catalog's watch names it.
+// (client-go alone keeps a leader whose Lease was taken from it leading
+// until its renew deadline passes; IsLeader is false from the moment the
+// watch sees the other holder. It may also be false for the moment between
+// winning the Lease and the watch seeing it.)
+func (m *Module) IsLeader() bool {
+	if m.term() == nil {
+		return false
+	}
+	holder, ok := m.cat.m.leaseHolder(m.name + LeaseSuffix)
+	return ok && holder == m.cfg.Identity
+}
 
 // Leader returns the identity of the leader this replica last observed.
 func (m *Module) Leader() string {
@@ -318,6 +402,9 @@ func (m *Module) Cache() *discovery.Cache { return m.cache }
 // the catalog. It is idempotent.
 func (m *Module) Close() error {
 	m.once.Do(func() {
+		if u := m.unhook.Load(); u != nil {
+			(*u)() // a long-lived ctx does not keep a closed module
+		}
 		m.cancel()
 		m.wg.Wait()
 		if m.cache != nil {
