@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/switchboard-io/switchboard"
@@ -26,22 +24,11 @@ import (
 // once the server answers again, the next Watch (a pool following the
 // catalog retries) lists and watches as usual.
 func TestFirstWatchDuringOutageRecovers(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, u.Host)
-	viaProxy := rest.CopyConfig(cfg)
-	viaProxy.Host = "https://" + px.addr
+	cfg, ns, viaProxy, px := behindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	writer, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { writer.Close() })
+	writer := openCatalog(t, cfg, ns)
 	if _, err := writer.Register(ctx, switchboard.Instance{Name: "early", Type: kube.TypeModule, Address: "10.1.1.1:8483", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +206,7 @@ func TestNilConfig(t *testing.T) {
 // own fields (image, module_name, sdk_version), which were dropped.
 func TestRegisterMetadataRoundTrips(t *testing.T) {
 	cfg, ns := kubetestenv.Setup(t)
-	cat, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	cat := openCatalog(t, cfg, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	md := map[string]string{
@@ -311,11 +294,7 @@ func TestConcurrentRegisterSameID(t *testing.T) {
 // running module is not re-created.
 func TestReapSparesReleasedLease(t *testing.T) {
 	cfg, ns := kubetestenv.Setup(t)
-	cat, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	cat := openCatalog(t, cfg, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := cat.Register(ctx, switchboard.Instance{Name: "handover", Type: kube.TypeModule, Address: "10.8.8.8:8483", TTL: 15 * time.Second}); err != nil {

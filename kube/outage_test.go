@@ -90,22 +90,11 @@ func (p *proxy) restore() {
 // kube:// keeps serving the last known modules, marked stale; afterwards it
 // catches up with what changed meanwhile.
 func TestOutage(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newProxy(t, u.Host)
-	viaProxy := rest.CopyConfig(cfg)
-	viaProxy.Host = "https://" + px.addr
+	cfg, ns, viaProxy, px := behindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	writer, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { writer.Close() })
+	writer := openCatalog(t, cfg, ns)
 	reg := func(name string) {
 		t.Helper()
 		if _, err := writer.Register(ctx, switchboard.Instance{Name: name, Type: kube.TypeModule, Address: "10.1.1.1:8483", TTL: time.Minute}); err != nil {
@@ -148,4 +137,30 @@ func TestOutage(t *testing.T) {
 		stale, _ := cache.Stale()
 		return !stale && len(cache.ByName("newcomer")) == 1 && len(cache.ByName("steady")) == 0
 	})
+}
+
+// behindProxy is a namespace of its own on the test API server, and a
+// config that reaches the server through a proxy the test can cut.
+func behindProxy(t *testing.T) (cfg *rest.Config, ns string, viaProxy *rest.Config, px *proxy) {
+	t.Helper()
+	cfg, ns = kubetestenv.Setup(t)
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px = newProxy(t, u.Host)
+	viaProxy = rest.CopyConfig(cfg)
+	viaProxy.Host = "https://" + px.addr
+	return cfg, ns, viaProxy, px
+}
+
+// openCatalog is the kube:// catalog of ns, closed at cleanup.
+func openCatalog(t *testing.T, cfg *rest.Config, ns string) *kube.Catalog {
+	t.Helper()
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
 }
