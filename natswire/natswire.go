@@ -214,18 +214,30 @@ type redactedError struct {
 func (e redactedError) Error() string { return e.msg }
 func (e redactedError) Unwrap() error { return e.err }
 
-// credentials returns the user-info parts ("user:password", "token") of
-// url, a comma-separated list of server URLs with or without a scheme.
-func credentials(url string) []string {
-	var out []string
+// server is one server of a URL list, split around its credentials:
+// head (leading spaces and the scheme), cred ("user:password", "token";
+// empty when there are none) and tail (host, port, path).
+type server struct {
+	head, cred, tail string
+	hasCred          bool
+}
+
+// servers splits url, a comma-separated list of server URLs with or
+// without schemes.
+func servers(url string) []server {
+	var out []server
 	for _, u := range strings.Split(url, ",") {
-		u = strings.TrimSpace(u)
-		if _, rest, ok := strings.Cut(u, "://"); ok {
-			u = rest
+		trimmed := strings.TrimLeft(u, " ")
+		sv := server{head: u[:len(u)-len(trimmed)]}
+		u = strings.TrimRight(trimmed, " ")
+		if sch, rest, ok := strings.Cut(u, "://"); ok {
+			sv.head, u = sv.head+sch+"://", rest
 		}
-		if at := strings.LastIndex(u, "@"); at > 0 {
-			out = append(out, u[:at])
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			sv.cred, sv.hasCred, u = u[:at], true, u[at+1:]
 		}
+		sv.tail = u
+		out = append(out, sv)
 	}
 	return out
 }
@@ -233,18 +245,12 @@ func credentials(url string) []string {
 // redact hides the credentials of every server in url (a comma-separated
 // list, with or without schemes) for errors and logs.
 func redact(url string) string {
-	parts := strings.Split(url, ",")
-	for i, u := range parts {
-		lead := u[:len(u)-len(strings.TrimLeft(u, " "))]
-		u = strings.TrimSpace(u)
-		scheme := ""
-		if sch, rest, ok := strings.Cut(u, "://"); ok {
-			scheme, u = sch+"://", rest
+	parts := make([]string, 0, strings.Count(url, ",")+1)
+	for _, sv := range servers(url) {
+		if sv.hasCred {
+			sv.tail = "***@" + sv.tail
 		}
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			u = "***@" + u[at+1:]
-		}
-		parts[i] = lead + scheme + u
+		parts = append(parts, sv.head+sv.tail)
 	}
 	return strings.Join(parts, ",")
 }
@@ -252,7 +258,11 @@ func redact(url string) string {
 // redactText hides in s (a client's error text, which may quote the URL)
 // the credentials of url.
 func redactText(s, url string) string {
-	for _, c := range credentials(url) {
+	for _, sv := range servers(url) {
+		c := sv.cred
+		if c == "" {
+			continue
+		}
 		q := strconv.Quote(c)
 		s = strings.ReplaceAll(s, c, "***")
 		s = strings.ReplaceAll(s, q[1:len(q)-1], "***")
