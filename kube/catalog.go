@@ -465,16 +465,10 @@ func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			if !v.renew.IsZero() {
 				last = v.renew
 			}
-			if v.ttl > 0 {
-				ttl = v.ttl
-			}
-			if v.holder == "" && ttl < ReleaseGrace {
-				// Released by a leader that stepped down: the module is
-				// active for ReleaseGrace (toInstance), while a successor
-				// takes over; reaping it at twice client-go's 1 s would
-				// delete the TinyModule of a running module.
-				ttl = ReleaseGrace
-			}
+			// As long as liveness holds it (toInstance): reaping a released
+			// Lease at twice client-go's 1 s would delete the TinyModule of
+			// a running module.
+			ttl = v.heldFor(ttl)
 		}
 		cutoff := olderThan
 		if cutoff <= 0 {

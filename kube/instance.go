@@ -69,6 +69,22 @@ func viewLease(l *coordinationv1.Lease) (leaseView, bool) {
 	return v, true
 }
 
+// heldFor is how long after its renewal the Lease keeps its module active:
+// its duration (dflt when it has none), and at least ReleaseGrace for a
+// Lease released by a leader that stepped down (client-go writes no holder
+// and a 1 s duration): its successor takes over within a retry period, and
+// the module's Service address keeps answering meanwhile.
+func (v leaseView) heldFor(dflt time.Duration) time.Duration {
+	ttl := v.ttl
+	if ttl <= 0 {
+		ttl = dflt
+	}
+	if v.holder == "" {
+		ttl = max(ttl, ReleaseGrace)
+	}
+	return ttl
+}
+
 // deadline is when the lease stops being held (zero when there is none).
 func (v leaseView) deadline() time.Time {
 	if v.renew.IsZero() {
@@ -136,13 +152,7 @@ func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time)
 	}
 	if ok {
 		in.LastSeen = lv.renew
-		in.TTL = lv.ttl
-		if lv.holder == "" && in.TTL < ReleaseGrace {
-			// Released by a leader that stepped down: its successor takes
-			// over within a retry period, and the module's Service address
-			// keeps answering meanwhile.
-			in.TTL = ReleaseGrace
-		}
+		in.TTL = lv.heldFor(0)
 	}
 	if in.Address == "" || !ok {
 		in.TTL = 0
