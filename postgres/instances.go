@@ -175,61 +175,68 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		b.Queue(notifySQL, Channel)
 		return &b
 	}
-	var (
-		out     switchboard.Instance
-		l       logged
-		epoch   string
-		written bool
-		r       row
-	)
-	for attempt := 0; ; attempt++ {
-		out, l, epoch, written, r, err = switchboard.Instance{}, logged{}, "", false, row{}, nil
-		br := c.pool.SendBatch(ctx, batch())
-		for range 2 { // BEGIN, resetNoticeSQL
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = br.QueryRow().Scan(append(r.dest(), nil)...)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = br.QueryRow().Scan(append(r.dest(), nil)...)
-			switch {
-			case err == nil:
-				written = true
-				if err = br.QueryRow().Scan(&l.seq, &l.at, &epoch, nil); err == nil {
-					_, err = br.Exec()
-				}
-			case errors.Is(err, pgx.ErrNoRows):
-				// Identical and live by now: renewed by the last statement.
-				if _, err = br.Exec(); err == nil {
-					err = br.QueryRow().Scan(r.dest()...)
-				}
-			}
-		}
-		if err == nil {
-			out, err = r.instance()
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+	res, err := c.sendRegister(ctx, batch())
+	if err != nil && c.recreate(ctx, err) {
 		// A catalog restarted empty (its tables gone) is created again,
 		// once, so that a registration does not stay out until a restart.
-		if err == nil || attempt > 0 || !c.recreate(ctx, err) {
-			break
-		}
+		res, err = c.sendRegister(ctx, batch())
 	}
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
 	}
-	if written {
+	if res.written {
 		if c.writes.Add(1)%trimEvery == 0 {
 			c.trimNow(ctx)
 		}
-		c.publish([]hub.Change{{ID: in.ID, Instance: out, Found: true, Seq: l.seq}}, l.at, epoch)
+		c.publish([]hub.Change{{ID: in.ID, Instance: res.out, Found: true, Seq: res.l.seq}}, res.l.at, res.epoch)
 	}
-	return out, nil
+	return res.out, nil
+}
+
+// registered is what one registration batch did: the stored instance, and,
+// when it wrote (written), its log entry and the catalog's epoch.
+type registered struct {
+	out     switchboard.Instance
+	l       logged
+	epoch   string
+	written bool
+}
+
+// sendRegister sends one registration batch (Register's) and reads its
+// results.
+func (c *Catalog) sendRegister(ctx context.Context, b *pgx.Batch) (res registered, err error) {
+	var r row
+	br := c.pool.SendBatch(ctx, b)
+	for range 2 { // BEGIN, resetNoticeSQL
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(append(r.dest(), nil)...)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = br.QueryRow().Scan(append(r.dest(), nil)...)
+		switch {
+		case err == nil:
+			res.written = true
+			if err = br.QueryRow().Scan(&res.l.seq, &res.l.at, &res.epoch, nil); err == nil {
+				_, err = br.Exec()
+			}
+		case errors.Is(err, pgx.ErrNoRows):
+			// Identical and live by now: renewed by the last statement.
+			if _, err = br.Exec(); err == nil {
+				err = br.QueryRow().Scan(r.dest()...)
+			}
+		}
+	}
+	if err == nil {
+		res.out, err = r.instance()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
 }
 
 // liveSQL holds for a row that is neither stale nor within the last fifth of
