@@ -128,8 +128,8 @@ import { Store, parseFilter } from "./store.js";
   let attempt = 0, abort = null, idleTimer = 0;
   // setConn shows the connection state. The catalog is down when the
   // stream said so (an "error" event, until "synced") or when /v1/info
-  // says so: a stream opened while the server cannot read the catalog
-  // starts with a snapshot and "synced" and carries no "error" event.
+  // says so (a server older than the one that follows a snapshot taken
+  // during an outage with an "error" event).
   function setConn(s, text) {
     conn = s;
     const el = $("conn");
