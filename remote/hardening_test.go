@@ -3,7 +3,6 @@ package remote_test
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -58,83 +57,6 @@ func TestReapNegativeAge(t *testing.T) {
 	}
 }
 
-// blackHole forwards TCP connections to target until frozen; then it
-// drops whatever either side sends and keeps the connections open, as a
-// dead peer behind a NAT or a firewall does: nothing arrives, nothing fails.
-type blackHole struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	frozen bool
-	conns  []net.Conn
-}
-
-func newBlackHole(t *testing.T, target string) *blackHole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &blackHole{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); b.thaw() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			b.mu.Lock()
-			b.conns = append(b.conns, c, s)
-			b.mu.Unlock()
-			go b.pipe(c, s)
-			go b.pipe(s, c)
-		}
-	}()
-	return b
-}
-
-func (b *blackHole) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if err != nil {
-			return
-		}
-		b.mu.Lock()
-		frozen := b.frozen
-		b.mu.Unlock()
-		if frozen {
-			continue // dropped
-		}
-		if _, err := dst.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-func (b *blackHole) freeze() {
-	b.mu.Lock()
-	b.frozen = true
-	b.mu.Unlock()
-}
-
-// thaw forwards again, closing the connections that lost data.
-func (b *blackHole) thaw() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.frozen = false
-	for _, c := range b.conns {
-		c.Close()
-	}
-	b.conns = nil
-}
-
 // TestWatchDetectsADeadConnection: a watch whose connection goes silent
 // (the server sends a keep-alive every KeepAlive, yet nothing arrives) is
 // a lost stream: the watcher hears an error and the watch reconnects and
@@ -143,20 +65,20 @@ func (b *blackHole) thaw() {
 func TestWatchDetectsADeadConnection(t *testing.T) {
 	cat := testkit.OpenSQLite(t)
 	url, _ := serve(t, cat, httpapi.Options{KeepAlive: 100 * time.Millisecond})
-	bh := newBlackHole(t, strings.TrimPrefix(url, "http://"))
+	bh := testkit.NewProxy(t, strings.TrimPrefix(url, "http://"))
 	writer := client(t, url, remote.Config{})
-	watcher := client(t, "http://"+bh.ln.Addr().String(), remote.Config{WatchIdleTimeout: 2 * time.Second})
+	watcher := client(t, "http://"+bh.Addr(), remote.Config{WatchIdleTimeout: 2 * time.Second})
 	mustRegister(t, writer, inst("a"))
 	w := watchAll(t, watcher)
 	if got := w.untilSynced(); len(got) != 1 {
 		t.Fatalf("snapshot: %v", got)
 	}
-	bh.freeze()
+	bh.Freeze()
 	if ev := w.next(); ev.Kind != switchboard.EventError {
 		t.Fatalf("want an error event for the dead connection, got %+v", ev)
 	}
 	b := mustRegister(t, writer, inst("b"))
-	bh.thaw()
+	bh.Restore()
 	for {
 		ev := w.next()
 		if ev.Kind == switchboard.EventAdded && ev.Instance.ID == b.ID {

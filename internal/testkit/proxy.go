@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -9,15 +8,18 @@ import (
 
 // Proxy forwards TCP connections to a server and can cut them all and
 // refuse new ones (closing each at once) until restored: a network outage
-// between one process and its database or server.
+// between one process and its database or server. It can also freeze them:
+// drop whatever either side sends and keep them open, as a peer gone
+// behind a NAT or a firewall does (nothing arrives, nothing fails).
 type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	frozen bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
 }
 
 // NewProxy listens on 127.0.0.1:0 and forwards to target; it is closed at
@@ -74,7 +76,21 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		frozen := p.frozen
+		p.mu.Unlock()
+		if n > 0 && !frozen {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -93,11 +109,26 @@ func (p *Proxy) CutAll() {
 	}
 }
 
-// Restore accepts connections again.
+// Freeze drops whatever either side of every connection sends from now on,
+// new connections included, and keeps them open.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	p.frozen = true
+	p.mu.Unlock()
+}
+
+// Restore accepts and forwards connections again; those that lost data
+// while frozen are closed.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.cut = false
-	p.mu.Unlock()
+	if p.frozen {
+		p.frozen = false
+		for c := range p.conns {
+			c.Close()
+		}
+	}
 }
 
 func (p *Proxy) close() {
