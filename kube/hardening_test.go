@@ -189,11 +189,7 @@ func TestNilConfig(t *testing.T) {
 	if err := cat.RunElection(context.Background(), kube.ElectionConfig{Lease: "closed-lock", Identity: "x"}); !errors.Is(err, switchboard.ErrClosed) {
 		t.Fatalf("RunElection on a closed catalog: %v, want ErrClosed", err)
 	}
-	open, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
+	open := openCatalog(t, cfg, ns)
 	for _, ec := range []kube.ElectionConfig{{Identity: "x"}, {Lease: "Bad Name", Identity: "x"}, {Lease: "ok-lock"}} {
 		if err := open.RunElection(context.Background(), ec); !errors.Is(err, switchboard.ErrInvalid) {
 			t.Fatalf("RunElection(%+v): %v, want ErrInvalid", ec, err)

@@ -564,17 +564,7 @@ func TestPostOutageGraceIsPerInstance(t *testing.T) {
 	defer h.Close()
 	m.put(inst("long", 24*time.Hour))
 	m.put(inst("short", 300*time.Millisecond))
-	ch, err := h.Watch(context.Background(), switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next(t, ch)
-	next(t, ch)
-	m.setDown(true)
-	h.Notify()
-	if ev := next(t, ch); ev.Kind != switchboard.EventError {
-		t.Fatalf("want error, got %+v", ev)
-	}
+	ch := watchIntoOutage(t, h, m)
 	quiet(t, ch, 600*time.Millisecond) // past short's TTL: nothing expires while unreachable
 	m.setDown(false)
 	recovered := time.Now()
@@ -737,17 +727,7 @@ func TestRenewalDuringOutageExpiresOnce(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	m.put(inst("long", 24*time.Hour))
 	m.put(inst("short", ttl))
-	ch, err := h.Watch(context.Background(), switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next(t, ch)
-	next(t, ch)
-	m.setDown(true)
-	h.Notify()
-	if ev := next(t, ch); ev.Kind != switchboard.EventError {
-		t.Fatalf("want error, got %+v", ev)
-	}
+	ch := watchIntoOutage(t, h, m)
 	m.beat("short") // within its TTL: no log entry, a renewal only
 	beat := time.Now()
 	testkit.WaitUntil(t, "short's renewal to run out", func() bool { return time.Since(beat) > ttl })
@@ -766,4 +746,22 @@ func TestRenewalDuringOutageExpiresOnce(t *testing.T) {
 	if e := h.entries["long"]; e == nil || e.expired {
 		t.Fatal("long expired")
 	}
+}
+
+// watchIntoOutage watches h, reads the snapshot of m's two instances, then
+// takes m down and waits for the error event.
+func watchIntoOutage(t *testing.T, h *Hub, m *memSource) <-chan switchboard.Event {
+	t.Helper()
+	ch, err := h.Watch(context.Background(), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	next(t, ch)
+	m.setDown(true)
+	h.Notify()
+	if ev := next(t, ch); ev.Kind != switchboard.EventError {
+		t.Fatalf("want error, got %+v", ev)
+	}
+	return ch
 }
