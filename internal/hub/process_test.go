@@ -216,12 +216,13 @@ func TestSelfPreservationWithProcesses(t *testing.T) {
 	}
 }
 
-// Frozen for 3 s (less than 2 × TTL), then resumed: no removal, ever.
+// Frozen past their TTL (until the hub holds all 20 expirations), then
+// resumed well before their rows are reaped at 2 × TTL: no removal, ever.
 func testFreezeAll(t *testing.T, backend string) {
 	f := startFleet(t, backend)
 	from := f.log.len()
-	signalAll(t, f.procs, syscall.SIGSTOP)
-	time.Sleep(3 * time.Second)
+	freezeWritable(t, f.cat, f.procs)
+	waitHeld(t, f, procCount)
 	signalAll(t, f.procs, syscall.SIGCONT)
 	waitFor(t, "the hold to be released", func() bool { return !f.stats.WatchStats().Preserving })
 	time.Sleep(2 * procTTL)
@@ -233,18 +234,16 @@ func testFreezeAll(t *testing.T, backend string) {
 	}
 }
 
-// 2 killed and 18 frozen for 3 s, then the 18 resume: no removal during the
-// hold; after its release the 2 killed expire (one removed/expired each),
-// the 18 never.
+// 2 killed and 18 frozen past their TTL (until the hub holds all 20
+// expirations), then the 18 resume: no removal during the hold; after its
+// release the 2 killed expire (one removed/expired each), the 18 never.
 func testKillTwoFreezeRest(t *testing.T, backend string) {
 	f := startFleet(t, backend)
 	from := f.log.len()
 	killed := f.procs[:2]
-	frozenAt := time.Now()
 	signalAll(t, killed, syscall.SIGKILL)
-	signalAll(t, f.procs[2:], syscall.SIGSTOP)
-	waitFor(t, "self-preservation to engage", func() bool { return f.stats.WatchStats().Preserving })
-	time.Sleep(time.Until(frozenAt.Add(3 * time.Second))) // frozen 3 s in all: less than 2 × TTL
+	freezeWritable(t, f.cat, f.procs[2:])
+	waitHeld(t, f, procCount)
 	if rm := f.log.since(from, switchboard.EventRemoved); len(rm) > 0 {
 		t.Fatalf("removed during the hold: %s %s", rm[0].ev.Reason, rm[0].ev.Instance.Name)
 	}
@@ -299,7 +298,7 @@ func testKillThree(t *testing.T, backend string) {
 func testFreezePastReap(t *testing.T, backend string) {
 	f := startFleet(t, backend)
 	from := f.log.len()
-	freezeWritable(t, f)
+	freezeWritable(t, f.cat, f.procs)
 	waitFor(t, "self-preservation to engage", func() bool { return f.stats.WatchStats().Preserving })
 	waitFor(t, "all 20 removed after their rows were reaped", func() bool {
 		return len(f.log.since(from, switchboard.EventRemoved)) >= procCount
@@ -318,25 +317,39 @@ func testFreezePastReap(t *testing.T, backend string) {
 	waitFor(t, "the 20 to register again", func() bool { return len(f.log.since(readded, switchboard.EventAdded)) >= procCount })
 }
 
-// freezeWritable stops every process of the fleet but the extra, such that
-// the catalog can still be written. A SQLite file has one write lock: a
+// waitHeld waits until self-preservation holds n expirations: every frozen
+// instance is past its TTL, the last of them only just, so each row is most
+// of a TTL from being reaped (at 2 × TTL). The scenarios resume the processes right then, so
+// that on a loaded machine a resumed process has as long as it can have to
+// renew before the extra's reaper deletes its row; a fixed freeze measured
+// from the SIGSTOP left it half a heartbeat.
+func waitHeld(t *testing.T, f *fleet, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("self-preservation to hold %d expirations", n), func() bool {
+		s := f.stats.WatchStats()
+		return s.Preserving && s.HeldExpirations >= n
+	})
+}
+
+// freezeWritable stops procs (never the extra) such that the catalog can
+// still be written. A SQLite file has one write lock: a
 // process stopped inside its heartbeat's transaction holds it for as long
 // as it is stopped, and then nobody, the extra's reaper included, can
 // write (that case is sqlite's TestWriteLockHolderStopped, not this
 // test's). So after each freeze a write from the test's own handle must go
 // through; if it does not, the fleet is resumed and frozen again.
-func freezeWritable(t *testing.T, f *fleet) {
+func freezeWritable(t *testing.T, cat switchboard.Catalog, procs []*registrar) {
 	t.Helper()
 	for range 10 {
-		signalAll(t, f.procs, syscall.SIGSTOP)
+		signalAll(t, procs, syscall.SIGSTOP)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_, err := f.cat.Heartbeat(ctx, "write-probe")
+		_, err := cat.Heartbeat(ctx, "write-probe")
 		cancel()
 		if err == nil {
 			return
 		}
 		t.Logf("a stopped process holds the write lock (%v): resuming and stopping the fleet again", err)
-		signalAll(t, f.procs, syscall.SIGCONT)
+		signalAll(t, procs, syscall.SIGCONT)
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatal("every freeze left a process holding the catalog's write lock")
