@@ -43,7 +43,9 @@ type Config struct {
 	Margin time.Duration
 	// OnElected is called in its own goroutine when this contender becomes
 	// leader. ctx is cancelled when leadership ends (stop, lost lease, or
-	// an unconfirmed renewal); the callback must then return promptly.
+	// an unconfirmed renewal); the callback must then return promptly. A
+	// lease whose acquire succeeds after Run's ctx has ended does not make
+	// this contender leader: it is released, and OnElected is not called.
 	OnElected func(ctx context.Context, l switchboard.Lease)
 	// OnLost is called when leadership ends, after OnElected has returned
 	// and before the lease is released or contended for again.
@@ -139,12 +141,14 @@ func (e *Elector) Leader() (switchboard.Lease, bool) {
 
 // Run contends for the lease until ctx ends, leading whenever it holds it.
 // When ctx ends while leading, it steps down and releases the lease so
-// another contender takes over at once. It returns nil when ctx ends. It
-// returns an error when an acquire fails in a way no retry can mend (the
-// Leaser refuses the lease as invalid, switchboard.ErrInvalid, or its
-// catalog was closed, switchboard.ErrClosed), and at once when another Run
-// of e is still running: two Runs under one identity would both be granted
-// the lease, two leaders.
+// another contender takes over at once. When ctx ends while an acquire is
+// under way and the acquire succeeds all the same, Run does not lead
+// (OnElected and OnLost are not called) and releases that lease at once.
+// It returns nil when ctx ends. It returns an error when an acquire fails
+// in a way no retry can mend (the Leaser refuses the lease as invalid,
+// switchboard.ErrInvalid, or its catalog was closed, switchboard.ErrClosed),
+// and at once when another Run of e is still running: two Runs under one
+// identity would both be granted the lease, two leaders.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("election: lease %q: Run called while another Run of this Elector is running", e.name)
@@ -156,6 +160,12 @@ func (e *Elector) Run(ctx context.Context) error {
 		l, err := e.leaser.Acquire(actx, e.name, e.identity, e.cfg.TTL)
 		cancel()
 		switch {
+		case err == nil && ctx.Err() != nil:
+			// Stopped while the acquire was under way: a caller that has
+			// cancelled is not to be elected, and the lease goes back at
+			// once instead of keeping the others waiting a TTL.
+			e.release(ctx, l)
+			return nil
 		case err == nil && time.Since(start) < e.cfg.TTL-e.cfg.Margin:
 			e.lead(ctx, l, start)
 			continue
@@ -274,11 +284,17 @@ loop:
 	}
 	e.log.Info("election: stepped down", "reason", reason, "token", l.Token)
 	if release {
-		// Best effort: hands the lease over at once instead of at expiry.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
-		if err := e.leaser.Release(rctx, l); err != nil {
-			e.log.Warn("election: release failed; the lease will expire", "err", err)
-		}
-		cancel()
+		e.release(ctx, l)
+	}
+}
+
+// release gives l back, best effort, so that another contender takes it
+// at once instead of at expiry. It runs to its own timeout (TTL), whether
+// or not ctx has ended.
+func (e *Elector) release(ctx context.Context, l switchboard.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
+	defer cancel()
+	if err := e.leaser.Release(rctx, l); err != nil {
+		e.log.Warn("election: release failed; the lease will expire", "err", err)
 	}
 }

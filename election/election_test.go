@@ -14,6 +14,8 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/postgres"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
@@ -493,4 +495,96 @@ func (h *blockingWarn) Handle(_ context.Context, r slog.Record) error {
 		})
 	}
 	return nil
+}
+
+// cancelInAcquire is a Leaser whose Acquire succeeds at the catalog, then
+// ends the caller's context before it returns: Run's ctx ends while an
+// acquire is under way, and the acquire succeeds all the same.
+type cancelInAcquire struct {
+	switchboard.Leaser
+	cancel   context.CancelFunc
+	acquired chan switchboard.Lease
+}
+
+func (c *cancelInAcquire) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
+	l, err := c.Leaser.Acquire(ctx, name, holder, ttl)
+	c.cancel()
+	if err == nil {
+		c.acquired <- l
+	}
+	return l, err
+}
+
+// TestStoppedDuringAcquireDoesNotLead: when Run's ctx ends while an acquire
+// is under way and the acquire succeeds, the caller has already stopped:
+// OnElected must not run (nor OnLost), Leader must never say true, and
+// the lease must be released at once, so that another contender does not
+// wait a TTL (a minute here) for it.
+func TestStoppedDuringAcquireDoesNotLead(t *testing.T) {
+	backends := []struct {
+		name string
+		open func(t *testing.T) switchboard.Leaser
+	}{
+		{"fake", func(*testing.T) switchboard.Leaser { return newFake() }},
+		{"sqlite", func(t *testing.T) switchboard.Leaser { return testkit.OpenSQLite(t).(switchboard.Leaser) }},
+		{"postgres", func(t *testing.T) switchboard.Leaser {
+			d, err := switchboard.ParseDSN(pgtest.Schema(t, testDSN))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cat, err := postgres.Open(context.Background(), d, switchboard.Options{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cat.Close() })
+			return cat
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			leaser := b.open(t)
+			cfg := Config{TTL: time.Minute}
+			ev := callbacks(&cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			wrapped := &cancelInAcquire{Leaser: leaser, cancel: cancel, acquired: make(chan switchboard.Lease, 1)}
+			e, err := New(wrapped, "lock", "a", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run = %v, want nil (its ctx ended)", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Run did not return within 20 s of its context's end")
+			}
+			first := recv(t, "the acquire", wrapped.acquired)
+			select {
+			case l := <-ev.elected:
+				t.Fatalf("OnElected ran with %+v although Run's ctx had ended during the acquire", l)
+			default:
+			}
+			select {
+			case <-ev.lost:
+				t.Fatal("OnLost ran for a term that never began")
+			default:
+			}
+			if _, ok := e.Leader(); ok {
+				t.Fatal("Leader() = true after Run returned")
+			}
+			// Released at once: another contender takes it now, not in a
+			// minute, in a new term.
+			l, err := leaser.Acquire(context.Background(), "lock", "b", time.Minute)
+			if err != nil {
+				t.Fatalf("another contender's acquire: %v, want the lease released", err)
+			}
+			if l.Token <= first.Token {
+				t.Fatalf("next holder got token %d, want more than %d (a new term)", l.Token, first.Token)
+			}
+		})
+	}
 }
