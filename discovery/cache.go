@@ -13,11 +13,14 @@
 // by shifts and reads one cache line (see slots).
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
-// set and reports itself stale instead of answering "no such service".
+// set and reports itself stale instead of answering "no such service"; a
+// cache created while the catalog already knows of an outage is stale from
+// the start.
 package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -59,10 +62,18 @@ type Cache struct {
 	subs   map[int]func(*Snapshot, []Change)
 	nextID int
 	pub    []Change // the changes handed to the subscribers, reused
+
+	// presumed: stale on the catalog's stats alone (startStale), until the
+	// watch's first event after the snapshot confirms it (error) or not.
+	presumed bool
 }
 
 // New starts a cache on cat and returns once it holds the catalog's current
 // set. The cache follows the catalog until ctx ends or Close is called.
+// When cat is a switchboard.WatchStatser that reports itself unhealthy as
+// that set arrives (its watch serves the last set it could read), the
+// cache is stale from the start, with the catalog's LastError, until the
+// watch says the catalog is read again (synced).
 func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, error) {
 	if cat == nil {
 		return nil, fmt.Errorf("discovery: %w: nil Catalog", switchboard.ErrInvalid)
@@ -88,6 +99,7 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 			pending = append(pending, ev)
 		}
 		if ev.Kind == switchboard.EventSynced {
+			c.startStale(cat)
 			c.publish()
 			c.deliver(pending)
 			go c.follow(ch)
@@ -101,10 +113,51 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 	return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", switchboard.ErrClosed)
 }
 
+// errUnreachable is the stale error of a cache whose catalog reports an
+// outage without saying what failed.
+var errUnreachable = errors.New("discovery: the catalog reports it cannot be read")
+
+// startStale marks the cache stale from the start when the catalog (a
+// switchboard.WatchStatser) already knows of an outage as the snapshot
+// ends. Its watch says so too, but only in the error event that follows
+// synced, which the cache applies after New has returned: until then the
+// cache would claim a set it cannot confirm. The watch was open before
+// the stats were read, so it reports every later change of health: the
+// error that follows, and synced once the catalog is read again.
+//
+// The stats only presume the outage: a watch that serves a snapshot during
+// one says error right after it (the hub and the server both do), so if the
+// watch's first event after the snapshot is anything else, the stats were
+// out of date or could not be read themselves (a remote handle's stats are
+// a request of their own, which can fail while its stream is fine), and
+// the cache is fresh again.
+func (c *Cache) startStale(cat switchboard.Catalog) {
+	ws, ok := cat.(switchboard.WatchStatser)
+	if !ok {
+		return
+	}
+	st := ws.WatchStats()
+	if st.Healthy {
+		return
+	}
+	err := st.LastError
+	if err == nil {
+		err = errUnreachable
+	}
+	c.w.stale, c.w.err, c.presumed = true, err, true
+	c.opts.Logger.Warn("discovery: catalog unreachable; serving the last known set, marked stale", "err", err)
+}
+
 func (c *Cache) follow(ch <-chan switchboard.Event) {
 	defer close(c.done)
 	var pending []switchboard.Event
 	for ev := range ch {
+		if c.presumed {
+			c.presumed = false
+			if ev.Kind != switchboard.EventError {
+				c.w.stale, c.w.err = false, nil
+			}
+		}
 		wasStale := c.w.stale
 		c.w.apply(&ev)
 		if c.opts.OnEvent != nil {
