@@ -1,6 +1,7 @@
 package natswire
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -52,12 +53,17 @@ func FuzzHeaders(f *testing.F) {
 	})
 }
 
-// FuzzReply: any reply decodes to a result or a coded error, and
-// acknowledgement detection never panics.
+// FuzzReply: any reply decodes to a result or a coded error, and a reply
+// is an acknowledgement candidate (for the JetStream API check) only
+// without headers and with a body that is a JSON object naming a stream
+// (and domain) the broker could have.
 func FuzzReply(f *testing.F) {
 	f.Add([]byte(`{"stream":"module-edges","seq":1}`), "", "", "", "")
 	f.Add([]byte("data"), "boom", "CODE", "true", "")
 	f.Add([]byte{}, "", "", "", "1")
+	f.Add([]byte(`{"stream":"a.b","seq":1}`), "", "", "", "")
+	f.Add([]byte(`{"stream":"x","seq":1,"domain":"d*"}`), "", "", "", "")
+	f.Add([]byte(`{"error":{"code":503},"seq":0}`), "", "", "", "")
 	f.Fuzz(func(t *testing.T, data []byte, xerr, code, retry, empty string) {
 		h := nats.Header{}
 		for k, v := range map[string]string{HeaderError: xerr, HeaderErrorCode: code, HeaderErrorRetryable: retry, HeaderEmpty: empty} {
@@ -74,7 +80,14 @@ func FuzzReply(f *testing.F) {
 		} else if len(out) > 0 && (empty == "1" || xerr != "") {
 			t.Fatalf("result %q despite x-empty=%q x-error=%q", out, empty, xerr)
 		}
-		asPubAck(&nats.Msg{Data: data})
+		if a, ok := asPubAck(&nats.Msg{Data: data}); ok {
+			if !json.Valid(data) || !validJSName(a.Stream, false) || (a.Domain != "" && !validJSName(a.Domain, true)) {
+				t.Fatalf("%q taken for an acknowledgement of stream %q domain %q", data, a.Stream, a.Domain)
+			}
+		}
+		if _, ok := asPubAck(&nats.Msg{Data: data, Header: h}); ok && len(h) > 0 {
+			t.Fatalf("%q with headers %v taken for an acknowledgement", data, h)
+		}
 	})
 }
 

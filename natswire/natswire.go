@@ -95,7 +95,11 @@ const (
 	CodeRemoteError = router.CodeRemoteError
 	// CodeWrongMode: a core request was answered by a JetStream publish
 	// acknowledgement — the subject belongs to a stream, so the fleet runs
-	// the JetStream wire. Not retryable.
+	// the JetStream wire. Not retryable. A reply merely shaped like an
+	// acknowledgement (no headers, a body such as {"stream":"x","seq":1})
+	// is only called one after the JetStream API confirms that the stream
+	// it names exists and captures the subject; otherwise it is the
+	// module's result.
 	CodeWrongMode = "wrong_wire_mode"
 	// CodeDuplicate: JetStream de-duplicated the request, so no receiver
 	// will ever see it (and no reply will come). Not retryable as is.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -120,9 +121,125 @@ func (w *Wire) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 		return nil, w.requestError(ctx, nn, m.Subject, err)
 	}
 	if ack, ok := asPubAck(reply); ok {
-		return nil, router.Permanent(CodeWrongMode, fmt.Sprintf("%s belongs to JetStream stream %q (a publish acknowledgement came back, not a reply): the fleet runs the JetStream wire; set TINY_NATS_TRANSPORT=jetstream", m.Subject, ack.Stream))
+		if err := w.checkPubAck(ctx, nn, m.Subject, ack); err != nil {
+			return nil, err
+		}
 	}
 	return decodeReply(reply.Header, reply.Data)
+}
+
+// ackCheckTimeout bounds the JetStream API lookup that tells a publish
+// acknowledgement from a module's reply of the same shape.
+const ackCheckTimeout = 5 * time.Second
+
+// checkPubAck decides whether a core reply shaped like a publish
+// acknowledgement of stream ack.Stream really is one, by asking the
+// JetStream API whether that stream exists and captures subject. It returns
+// nil when it is not (the reply is the module's result), the permanent
+// CodeWrongMode error when it is, and a retryable unavailable error when
+// the JetStream API cannot tell (it did not answer in time, or this
+// connection may not ask it). Only replies asPubAck picked out come here, so
+// the normal path pays nothing.
+func (w *Wire) checkPubAck(ctx context.Context, nn switchboard.NodeName, subject string, ack pubAck) error {
+	cctx, cancel := context.WithTimeout(ctx, ackCheckTimeout)
+	defer cancel()
+	var info *jetstream.StreamInfo
+	js, err := w.jsAPI(ack.Domain)
+	if err == nil {
+		var s jetstream.Stream
+		if s, err = js.Stream(cctx, ack.Stream); err == nil {
+			info = s.CachedInfo()
+		}
+	}
+	switch ackVerdict(subject, info, err) {
+	case notAnAck:
+		return nil
+	case isAnAck:
+		return router.Permanent(CodeWrongMode, fmt.Sprintf("%s belongs to JetStream stream %q (a publish acknowledgement came back, not a reply): the fleet runs the JetStream wire; set TINY_NATS_TRANSPORT=jetstream", subject, ack.Stream))
+	}
+	if ctx.Err() != nil {
+		return w.requestError(ctx, nn, subject, ctx.Err())
+	}
+	why := fmt.Sprint(err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		why = fmt.Sprintf("no answer in %v", ackCheckTimeout)
+	}
+	return router.Transient(router.CodeUnavailable, fmt.Sprintf("the reply from %s has the shape of a JetStream publish acknowledgement (stream %q), and asking the JetStream API whether that stream captures the subject failed: %s", subject, ack.Stream, why))
+}
+
+// jsAPI returns a JetStream API handle for domain ("": this account's own
+// JetStream). It is made per call: building one costs no round trip, and
+// checkPubAck, on the core wire, is the only user.
+func (w *Wire) jsAPI(domain string) (jetstream.JetStream, error) {
+	if domain == "" {
+		return jetstream.New(w.nc)
+	}
+	return jetstream.NewWithDomain(w.nc, domain)
+}
+
+// verdict is what the JetStream API says of a reply shaped like a publish
+// acknowledgement.
+type verdict int
+
+const (
+	cannotTell verdict = iota
+	notAnAck
+	isAnAck
+)
+
+// ackVerdict judges a reply to a core request on subject that has the shape
+// of a publish acknowledgement of some stream, from the JetStream API's
+// answer about that stream (its info, or the lookup's error). It is an
+// acknowledgement only if the stream exists and captures subject; it is
+// not if the stream does not exist, does not capture subject, or there is
+// no JetStream to have sent it. Any other failure of the lookup leaves it
+// undecided.
+func ackVerdict(subject string, info *jetstream.StreamInfo, err error) verdict {
+	if err == nil {
+		if info == nil {
+			return cannotTell
+		}
+		for _, f := range info.Config.Subjects {
+			if subjectCaptured(f, subject) {
+				return isAnAck
+			}
+		}
+		return notAnAck
+	}
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, nats.ErrNoResponders): // no JetStream API: nothing could have acknowledged
+		return notAnAck
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamNotFound, jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+			return notAnAck
+		}
+	}
+	return cannotTell
+}
+
+// subjectCaptured reports whether the literal subject matches filter, a
+// stream subject that may hold wildcards: '*' stands for one token, a final
+// '>' for one or more.
+func subjectCaptured(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		if ft == ">" && !fmore {
+			return st != ""
+		}
+		if ft != "*" && ft != st || ft == "*" && st == "" {
+			return false
+		}
+		if !fmore || !smore {
+			return fmore == smore
+		}
+		filter, subject = frest, srest
+	}
 }
 
 // request builds the NATS message of msg for subject, headers as the SDK
@@ -269,10 +386,13 @@ type pubAck struct {
 	Error     json.RawMessage `json:"error,omitempty"`
 }
 
-// asPubAck reports whether a core reply is a JetStream publish
-// acknowledgement rather than a module's reply: no headers, and a body that
-// is exactly an acknowledgement object (only its fields, a stream or an
-// error set).
+// asPubAck reports whether a core reply has the shape of a JetStream
+// publish acknowledgement: no headers, and a body that is exactly an
+// acknowledgement object (only its fields) naming a stream — the broker
+// names the stream in every acknowledgement, errors included — whose stream
+// and domain names are ones a broker accepts. A module may reply with such
+// a body too, so a match is only a candidate for checkPubAck, which asks
+// the JetStream API.
 func asPubAck(m *nats.Msg) (pubAck, bool) {
 	var a pubAck
 	if len(m.Header) != 0 || !bytes.HasPrefix(bytes.TrimSpace(m.Data), []byte("{")) {
@@ -283,7 +403,18 @@ func asPubAck(m *nats.Msg) (pubAck, bool) {
 	if err := dec.Decode(&a); err != nil || dec.More() {
 		return a, false
 	}
-	return a, a.Stream != "" || len(a.Error) > 0
+	return a, validJSName(a.Stream, false) && (a.Domain == "" || validJSName(a.Domain, true))
+}
+
+// validJSName reports whether s is a name the broker accepts for a stream
+// (or, domain set, for a JetStream domain): not empty, none of the
+// characters it refuses.
+func validJSName(s string, domain bool) bool {
+	bad := " \t\r\n\f.*>/\\"
+	if domain {
+		bad = " \t\r\n\f.*>"
+	}
+	return s != "" && !strings.ContainsAny(s, bad)
 }
 
 // maxErrorText bounds the x-error text of a reply: an error message as
