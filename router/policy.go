@@ -3,9 +3,14 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Retry policy defaults and limits (SPEC §7).
@@ -63,9 +68,18 @@ func (p RetryPolicy) Validate() error {
 	case p.Timeout < 0:
 		return bad("timeout", p.Timeout, "must not be negative")
 	}
-	d := p.WithDefaults()
-	if d.MaxDelay < d.InitialDelay {
-		return bad("maxDelay", d.MaxDelay, fmt.Sprintf("must not be below initialDelay (%v)", d.InitialDelay))
+	// Name what the user set: a limit left at zero is the default, and an
+	// error quoting it as if it had been written would send them looking
+	// for a value that is not in their policy.
+	if d := p.WithDefaults(); d.MaxDelay < d.InitialDelay {
+		switch {
+		case p.MaxDelay == 0:
+			return bad("initialDelay", p.InitialDelay, fmt.Sprintf("must not exceed maxDelay, which is not set and defaults to %v; set maxDelay to at least %v", DefaultMaxDelay, p.InitialDelay))
+		case p.InitialDelay == 0:
+			return bad("maxDelay", p.MaxDelay, fmt.Sprintf("must not be below initialDelay, which is not set and defaults to %v; set initialDelay to at most %v", DefaultInitialDelay, p.MaxDelay))
+		default:
+			return bad("maxDelay", p.MaxDelay, fmt.Sprintf("must not be below initialDelay=%v", p.InitialDelay))
+		}
 	}
 	for _, c := range p.NonRetryableErrorCodes {
 		if c == "" {
@@ -108,6 +122,20 @@ func (p RetryPolicy) Delay(attempt int) time.Duration {
 	return time.Duration(d)
 }
 
+// Keys of the policy's JSON form.
+const (
+	keyMaxAttempts            = "maxAttempts"
+	keyInitialDelay           = "initialDelay"
+	keyBackoffCoefficient     = "backoffCoefficient"
+	keyMaxDelay               = "maxDelay"
+	keyNonRetryableErrorCodes = "nonRetryableErrorCodes"
+	keyTimeout                = "timeout"
+)
+
+// policyKeys are the keys of the JSON form, in the order MarshalJSON
+// writes them.
+var policyKeys = []string{keyMaxAttempts, keyInitialDelay, keyBackoffCoefficient, keyMaxDelay, keyNonRetryableErrorCodes, keyTimeout}
+
 // policyJSON is the JSON form of a policy: durations as Go duration strings
 // ("1s", "250ms").
 type policyJSON struct {
@@ -139,28 +167,56 @@ func (p RetryPolicy) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes the JSON form ({"maxAttempts":3,"initialDelay":"1s",
-// …}) and validates it.
+// …}) and validates it. Keys are exact (case-sensitive) and a key the form
+// does not have is refused, naming it: a misspelt key would otherwise be
+// dropped and its default used without a word. A null or absent value
+// means the default.
 func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
-	var j policyJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return Permanent(CodeInvalidPolicy, "retry policy: "+err.Error())
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Permanent(CodeInvalidPolicy, fmt.Sprintf(`retry policy: got a JSON %s, want an object like {"maxAttempts":3,"initialDelay":"1s"}`, te.Value))
+		}
+		return Permanent(CodeInvalidPolicy, "retry policy: not valid JSON: "+err.Error())
 	}
-	out := RetryPolicy{
-		MaxAttempts:            j.MaxAttempts,
-		BackoffCoefficient:     j.BackoffCoefficient,
-		NonRetryableErrorCodes: j.NonRetryableErrorCodes,
+	if err := unknownPolicyKeys(raw); err != nil {
+		return err
+	}
+	var out RetryPolicy
+	for _, f := range []struct {
+		key  string
+		dst  any
+		want string
+	}{
+		{keyMaxAttempts, &out.MaxAttempts, "a whole number from 1 to 10"},
+		{keyBackoffCoefficient, &out.BackoffCoefficient, "a number from 1 to 100, like 2.0"},
+		{keyNonRetryableErrorCodes, &out.NonRetryableErrorCodes, `a list of error codes, like ["quota_exceeded"]`},
+	} {
+		if v, ok := raw[f.key]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil {
+				return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%s: want %s", f.key, shortJSON(v), f.want))
+			}
+		}
 	}
 	for _, f := range []struct {
-		name string
-		s    string
-		dst  *time.Duration
-	}{{"initialDelay", j.InitialDelay, &out.InitialDelay}, {"maxDelay", j.MaxDelay, &out.MaxDelay}, {"timeout", j.Timeout, &out.Timeout}} {
-		if f.s == "" {
+		key string
+		dst *time.Duration
+	}{{keyInitialDelay, &out.InitialDelay}, {keyMaxDelay, &out.MaxDelay}, {keyTimeout, &out.Timeout}} {
+		v, ok := raw[f.key]
+		if !ok {
 			continue
 		}
-		d, err := time.ParseDuration(f.s)
+		var s *string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%s: want a duration string like \"1s\" or \"250ms\"", f.key, shortJSON(v)))
+		}
+		if s == nil || *s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(*s)
 		if err != nil {
-			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%q: not a duration like 1s or 250ms", f.name, f.s))
+			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%q: not a duration like 1s or 250ms", f.key, *s))
 		}
 		*f.dst = d
 	}
@@ -169,6 +225,106 @@ func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
 	}
 	*p = out
 	return nil
+}
+
+// shortJSON is v for an error message: at most 64 bytes, cut at a UTF-8
+// character boundary and marked with "…".
+func shortJSON(v json.RawMessage) string {
+	const n = 64
+	if len(v) <= n {
+		return string(v)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return string(v[:cut]) + "…"
+}
+
+// unknownPolicyKeys refuses the keys of raw the JSON form does not have,
+// naming each with the key it most likely meant.
+func unknownPolicyKeys(raw map[string]json.RawMessage) error {
+	var bad []string
+	for k := range raw {
+		if !slices.Contains(policyKeys, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	parts := make([]string, len(bad))
+	for i, k := range bad {
+		parts[i] = strconv.Quote(k)
+		if hint := policyKeyHint(k); hint != "" {
+			parts[i] += " (" + hint + ")"
+		}
+	}
+	what := "unknown key"
+	if len(bad) > 1 {
+		what += "s"
+	}
+	return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy: %s %s; the keys are %s", what, strings.Join(parts, ", "), strings.Join(policyKeys, ", ")))
+}
+
+// policyKeyHint suggests the key an unknown key k most likely meant: the
+// same key in other letter case, the duration key of a TinySystems-style
+// "…Ms" key (the TinyNode CR's edge retryPolicy counts milliseconds), or a
+// key one or two edits away. It returns "" when nothing is close.
+func policyKeyHint(k string) string {
+	for _, known := range policyKeys {
+		if strings.EqualFold(k, known) {
+			return fmt.Sprintf("keys are case-sensitive: did you mean %q?", known)
+		}
+	}
+	if base, ok := strings.CutSuffix(k, "Ms"); ok {
+		for _, known := range []string{keyInitialDelay, keyMaxDelay, keyTimeout} {
+			if strings.EqualFold(base, known) {
+				return fmt.Sprintf("use %q with a duration string such as \"500ms\"", known)
+			}
+		}
+	}
+	best, bestDist := "", 3
+	for _, known := range policyKeys {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(known), bestDist); d < bestDist {
+			best, bestDist = known, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b, or limit when it is
+// limit or more (the policy keys are short; longer input is cut off early).
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		rowMin := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin >= limit {
+			return limit
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[len(b)], limit)
 }
 
 // sleep waits d or until ctx ends.

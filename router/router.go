@@ -19,13 +19,16 @@
 // context, so a message crossing several modules is one trace. The router
 // writes the W3C trace context (TraceParentKey "traceparent",
 // TraceStateKey "tracestate") into a copy of Message.Metadata of every
-// message it hands to a wire, and Dispatch continues the trace from the
-// context when the wire put a span there (grpcwire's otelgrpc handler does)
-// or else from those Metadata keys. A wire therefore must carry Metadata
-// both ways, with "traceparent" and "tracestate" as headers of that very
-// name (what the TinySystems SDK reads and writes on NATS); a wire with its
-// own instrumentation may carry them its own way too. With no tracer
-// provider set the spans are no-ops and nothing is copied or injected.
+// message it hands to a wire, replacing whatever an earlier hop left under
+// the propagator's keys (a tracestate the new span does not have is
+// dropped, not kept next to the new traceparent), and Dispatch continues
+// the trace from the context when the wire put a span there (grpcwire's
+// otelgrpc handler does) or else from those Metadata keys. A wire therefore
+// must carry Metadata both ways, with "traceparent" and "tracestate" as
+// headers of that very name (what the TinySystems SDK reads and writes on
+// NATS); a wire with its own instrumentation may carry them its own way
+// too. With no tracer provider set the spans are no-ops and nothing is
+// copied or injected.
 //
 // The package is transport-neutral: it imports no gRPC or NATS code.
 package router

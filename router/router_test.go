@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -377,6 +379,86 @@ func TestPolicyJSON(t *testing.T) {
 	}
 }
 
+// TestPolicyJSONUnknownKeys: a key the policy does not have (a typo, a
+// different spelling, the TinySystems TinyNode CR's *Ms keys) is refused
+// with an invalid_policy error naming it, instead of being dropped so the
+// defaults apply.
+func TestPolicyJSONUnknownKeys(t *testing.T) {
+	for _, c := range []struct{ in, key, hint string }{
+		{`{"maxAttempt":3}`, "maxAttempt", `"maxAttempts"`},
+		{`{"maxAttempts":3,"initialDelayMs":500}`, "initialDelayMs", `"initialDelay"`},
+		{`{"maxAttempts":3,"maxDelayMs":500}`, "maxDelayMs", `"maxDelay"`},
+		{`{"timeoutMs":500}`, "timeoutMs", `"timeout"`},
+		{`{"MaxAttempts":3}`, "MaxAttempts", `"maxAttempts"`},
+		{`{"maxAttempts":3,"jitter":true}`, "jitter", "maxAttempts, initialDelay"},
+	} {
+		var p RetryPolicy
+		err := json.Unmarshal([]byte(c.in), &p)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeInvalidPolicy || e.Retryable {
+			t.Errorf("%s: err = %v, want a permanent invalid_policy error", c.in, err)
+			continue
+		}
+		if !strings.Contains(e.Message, strconv.Quote(c.key)) || !strings.Contains(e.Message, c.hint) {
+			t.Errorf("%s: %q does not name the key %q with %s", c.in, e.Message, c.key, c.hint)
+		}
+		if p.MaxAttempts != 0 {
+			t.Errorf("%s: the policy was set (%+v) despite the error", c.in, p)
+		}
+	}
+	// Every key MarshalJSON writes is accepted back.
+	full := RetryPolicy{MaxAttempts: 3, InitialDelay: time.Millisecond, BackoffCoefficient: 1.5, MaxDelay: time.Second, NonRetryableErrorCodes: []string{"x"}, Timeout: time.Minute}
+	b, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back RetryPolicy
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, full) {
+		t.Fatalf("round trip of %s: %+v, %v", b, back, err)
+	}
+	for _, s := range []string{`{}`, `null`, `{"maxAttempts":null}`} {
+		var p RetryPolicy
+		if err := json.Unmarshal([]byte(s), &p); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestPolicyErrorSaysDefault: when a limit the user did not set is the
+// default, the error says so and names the field the user did set.
+func TestPolicyErrorSaysDefault(t *testing.T) {
+	for _, c := range []struct {
+		p            RetryPolicy
+		want, absent []string
+	}{
+		{RetryPolicy{InitialDelay: time.Minute}, []string{"initialDelay=1m0s", "maxDelay", "default", "30s"}, []string{"maxDelay=30s"}},
+		{RetryPolicy{MaxDelay: 500 * time.Millisecond}, []string{"maxDelay=500ms", "initialDelay", "default", "1s"}, []string{"initialDelay=1s"}},
+		{RetryPolicy{InitialDelay: 2 * time.Second, MaxDelay: time.Second}, []string{"maxDelay=1s", "initialDelay=2s"}, []string{"default"}},
+	} {
+		err := c.p.Validate()
+		e := AsError(err)
+		if e == nil || e.Code != CodeInvalidPolicy {
+			t.Errorf("Validate(%+v) = %v", c.p, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(e.Message, w) {
+				t.Errorf("Validate(%+v) = %q, want it to mention %q", c.p, e.Message, w)
+			}
+		}
+		for _, a := range c.absent {
+			if strings.Contains(e.Message, a) {
+				t.Errorf("Validate(%+v) = %q mentions %q as if the user had set it", c.p, e.Message, a)
+			}
+		}
+	}
+	var p RetryPolicy
+	err := json.Unmarshal([]byte(`{"initialDelay":"1m"}`), &p)
+	if e := AsError(err); e == nil || !strings.Contains(e.Message, "default") || strings.Contains(e.Message, "maxDelay=30s") {
+		t.Errorf("JSON without maxDelay: %v", err)
+	}
+}
+
 func TestAsError(t *testing.T) {
 	if AsError(nil) != nil {
 		t.Fatal("nil")
@@ -468,10 +550,25 @@ func FuzzPolicyJSON(f *testing.F) {
 	f.Add(`{"maxAttempts":-3}`)
 	f.Add(`{"backoffCoefficient":1e309}`)
 	f.Add(`{"maxAttempts":2,"initialDelay":"1281023h53m38.427387904s","maxDelay":"2562047h47m16.854775807s"}`)
+	f.Add(`{"maxAttempt":3,"initialDelayMs":500}`)
+	f.Add(`{"MaxAttempts":3}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var p RetryPolicy
-		if err := json.Unmarshal([]byte(s), &p); err != nil {
+		if err := p.UnmarshalJSON([]byte(s)); err != nil {
+			if e := AsError(err); e.Code != CodeInvalidPolicy || e.Retryable {
+				t.Fatalf("%s: %v, want a permanent invalid_policy error", s, err)
+			}
 			return
+		}
+		// Only the form's own keys, spelt exactly, are accepted.
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(s), &raw); err != nil {
+			t.Fatalf("accepted %s, which is not a JSON object: %v", s, err)
+		}
+		for k := range raw {
+			if !slices.Contains(policyKeys, k) {
+				t.Fatalf("accepted %s with the unknown key %q", s, k)
+			}
 		}
 		if err := p.Validate(); err != nil {
 			t.Fatalf("decoded an invalid policy %+v: %v", p, err)

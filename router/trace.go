@@ -68,6 +68,7 @@ type tracing struct {
 	tp       trace.TracerProvider // as configured (nil: the global one)
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
+	fields   []string                // prop.Fields(), made once
 	client   []trace.SpanStartOption // made once: options allocate
 	internal []trace.SpanStartOption
 	server   []trace.SpanStartOption
@@ -81,7 +82,7 @@ func newTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) tra
 	if get == nil {
 		get = otel.GetTracerProvider()
 	}
-	return tracing{tp: tp, tracer: get.Tracer(TracerName), prop: prop,
+	return tracing{tp: tp, tracer: get.Tracer(TracerName), prop: prop, fields: prop.Fields(),
 		client:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
 		internal: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 		server:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
@@ -141,13 +142,19 @@ func (t tracing) startHandle(ctx context.Context, module string, msg *Message, f
 
 // inject returns msg with the trace context of ctx in a copy of its
 // Metadata, or msg itself when ctx carries no trace (tracing off): no copy,
-// no allocation.
+// no allocation. The propagator's keys are removed from the copy first: a
+// message forwarded from an earlier hop may still carry that hop's
+// tracestate, which must not travel next to the new traceparent when the
+// new span context has no tracestate of its own.
 func (t tracing) inject(ctx context.Context, msg *Message) *Message {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return msg
 	}
 	md := make(map[string]string, len(msg.Metadata)+2)
 	maps.Copy(md, msg.Metadata)
+	for _, k := range t.fields {
+		delete(md, k)
+	}
 	t.prop.Inject(ctx, propagation.MapCarrier(md))
 	out := *msg
 	out.Metadata = md

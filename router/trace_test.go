@@ -145,3 +145,49 @@ func TestTracingOffCopiesNothing(t *testing.T) {
 		t.Fatalf("tracing off: the wire got %p %v, want the caller's message %p untouched", got, got.Metadata, in)
 	}
 }
+
+// TestInjectDropsStaleTraceState: a message whose metadata still carries
+// the trace context of an earlier hop (traceparent and tracestate) goes to
+// the wire with the new span's traceparent and no tracestate when the new
+// span context has none — not the old tracestate next to the new parent.
+func TestInjectDropsStaleTraceState(t *testing.T) {
+	w := &fakeWire{}
+	r, exp := tracedRouter(t, "mod-a", w)
+	const oldParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	in := &Message{To: "f.mod-b.n:in", Metadata: map[string]string{TraceParentKey: oldParent, TraceStateKey: "vendor=old", "k": "v"}}
+	if _, err := r.Send(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	sent := w.last.Load().Metadata
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	if sc := trace.SpanContextFromContext(DefaultPropagator().Extract(context.Background(), propagation.MapCarrier(sent))); sc.SpanID() != spans[0].SpanContext.SpanID() {
+		t.Fatalf("traceparent %q is not the send span's", sent[TraceParentKey])
+	}
+	if v, ok := sent[TraceStateKey]; ok {
+		t.Fatalf("stale tracestate %q kept next to the new traceparent %q", v, sent[TraceParentKey])
+	}
+	if sent["k"] != "v" {
+		t.Fatalf("other metadata lost: %v", sent)
+	}
+	if in.Metadata[TraceStateKey] != "vendor=old" || in.Metadata[TraceParentKey] != oldParent {
+		t.Fatalf("the caller's metadata was changed: %v", in.Metadata)
+	}
+
+	// A span context with a tracestate of its own replaces the old one.
+	ts, err := trace.ParseTraceState("vendor=new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true}))
+	if _, err := r.Send(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.last.Load().Metadata[TraceStateKey]; got != "vendor=new" {
+		t.Fatalf("tracestate %q, want the span context's vendor=new", got)
+	}
+}
