@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -47,9 +48,14 @@ type Tracing struct {
 // Setup reads the OpenTelemetry environment and, when it configures an
 // exporter, installs a tracer provider exporting over OTLP as the global
 // provider (and W3C trace context as the global propagator). Exporting is
-// on when OTEL_TRACES_EXPORTER is "otlp", or when it is unset and
+// on when OTEL_TRACES_EXPORTER names "otlp", or when it is unset and
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set;
-// OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true turn it off. The
+// OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true turn it off.
+// OTEL_TRACES_EXPORTER is a comma-separated list, as the OpenTelemetry
+// specification allows (case and spaces around entries do not matter): each
+// supported exporter (otlp is the only one) may be listed once, and none
+// must stand alone; an empty, unknown or repeated entry is an error that
+// names it. The
 // protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
 // OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", or "http/protobuf" (the default).
 // The exporters read the other OTEL_EXPORTER_OTLP_* variables (endpoint,
@@ -65,14 +71,14 @@ func Setup(ctx context.Context, service string, opts Options) (*Tracing, error) 
 	}
 	env := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	on := false
-	switch e := strings.ToLower(env("OTEL_TRACES_EXPORTER")); e {
-	case "otlp":
-		on = true
-	case "none":
-	case "":
+	if raw := env("OTEL_TRACES_EXPORTER"); raw == "" {
 		on = env("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-	default:
-		return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q is not supported; use otlp or none", e)
+	} else {
+		names, err := parseExporters(raw)
+		if err != nil {
+			return nil, err
+		}
+		on = slices.Contains(names, "otlp")
 	}
 	if strings.EqualFold(env("OTEL_SDK_DISABLED"), "true") {
 		on = false
@@ -114,6 +120,36 @@ func Setup(ctx context.Context, service string, opts Options) (*Tracing, error) 
 	otel.SetTracerProvider(t.tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return t, nil
+}
+
+// supportedExporters are the OTEL_TRACES_EXPORTER entries Setup can
+// install, besides "none".
+var supportedExporters = []string{"otlp"}
+
+// parseExporters reads OTEL_TRACES_EXPORTER (not empty): a comma-separated
+// list of exporter names, each supported one at most once, or "none" alone.
+// It returns the exporters to install (none for "none"), lower-cased.
+func parseExporters(raw string) ([]string, error) {
+	entries := strings.Split(raw, ",")
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		name := strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case name == "":
+			return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q has an empty entry; want a comma-separated list of %s, or none", raw, strings.Join(supportedExporters, ", "))
+		case name == "none":
+			if len(entries) > 1 {
+				return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: none turns export off and must stand alone", raw)
+			}
+			return nil, nil
+		case !slices.Contains(supportedExporters, name):
+			return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: exporter %q is not supported; use %s (comma-separated), or none", raw, strings.TrimSpace(e), strings.Join(supportedExporters, ", "))
+		case slices.Contains(names, name):
+			return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: exporter %q is listed twice; name each exporter once", raw, name)
+		}
+		names = append(names, name)
+	}
+	return names, nil
 }
 
 // mustResource drops a partial-resource error from the environment

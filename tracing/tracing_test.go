@@ -163,3 +163,46 @@ func TestExportOverOTLPGRPC(t *testing.T) {
 		t.Fatalf("the collector received %v", s)
 	}
 }
+
+// OTEL_TRACES_EXPORTER is a comma-separated list (OpenTelemetry
+// specification): each supported exporter once, none alone; anything else
+// is an error that names the offending entry.
+func TestExporterList(t *testing.T) {
+	resetGlobal(t)
+	for _, tc := range []struct {
+		value string
+		want  string // in the error
+	}{
+		{"otlp,console", `exporter "console" is not supported`},
+		{"console, otlp", `exporter "console" is not supported`},
+		{"OTLP , Zipkin", `exporter "Zipkin" is not supported`},
+		{"otlp,otlp", `exporter "otlp" is listed twice`},
+		{"otlp, OTLP", `exporter "otlp" is listed twice`},
+		{"none,otlp", "none turns export off and must stand alone"},
+		{"otlp,none", "none turns export off and must stand alone"},
+		{"otlp,", "empty entry"},
+		{",", "empty entry"},
+	} {
+		env := map[string]string{"OTEL_TRACES_EXPORTER": tc.value, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+		tr, err := Setup(context.Background(), "svc", Options{Getenv: func(k string) string { return env[k] }})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+			t.Errorf("OTEL_TRACES_EXPORTER=%q: %+v, %v; want an error with %q", tc.value, tr, err, tc.want)
+		}
+	}
+	// A one-entry list, spaces and case aside, is the exporter itself.
+	for _, v := range []string{" otlp ", "OTLP"} {
+		env := map[string]string{"OTEL_TRACES_EXPORTER": v, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+		tr, err := Setup(context.Background(), "svc", Options{Getenv: func(k string) string { return env[k] }})
+		if err != nil || tr.Exporting() != "otlp/http" {
+			t.Fatalf("OTEL_TRACES_EXPORTER=%q: %+v %v; want otlp/http", v, tr, err)
+		}
+		_ = tr.Shutdown(context.Background())
+	}
+	for _, v := range []string{" none ", "NONE"} {
+		env := map[string]string{"OTEL_TRACES_EXPORTER": v, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}
+		tr, err := Setup(context.Background(), "svc", Options{Getenv: func(k string) string { return env[k] }})
+		if err != nil || tr.Exporting() != "" || tr.Provider() != nil {
+			t.Fatalf("OTEL_TRACES_EXPORTER=%q: %+v %v; want tracing off", v, tr, err)
+		}
+	}
+}
