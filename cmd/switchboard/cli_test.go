@@ -51,6 +51,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ls", "--dsn", dsn, "--name", "__"}, `--name "__"`, "switchboard ls"},
 		{[]string{"version", "extra"}, "version takes no arguments", "switchboard version"},
 		{[]string{"demo", "--ttl", "1s", "--heartbeat", "600ms"}, "--heartbeat 600ms: must be positive and at most half of --ttl", "switchboard demo"},
+		// A ttl too short for any heartbeat is a --ttl error, not one about
+		// the heartbeat derived from it.
+		{[]string{"demo", "--dsn", dsn, "--ttl", "1ns"}, "--ttl 1ns: must be at least 1ms", "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "2ns", "--heartbeat", "1ns"}, "--ttl 2ns: must be at least 1ms", "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "100us"}, "--ttl 100µs: must be at least 1ms", "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "2h"}, `--ttl "2h0m0s": must be at most max_ttl (1h0m0s)`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--heartbeat", "0s"}, "--heartbeat 0s: must be positive", "switchboard demo"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "1ns"}, `--ttl "1ns": must be at least 1ms`, "switchboard register"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "500us", "--heartbeat", "1s"}, `--ttl "500µs": must be at least 1ms`, "switchboard register"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := cli(t, tc.args...)

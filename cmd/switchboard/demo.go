@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/discovery"
 )
 
@@ -50,19 +51,39 @@ stops it early and deregisters its instances, the "crashed" writer's row include
   switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' demo`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("heartbeat") {
-				hb = min(hb, ttl/3)
-			}
+			// Each error names the flag that is wrong: a heartbeat derived
+			// from --ttl cannot be, so a --ttl too short for one is a --ttl
+			// error.
+			ttlSet, hbSet := cmd.Flags().Changed("ttl"), cmd.Flags().Changed("heartbeat")
 			if ttl <= 0 {
 				return usagef("--ttl %s: must be positive", ttl)
+			}
+			if ttl < time.Millisecond {
+				return usagef("--ttl %s: must be at least 1ms", ttl)
+			}
+			if !hbSet {
+				hb = min(hb, ttl/3)
 			}
 			if hb <= 0 || hb > ttl/2 {
 				return usagef("--heartbeat %s: must be positive and at most half of --ttl (%s)", hb, ttl)
 			}
 			ctx := cmd.Context()
-			c, err := g.readConfig()
+			// --ttl, when given, is the configuration's ttl too, so an
+			// error about it names the flag and one about the environment
+			// or the file names them.
+			c, err := g.readConfig(func(c *config.Config) {
+				if ttlSet {
+					c.Discovery.TTL = ttl
+				}
+			})
 			if err != nil {
 				return err
+			}
+			if ttl > c.Discovery.MaxTTL {
+				// Only --ttl unset gets here: a --ttl above max_ttl failed
+				// the configuration's validation already.
+				return usage(g.nameSource(&switchboard.FieldError{Field: "max_ttl", Value: c.Discovery.MaxTTL.String(),
+					Reason: fmt.Sprintf("is below the demo's ttl (%s, the default of --ttl); pass a --ttl of at most %s", ttl, c.Discovery.MaxTTL)}))
 			}
 			cat, err := g.open(ctx, c, false)
 			if err != nil {
@@ -80,7 +101,7 @@ stops it early and deregisters its instances, the "crashed" writer's row include
 		},
 		Annotations: map[string]string{annEnv: envDSNHelp, annExit: exitLong},
 	}
-	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances")
+	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances (at least 1ms, at most max_ttl)")
 	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at most ttl/2; with only --ttl: min(500ms, ttl/3))")
 	return cmd
 }

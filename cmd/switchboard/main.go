@@ -69,6 +69,10 @@ func forceExit(sig os.Signal, stderr io.Writer, exit func(int)) {
 // terminalCheck tells whether a writer is a terminal; tests replace it.
 var terminalCheck = isTerminal
 
+// openedHook, when set (by tests), is handed every catalog a command opens
+// through globals.open.
+var openedHook func(switchboard.Catalog)
+
 // usageError marks input the user must fix: exit code 2.
 type usageError struct{ err error }
 
@@ -247,15 +251,29 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 }
 
 func (g *globals) load(getenv func(string) string, flags ...func(*config.Config)) (config.Config, error) {
-	c, err := config.Load(g.file, getenv, append([]func(*config.Config){func(c *config.Config) {
+	var final config.Config // as validated
+	c, err := config.Load(g.file, getenv, append(append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
-	}}, flags...)...)
+	}}, flags...), func(c *config.Config) { final = *c })...)
 	if err != nil {
-		return config.Config{}, usage(g.nameSource(err))
+		return config.Config{}, usage(g.nameSource(ttlTooShort(err, final)))
 	}
 	return c, nil
+}
+
+// ttlTooShort turns a heartbeat error into the TTL's own when the TTL is
+// under a millisecond, the least any instance may have: no heartbeat fits
+// such a TTL (the one derived from it is 0 below 3ns), so the TTL is what
+// to fix, not the heartbeat the user may never have set.
+func ttlTooShort(err error, c config.Config) error {
+	var fe *switchboard.FieldError
+	ttl := c.Discovery.TTL
+	if !errors.As(err, &fe) || fe.Field != "heartbeat_interval" || ttl <= 0 || ttl >= time.Millisecond {
+		return err
+	}
+	return &switchboard.FieldError{Field: "ttl", Value: ttl.String(), Reason: "must be at least 1ms"}
 }
 
 // catalog loads the configuration and opens its catalog (see open).
@@ -297,6 +315,9 @@ func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (s
 			return nil, usage(g.nameSource(err))
 		}
 		return nil, err
+	}
+	if openedHook != nil {
+		openedHook(cat)
 	}
 	return cat, nil
 }

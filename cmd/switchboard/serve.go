@@ -107,7 +107,7 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 	f.StringVar(&key, "tls-key", "", "TLS key PEM file ([http] tls_key)")
 	f.StringVar(&natsListen, "nats", "", "also run an embedded NATS broker (JetStream, store in the data directory) on ADDR: --nats or --nats=127.0.0.1:4222")
 	f.Lookup("nats").NoOptDefVal = "127.0.0.1:4222"
-	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go")
+	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go (all deregistered when the server stops, crashed ones included)")
 	return cmd
 }
 
@@ -122,12 +122,16 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	fmt.Fprintf(g.stdout, "switchboard serve: dashboard at %s://%s/\n", scheme, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	// The demo stops with the server, however the server stops (the
+	// listener may fail while ctx goes on).
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
 	var wg sync.WaitGroup
 	if demo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runServeDemo(ctx, g, cat, c.Discovery.TTL, c.Discovery.HeartbeatInterval)
+			runServeDemo(demoCtx, g, cat, c.Discovery.TTL, c.Discovery.HeartbeatInterval)
 		}()
 	}
 	var err error
@@ -135,13 +139,16 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	case <-ctx.Done():
 	case err = <-served:
 	}
+	// The demo's roles deregister first, while watchers are still
+	// connected to see them go.
+	stopDemo()
+	wg.Wait()
 	// Close the API first: it ends the SSE streams, which Shutdown would
 	// otherwise wait for.
 	api.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hs.Shutdown(sctx)
-	wg.Wait()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -151,7 +158,9 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 // runServeDemo keeps the catalog seed's five roles coming and going until
 // ctx ends: each registers, heartbeats for a while, then leaves
 // (deregisters) or, one time in three, crashes (stops heartbeating, so it
-// expires after its TTL), and comes back a few seconds later.
+// expires after its TTL), and comes back a few seconds later. When ctx ends
+// every role deregisters, whatever state it is in (a crashed one included:
+// a stopped server leaves no demo row behind), before runServeDemo returns.
 func runServeDemo(ctx context.Context, g *globals, cat switchboard.Catalog, ttl, hb time.Duration) {
 	var wg sync.WaitGroup
 	for i, r := range demoRoles {
@@ -171,6 +180,17 @@ func runServeDemo(ctx context.Context, g *globals, cat switchboard.Catalog, ttl,
 			if !sleep(time.Duration(i) * 300 * time.Millisecond) {
 				return
 			}
+			// From the first registration on, the role's row goes when the
+			// demo stops: heartbeating, crashed (its row expired but not
+			// reaped) or gone (not found, which is fine). A Register cut
+			// short by ctx may have written the row too.
+			defer func() {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if err := cat.Deregister(dctx, in.ID); err != nil && !errors.Is(err, switchboard.ErrNotFound) {
+					g.log.Warn("demo: deregistering at shutdown failed", "role", r.typ, "id", in.ID, "err", err)
+				}
+			}()
 			for {
 				if _, err := cat.Register(ctx, in); err != nil {
 					if ctx.Err() != nil {
@@ -183,9 +203,6 @@ func runServeDemo(ctx context.Context, g *globals, cat switchboard.Catalog, ttl,
 				for {
 					select {
 					case <-ctx.Done():
-						dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						cat.Deregister(dctx, in.ID)
-						cancel()
 						return
 					case <-life:
 						break beat

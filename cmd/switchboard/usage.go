@@ -182,6 +182,7 @@ var configSource = map[string]struct{ env, key string }{
 	"dsn":                {envDSN, "discovery.dsn"},
 	"heartbeat_interval": {envHeartbeat, "discovery.heartbeat_interval"},
 	"ttl":                {envTTL, "discovery.ttl"},
+	"max_ttl":            {"SWITCHBOARD_DISCOVERY_MAX_TTL", "discovery.max_ttl"},
 	"poll_interval":      {envPoll, "discovery.poll_interval"},
 	"http.listen":        {"SWITCHBOARD_HTTP_LISTEN", "http.listen"},
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -32,7 +34,9 @@ the columns stay aligned), wide (nothing cut), json (one object per line:
 --json is the same). An empty cell is "-". When the catalog cannot be reached, one line says so on
 stderr and the watch goes on with the last known set.
 
-On a terminal, one line on stderr says what is watched and how to stop.`,
+On a terminal, one line on stderr says what is watched and how to stop. Ctrl-C or SIGTERM ends
+the watch with exit 0; if the catalog ends it instead (its handle closed or failed), one line on
+stderr says that the watch ended, and why when known, and the exit code is 1.`,
 		Example: `  switchboard watch
   switchboard watch --capability storage -o wide
   switchboard watch --json | jq -c 'select(.event == "removed")'`,
@@ -63,17 +67,46 @@ On a terminal, one line on stderr says what is watched and how to stop.`,
 			if format != formatJSON {
 				fmt.Fprintln(g.stdout, p.header())
 			}
+			// lastErr is the catalog's error while it is unreachable (an
+			// error event not yet followed by a resync).
+			var lastErr error
 			for ev := range ch {
+				switch ev.Kind {
+				case switchboard.EventError:
+					lastErr = ev.Err
+				case switchboard.EventSynced:
+					lastErr = nil
+				}
 				if err := p.print(ev); err != nil {
 					return err
 				}
 			}
-			return nil
+			if cmd.Context().Err() != nil {
+				return nil // interrupted: how a watch is meant to stop
+			}
+			return watchEnded(cmd.Context(), cat, lastErr)
 		},
 	}
 	qf.add(cmd)
 	cmd.Annotations = map[string]string{annEnv: envDSNHelp + "\n" + envPollHelp, annExit: exitLong}
 	return cmd
+}
+
+// watchEnded is the error of a watch whose events stopped while nobody
+// interrupted it: the catalog closed the channel on its own. The reason is
+// the catalog's last error when it was unreachable, else what the catalog
+// answers now (a closed handle says so), when it fails.
+func watchEnded(ctx context.Context, cat switchboard.Catalog, lastErr error) error {
+	const msg = "watch ended: the catalog stopped the event stream"
+	if lastErr != nil {
+		return fmt.Errorf("%s; last catalog error: %w", msg, lastErr)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := cat.Now(pctx); err != nil {
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return errors.New(msg + " (no reason given)")
 }
 
 // describeQuery says in words what a watch selects.

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Durations from the environment: an error names the variable that holds
+// the wrong value, and a demo flag wins over the environment.
+func TestDurationErrorsNameTheirSource(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	openCatalog(t, dsn)
+	register := []string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1"}
+	check := func(args []string, want string) {
+		t.Helper()
+		code, stdout, stderr := cli(t, args...)
+		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", args, code, stdout, stderr, want)
+		}
+	}
+	// No heartbeat fits a ttl under 3ns (the derived one is 0s): the ttl
+	// is named, not discovery.heartbeat_interval.
+	t.Setenv(envTTL, "1ns")
+	for _, args := range [][]string{{"ls", "--dsn", dsn}, {"demo", "--dsn", dsn}, register} {
+		check(args, envTTL+` "1ns": must be at least 1ms`)
+	}
+	// demo --ttl replaces the environment's ttl.
+	if code, stdout, stderr := cli(t, "demo", "--dsn", "sqlite::memory:", "--ttl", "400ms", "--heartbeat", "100ms"); code != 0 || !strings.Contains(stdout, "demo done") {
+		t.Errorf("demo --ttl 400ms with %s=1ns: exit %d\nstdout:\n%s\nstderr:\n%s", envTTL, code, stdout, stderr)
+	}
+	// The demo's default ttl (2s) above the configured max_ttl: the
+	// max_ttl's variable is named, and what to pass instead.
+	t.Setenv(envTTL, "1s")
+	t.Setenv("SWITCHBOARD_DISCOVERY_MAX_TTL", "1s")
+	check([]string{"demo", "--dsn", dsn}, `SWITCHBOARD_DISCOVERY_MAX_TTL "1s": is below the demo's ttl (2s, the default of --ttl); pass a --ttl of at most 1s`)
+	check([]string{"demo", "--dsn", dsn, "--ttl", "1500ms"}, `--ttl "1.5s": must be at most max_ttl (1s)`)
+}
