@@ -59,6 +59,13 @@ type Catalog struct {
 
 	mu     sync.Mutex
 	closed bool
+	// closing ends with Close: it ends the elections running on the
+	// catalog (RunElection), which elections counts.
+	closing   context.Context
+	endAll    context.CancelFunc
+	elections sync.WaitGroup
+	// now is the clock Reap judges Leases by (time.Now; tests fix it).
+	now func() time.Time
 }
 
 var (
@@ -95,7 +102,8 @@ func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error
 	if err != nil {
 		return nil, err
 	}
-	cat := &Catalog{c: c, opts: opts, m: newMirror(c)}
+	cat := &Catalog{c: c, opts: opts, m: newMirror(c), now: time.Now}
+	cat.closing, cat.endAll = context.WithCancel(context.Background())
 	cat.hub = hub.New(cat.m, hub.Options{PollInterval: opts.PollInterval, Logger: opts.Logger})
 	cat.m.hub = cat.hub
 	return cat, nil
@@ -452,7 +460,7 @@ func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 		return 0, apiErr("reap: list TinyModules", err)
 	}
 	n := 0
-	now := time.Now()
+	now := k.now()
 	for i := range mods.Items {
 		tm := &mods.Items[i]
 		l, err := k.c.getLease(ctx, tm.Name+LeaseSuffix)
@@ -506,7 +514,11 @@ func (k *Catalog) Now(ctx context.Context) (time.Time, error) {
 // WatchStats reports the watch machinery's state.
 func (k *Catalog) WatchStats() switchboard.WatchStats { return k.hub.Stats() }
 
-// Close stops the informers and closes every watch. It is idempotent.
+// Close ends every election running on the catalog (RunElection returns
+// ErrClosed; a leader releases its Lease first, and Close waits for that),
+// stops the informers and closes every watch. It is idempotent. It must not
+// be called from an election's OnStoppedLeading, which runs inside
+// RunElection.
 func (k *Catalog) Close() error {
 	k.mu.Lock()
 	if k.closed {
@@ -515,6 +527,8 @@ func (k *Catalog) Close() error {
 	}
 	k.closed = true
 	k.mu.Unlock()
+	k.endAll()
+	k.elections.Wait()
 	k.hub.Close()
 	k.m.stop()
 	return nil

@@ -2,6 +2,8 @@ package kube_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/kube"
 	"github.com/switchboard-io/switchboard/kube/kubetestenv"
@@ -67,4 +70,46 @@ func TestLeaderReContends(t *testing.T) {
 	testkit.WaitUntil(t, "the Lease to name phoenix-0 again", func() bool {
 		return leaseHolder(t, cfg, ns, "phoenix-lock") == "phoenix-0"
 	})
+}
+
+// TestCloseEndsElection: a RunElection of the user's own ends with the
+// catalog it runs on: Close makes it release the Lease, and waits for that,
+// and RunElection returns ErrClosed.
+func TestCloseEndsElection(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	leading := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		done <- cat.RunElection(context.Background(), kube.ElectionConfig{
+			Lease: "own-lock", Identity: "own-0",
+			LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 300 * time.Millisecond,
+			OnStartedLeading: func(context.Context) { once.Do(func() { close(leading) }) },
+		})
+	}()
+	select {
+	case <-leading:
+	case <-time.After(time.Minute):
+		t.Fatal("own-0 never led")
+	}
+	if err := cat.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waited for the release: the 30 s Lease is free at once.
+	if h := leaseHolder(t, cfg, ns, "own-lock"); h != "" {
+		t.Fatalf("the Lease is still held by %q after Close", h)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, switchboard.ErrClosed) {
+			t.Fatalf("RunElection after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("RunElection still runs after Close")
+	}
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -37,7 +37,9 @@ type ModuleConfig struct {
 	Addr string
 	// Image is written to spec.image when the TinyModule is created.
 	Image string
-	// Components is the component catalog the leader publishes.
+	// Components is the component catalog the leader publishes. StartModule
+	// copies it: changing the slice (or what it holds) afterwards changes
+	// nothing that is published.
 	Components []v1alpha1.TinyModuleComponentStatus
 	// Identity is this replica's election identity (default: Identity(),
 	// the pod name). It is used whole.
@@ -104,6 +106,7 @@ func StartModule(ctx context.Context, cfg ModuleConfig) (*Module, error) {
 	if cfg.SDKVersion == "" {
 		cfg.SDKVersion = SDKVersion()
 	}
+	cfg.Components = copyComponents(cfg.Components)
 	if cfg.Config == nil || cfg.Namespace == "" {
 		c, ns, err := LoadConfig()
 		if err != nil {
@@ -180,6 +183,19 @@ func StartModule(ctx context.Context, cfg ModuleConfig) (*Module, error) {
 	unhook := context.AfterFunc(ctx, func() { m.Close() })
 	m.unhook.Store(&unhook)
 	return m, nil
+}
+
+// copyComponents returns a deep copy of cs: the module publishes what it
+// was started with, whatever its caller does with its slice afterwards.
+func copyComponents(cs []v1alpha1.TinyModuleComponentStatus) []v1alpha1.TinyModuleComponentStatus {
+	if cs == nil {
+		return nil
+	}
+	out := make([]v1alpha1.TinyModuleComponentStatus, len(cs))
+	for i := range cs {
+		cs[i].DeepCopyInto(&out[i])
+	}
+	return out
 }
 
 // SDKVersion is the version of the switchboard module this program was
@@ -326,7 +342,9 @@ func (m *Module) publishStatus(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if reflect.DeepEqual(tm.Status, want) {
+		// Semantically: the stored status has been through JSON, where an
+		// empty slice (of components, tags, ports, a schema) is no slice.
+		if equality.Semantic.DeepEqual(tm.Status, want) {
 			return nil
 		}
 		if m.term() == nil {

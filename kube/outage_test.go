@@ -2,10 +2,7 @@ package kube_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,74 +14,6 @@ import (
 	"github.com/switchboard-io/switchboard/kube"
 	"github.com/switchboard-io/switchboard/kube/kubetestenv"
 )
-
-// proxy is a TCP proxy to the API server that can be cut and restored on
-// the same address.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-	mu     sync.Mutex
-	lis    net.Listener
-	conns  map[net.Conn]struct{}
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = lis.Addr().String()
-	p.serve(lis)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) serve(lis net.Listener) {
-	p.mu.Lock()
-	p.lis = lis
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
-			go func() { _, _ = io.Copy(c, up); up.Close(); c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lis != nil {
-		p.lis.Close()
-		p.lis = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *proxy) restore() {
-	lis, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.serve(lis)
-}
 
 // TestOutage: while the API server cannot be reached, a discovery cache on
 // kube:// keeps serving the last known modules, marked stale; afterwards it
@@ -116,7 +45,7 @@ func TestOutage(t *testing.T) {
 		t.Fatal("cache does not hold the module")
 	}
 
-	px.cut()
+	px.Refuse()
 	testkit.WaitUntil(t, "the cache to say it is stale", func() bool {
 		stale, _ := cache.Stale()
 		return stale
@@ -132,7 +61,7 @@ func TestOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	px.restore()
+	px.Restore()
 	testkit.WaitUntil(t, "the cache to catch up", func() bool {
 		stale, _ := cache.Stale()
 		return !stale && len(cache.ByName("newcomer")) == 1 && len(cache.ByName("steady")) == 0
@@ -140,17 +69,18 @@ func TestOutage(t *testing.T) {
 }
 
 // behindProxy is a namespace of its own on the test API server, and a
-// config that reaches the server through a proxy the test can cut.
-func behindProxy(t *testing.T) (cfg *rest.Config, ns string, viaProxy *rest.Config, px *proxy) {
+// config that reaches the server through a proxy the test can cut (every
+// connection closed, new ones closed at once) and restore.
+func behindProxy(t *testing.T) (cfg *rest.Config, ns string, viaProxy *rest.Config, px *testkit.Proxy) {
 	t.Helper()
 	cfg, ns = kubetestenv.Setup(t)
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	px = newProxy(t, u.Host)
+	px = testkit.NewProxy(t, u.Host)
 	viaProxy = rest.CopyConfig(cfg)
-	viaProxy.Host = "https://" + px.addr
+	viaProxy.Host = "https://" + px.Addr()
 	return cfg, ns, viaProxy, px
 }
 

@@ -2,13 +2,20 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/switchboard-io/switchboard"
@@ -83,4 +90,116 @@ func TestRBACManifest(t *testing.T) {
 	testkit.WaitUntil(t, "the module's watch to see itself", func() bool {
 		return len(m.Cache().ByName("example-module")) == 1
 	})
+}
+
+// TestLeaseRefusalIsLogged: a module whose Role lets it read and write
+// TinyModules and list and watch Leases, but not get, create or update
+// them, starts, and never leads. client-go's elector says why only in
+// klog: the module's own logger must say it (at Error level, naming the
+// Lease and the missing permission), once, and that it works again when
+// the Role is fixed, after which the replica leads without a restart.
+func TestLeaseRefusalIsLogged(t *testing.T) {
+	kubetestenv.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := kubetestenv.Start(ctx, "-rbac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	admin := srv.Config
+	if err := kubetestenv.InstallCRD(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	core, err := corev1client.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "restricted"
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rbac, err := rbacv1client.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-lease-writes", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"operator.tinysystems.io"}, Resources: []string{"tinymodules", "tinymodules/status"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
+		},
+	}
+	if role, err = rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-lease-writes", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "restricted-module", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs testkit.SyncBuffer
+	sa, reqs := counted(asServiceAccount(admin, ns, "restricted-module"))
+	m, err := kube.StartModule(context.Background(), kube.ModuleConfig{
+		Name: "restricted-module", Version: "1.0.0", Addr: "10.1.2.3:8483", Identity: "restricted-module-0",
+		Namespace: ns, Config: sa,
+		RetryPeriod: 200 * time.Millisecond,
+		Logger:      slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatalf("start with list and watch on Leases: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	refusal := func(line map[string]any) bool {
+		return line["level"] == "ERROR" && line["lease"] == ns+"/restricted-module-lock" && line["op"] == "get" &&
+			strings.Contains(fmt.Sprint(line["msg"]), "leases.coordination.k8s.io") && strings.Contains(fmt.Sprint(line["err"]), "forbidden")
+	}
+	testkit.WaitUntil(t, "the module's logger to report the refused Lease", func() bool {
+		return countLogs(t, logs.String(), refusal) > 0
+	})
+	// The election retries every 200 ms: a few more refusals, no more logs.
+	leasePath := "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases/restricted-module-lock"
+	testkit.WaitUntil(t, "the election to try the Lease a few times", func() bool {
+		return reqs.count(http.MethodGet, leasePath) >= 4
+	})
+	if m.IsLeader() {
+		t.Fatal("leads without access to its Lease")
+	}
+
+	// The Role is fixed: the replica leads, and says the Lease works again.
+	role.Rules[1].Verbs = []string{"get", "list", "watch", "create", "update"}
+	if _, err := rbac.Roles(ns).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the replica to lead once the Role allows it", m.IsLeader)
+	testkit.WaitUntil(t, "the module's logger to report the Lease working again", func() bool {
+		return countLogs(t, logs.String(), func(line map[string]any) bool {
+			return line["level"] == "INFO" && line["op"] == "get" && strings.Contains(fmt.Sprint(line["msg"]), "works again")
+		}) == 1
+	})
+	if n := countLogs(t, logs.String(), refusal); n != 1 {
+		t.Fatalf("the refusal was logged %d times, want once until it changed:\n%s", n, logs.String())
+	}
+}
+
+// countLogs counts the JSON log lines that match.
+func countLogs(t *testing.T, logs string, match func(map[string]any) bool) int {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if l == "" {
+			continue
+		}
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if match(line) {
+			n++
+		}
+	}
+	return n
 }

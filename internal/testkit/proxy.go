@@ -8,14 +8,19 @@ import (
 
 // Proxy forwards TCP connections to a server and can cut them all and
 // refuse new ones (closing each at once) until restored: a network outage
-// between one process and its database or server. It can also freeze them:
-// drop whatever either side sends and keep them open, as a peer gone
-// behind a NAT or a firewall does (nothing arrives, nothing fails).
+// between one process and its database or server. It can also stop
+// listening, so that new connections are refused as by a server that is
+// down (Refuse), or freeze them: drop whatever either side sends and keep
+// them open, as a peer gone behind a NAT or a firewall does (nothing
+// arrives, nothing fails).
 type Proxy struct {
-	ln     net.Listener
+	t      testing.TB
+	addr   string
 	target string
 
 	mu     sync.Mutex
+	ln     net.Listener // nil while refusing (and once closed)
+	closed bool
 	cut    bool
 	frozen bool
 	conns  map[net.Conn]struct{}
@@ -30,20 +35,20 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{t: t, addr: ln.Addr().String(), ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
-	go p.accept()
+	go p.accept(ln)
 	t.Cleanup(p.close)
 	return p
 }
 
 // Addr is the proxy's address (host:port).
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -117,12 +122,39 @@ func (p *Proxy) Freeze() {
 	p.mu.Unlock()
 }
 
-// Restore accepts and forwards connections again; those that lost data
-// while frozen are closed.
+// Refuse closes every proxied connection, as CutAll does, and stops
+// listening: a new connection is refused (ECONNREFUSED), as by a server
+// that is down, where after CutAll it is accepted and closed at once (which
+// some clients retry as a dropped connection). Restore listens again on the
+// same address.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Restore accepts and forwards connections again (listening again on the
+// same address after Refuse); those that lost data while frozen are closed.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	if p.ln == nil && !p.closed {
+		if ln, err := net.Listen("tcp", p.addr); err != nil {
+			p.t.Errorf("testkit: proxy: listen again on %s: %v", p.addr, err)
+		} else {
+			p.ln = ln
+			p.wg.Add(1)
+			go p.accept(ln)
+		}
+	}
 	if p.frozen {
 		p.frozen = false
 		for c := range p.conns {
@@ -132,7 +164,13 @@ func (p *Proxy) Restore() {
 }
 
 func (p *Proxy) close() {
-	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	p.mu.Unlock()
 	p.CutAll()
 	p.wg.Wait()
 }

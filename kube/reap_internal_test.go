@@ -1,0 +1,63 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/kube/kubetestenv"
+)
+
+// TestReapSparesReleasedLease: a Lease released by a leader that stepped
+// down (client-go writes no holder and a 1 s duration) keeps its module
+// active for ReleaseGrace while a successor takes over; Reap must not
+// delete that module at twice the 1 s — a TinyModule deleted under a
+// running module is not re-created. Reap judges by the catalog's clock,
+// fixed here: 3 s after the release (past twice 1 s, inside ReleaseGrace),
+// then past twice ReleaseGrace, when the module is reaped.
+func TestReapSparesReleasedLease(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cat.Register(ctx, switchboard.Instance{Name: "handover", Type: TypeModule, Address: "10.8.8.8:8483", TTL: 15 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cat.c.getLease(ctx, "handover"+LeaseSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := metav1.NewMicroTime(time.Now().Truncate(time.Second))
+	l.Spec.HolderIdentity = ptr.To("")
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+	l.Spec.AcquireTime, l.Spec.RenewTime = &released, &released
+	if _, err := cat.c.leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cat.now = func() time.Time { return released.Add(3 * time.Second) }
+	n, err := cat.Reap(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("Reap deleted %d modules, among them one whose released Lease is still in its grace", n)
+	}
+	if _, err := cat.Get(ctx, "handover"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Past twice ReleaseGrace nobody took over: the module is reaped.
+	cat.now = func() time.Time { return released.Add(2*ReleaseGrace + time.Second) }
+	if n, err := cat.Reap(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("Reap past twice ReleaseGrace: %d, %v; want the module reaped", n, err)
+	}
+}
