@@ -20,7 +20,10 @@ var (
 	// process holds (stopped or hung); the write did not happen.
 	ErrBusy = errors.New("catalog busy")
 	// ErrNoCatalog says there is no catalog where an existing one was
-	// asked for (Options.MustExist): nothing has registered there yet.
+	// asked for (Options.MustExist): nothing has registered there yet. A
+	// PostgreSQL catalog also says it of reads made while its tables are
+	// gone (the database restarted empty): the next registration or
+	// heartbeat creates them again.
 	ErrNoCatalog = errors.New("no catalog")
 	// ErrUnreachable says the catalog's server could not be reached.
 	ErrUnreachable = errors.New("cannot reach the catalog")

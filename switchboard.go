@@ -44,7 +44,10 @@ type Instance struct {
 	// Components is an optional JSON document (the module's component
 	// catalog with per-port schemas).
 	Components json.RawMessage
-	// TTL is the liveness window; zero means the catalog's default.
+	// TTL is the liveness window; zero means the catalog's default. It is
+	// stored rounded up to whole milliseconds on every backend (RoundTTL;
+	// kube:// rounds up to whole seconds), and Register returns the stored
+	// TTL. Under 1ms (but not zero) is ErrInvalid.
 	TTL time.Duration
 	// RegisteredAt and LastSeen are stamped with the catalog's clock.
 	RegisteredAt time.Time

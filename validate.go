@@ -31,8 +31,9 @@ const (
 )
 
 // Normalize validates in and returns it in canonical form: the name
-// sanitised, capabilities de-duplicated in their given order. Everything a
-// backend stores goes through it, so a bad field never reaches storage.
+// sanitised, capabilities de-duplicated in their given order, the TTL
+// rounded up to whole milliseconds (RoundTTL). Everything a backend stores
+// goes through it, so a bad field never reaches storage.
 func Normalize(in Instance) (Instance, error) {
 	out := in.Clone()
 	name, err := SanitizeName(in.Name)
@@ -91,7 +92,33 @@ func Normalize(in Instance) (Instance, error) {
 	if in.TTL != 0 && in.TTL < time.Millisecond {
 		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must be at least 1ms")
 	}
+	out.TTL = RoundTTL(in.TTL)
 	return out, nil
+}
+
+// RoundTTL returns an instance TTL as every backend stores it: rounded up
+// to whole milliseconds, so that the same registration expires at the same
+// moment on every backend and no instance expires before the TTL it asked
+// for (past the largest whole-millisecond Duration, about 292 years, it is
+// cut to that). Normalize applies it, and every backend to its default TTL
+// (Options.DefaultTTL). A backend with coarser storage rounds up further
+// (kube://: whole seconds, as Lease durations count them).
+func RoundTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return ttl
+	}
+	return time.Duration(ceilMillis(ttl)) * time.Millisecond
+}
+
+// ceilMillis is a positive ttl in whole milliseconds, rounded up, at most
+// maxLeaseMillis. It rounds without adding first: ttl + 999,999 ns
+// overflows near the largest Duration.
+func ceilMillis(ttl time.Duration) int64 {
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 && ms < maxLeaseMillis {
+		ms++
+	}
+	return ms
 }
 
 // ValidateTTL checks an instance's TTL against the catalog's maximum (zero
@@ -137,20 +164,16 @@ func ValidateHeartbeat(field string, interval, ttl time.Duration) error {
 }
 
 // LeaseTTLMillis checks a lease TTL and returns it in whole milliseconds,
-// rounded up, as every Leaser stores it: under a millisecond (or negative)
-// is ErrInvalid; past the largest whole-millisecond Duration (about 292
-// years) it is cut to that. It rounds without adding first: ttl + 999,999 ns
-// overflows near the largest Duration into a negative TTL, a lease expired
-// when taken.
+// rounded up, as every Leaser stores it (the rule of instance TTLs too:
+// RoundTTL): under a millisecond (or negative) is ErrInvalid; past the
+// largest whole-millisecond Duration (about 292 years) it is cut to that.
+// It rounds without adding first: ttl + 999,999 ns overflows near the
+// largest Duration into a negative TTL, a lease expired when taken.
 func LeaseTTLMillis(ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
 		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", ErrInvalid, ttl)
 	}
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 && ms < maxLeaseMillis {
-		ms++
-	}
-	return ms, nil
+	return ceilMillis(ttl), nil
 }
 
 // maxLeaseMillis is the longest lease TTL in whole milliseconds that a

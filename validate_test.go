@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -567,4 +568,36 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("ParseDuration(%q) = %v, but time.ParseDuration = %v, %v", s, d, std, serr)
 		}
 	})
+}
+
+// TestRoundTTL: an instance TTL is stored rounded up to whole
+// milliseconds on every backend; Normalize rounds the given one, and the
+// largest Duration does not overflow into a negative TTL.
+func TestRoundTTL(t *testing.T) {
+	const maxMS = time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, 0},
+		{time.Millisecond, time.Millisecond},
+		{time.Millisecond + time.Nanosecond, 2 * time.Millisecond},
+		{5*time.Second + 400*time.Microsecond, 5*time.Second + time.Millisecond},
+		{5*time.Second + 999999*time.Nanosecond, 5*time.Second + time.Millisecond},
+		{10 * time.Second, 10 * time.Second},
+		{maxMS, maxMS},
+		{math.MaxInt64, maxMS},
+	} {
+		if got := switchboard.RoundTTL(tc.in); got != tc.want {
+			t.Errorf("RoundTTL(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if tc.in == 0 {
+			continue
+		}
+		in := switchboard.Instance{Name: "n", Type: "writer", Address: "127.0.0.1:1", TTL: tc.in}
+		out, err := switchboard.Normalize(in)
+		if err != nil {
+			t.Fatalf("Normalize with TTL %v: %v", tc.in, err)
+		}
+		if out.TTL != tc.want {
+			t.Errorf("Normalize: TTL %v became %v, want %v", tc.in, out.TTL, tc.want)
+		}
+	}
 }

@@ -32,6 +32,7 @@ func Run(t *testing.T, open Open) {
 		{"Filters", testFilters},
 		{"UnknownCapabilitiesKept", testUnknownCapabilities},
 		{"TTLFilter", testTTLFilter},
+		{"TTLPrecision", testTTLPrecision},
 		{"HeartbeatMissing", testHeartbeatMissing},
 		{"Deregister", testDeregister},
 		{"UnstorableKeysNameNothing", testUnstorableKeys},
@@ -285,6 +286,85 @@ func testTTLFilter(t *testing.T, c switchboard.Catalog) {
 	}
 	if len(again) != 1 || again[0].LastSeen.Before(before.Add(short.TTL)) {
 		t.Fatalf("heartbeat did not revive: last_seen was %v (stale at TTL %s), now %+v", before, short.TTL, again)
+	}
+}
+
+// testTTLPrecision pins how a TTL is stored (switchboard.RoundTTL): rounded
+// up to whole milliseconds, the same on every backend, so one registration
+// expires at the same moment on each; Register, Get, List and Watch all
+// give the stored TTL. A backend whose storage is coarser rounds up to its
+// own unit (kube://: Lease durations are whole seconds), which the first
+// registration finds out.
+func testTTLPrecision(t *testing.T, c switchboard.Catalog) {
+	probe := sample("ttl-probe")
+	probe.TTL = 1500 * time.Millisecond
+	unit := time.Millisecond
+	switch got := mustRegister(t, c, probe).TTL; got {
+	case probe.TTL:
+	case 2 * time.Second:
+		unit = time.Second
+	default:
+		t.Fatalf("TTL %v stored as %v: want it kept (whole milliseconds), or 2s on a backend that keeps whole seconds", probe.TTL, got)
+	}
+	ttls := []time.Duration{
+		time.Millisecond + time.Nanosecond,
+		2*time.Second + 1500*time.Microsecond,
+		5*time.Second + time.Nanosecond,
+		5*time.Second + 400*time.Microsecond,
+		5*time.Second + 999999*time.Nanosecond,
+		5*time.Second + 2*time.Millisecond,
+	}
+	want := make(map[string]time.Duration, len(ttls))
+	for i, ttl := range ttls {
+		in := sample("ttl")
+		in.ID = fmt.Sprintf("ttl-%d", i)
+		in.TTL = ttl
+		w := (ttl + unit - 1) / unit * unit
+		want[in.ID] = w
+		if got := mustRegister(t, c, in).TTL; got != w {
+			t.Errorf("Register with TTL %v returned TTL %v, want %v", ttl, got, w)
+		}
+		got, err := c.Get(ctx(t), in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TTL != w {
+			t.Errorf("TTL %v: Get returned TTL %v, want %v", ttl, got.TTL, w)
+		}
+	}
+	listed, err := c.List(ctx(t), switchboard.Query{Name: "ttl", All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != len(ttls) {
+		t.Fatalf("List: %d instances, want %d", len(listed), len(ttls))
+	}
+	for _, in := range listed {
+		if in.TTL != want[in.ID] {
+			t.Errorf("List: %s has TTL %v, want %v", in.ID, in.TTL, want[in.ID])
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	events, err := c.Watch(wctx, switchboard.Query{Name: "ttl", All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for ev := range events {
+		if ev.Kind == switchboard.EventSynced {
+			break
+		}
+		if ev.Kind != switchboard.EventAdded {
+			continue
+		}
+		seen++
+		if ev.Instance.TTL != want[ev.Instance.ID] {
+			t.Errorf("Watch: %s has TTL %v, want %v", ev.Instance.ID, ev.Instance.TTL, want[ev.Instance.ID])
+		}
+	}
+	if seen != len(ttls) {
+		t.Fatalf("Watch: %d instances before synced, want %d", seen, len(ttls))
 	}
 }
 

@@ -158,7 +158,7 @@ func scanInstances(rows pgx.Rows) ([]switchboard.Instance, error) {
 	defer rows.Close()
 	var out []switchboard.Instance
 	for rows.Next() {
-		in, err := scanInstance(rows)
+		in, err := scanInstance(rows, nil)
 		if err != nil {
 			return nil, err
 		}

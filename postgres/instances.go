@@ -18,7 +18,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
-	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
 
 // cols is the instance row as every read returns it; stale is judged by the
@@ -38,14 +37,13 @@ func (r *row) dest() []any {
 		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale}
 }
 
-func (r *row) instance() (switchboard.Instance, error) {
+// instance decodes r; metadata another tool wrote in another form is read
+// as switchboard.StoredMetadata says, and logged through ml (nil: not).
+func (r *row) instance(ml *metadataLog) (switchboard.Instance, error) {
 	in := r.in
 	in.Metadata = nil
 	if len(r.metadata) > 0 && !bytes.Equal(r.metadata, []byte("{}")) {
-		var err error
-		if in.Metadata, err = jsonfast.StringMap(string(r.metadata)); err != nil {
-			return switchboard.Instance{}, fmt.Errorf("metadata of %s: %w", in.ID, err)
-		}
+		in.Metadata = ml.decode(in.ID, string(r.metadata))
 	}
 	if r.components != nil {
 		in.Components = json.RawMessage(*r.components)
@@ -58,12 +56,12 @@ func (r *row) instance() (switchboard.Instance, error) {
 	return in, nil
 }
 
-func scanInstance(s pgx.Row) (switchboard.Instance, error) {
+func scanInstance(s pgx.Row, ml *metadataLog) (switchboard.Instance, error) {
 	var r row
 	if err := s.Scan(r.dest()...); err != nil {
 		return switchboard.Instance{}, err
 	}
-	return r.instance()
+	return r.instance(ml)
 }
 
 // params are the stored fields of a normalized instance, in the order of
@@ -122,8 +120,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if in.TTL == 0 {
 		in.TTL = c.opts.DefaultTTL
 	}
-	// Microseconds are what the database keeps.
-	in.TTL = in.TTL.Truncate(time.Microsecond)
+	// Whole milliseconds, as on every backend (Normalize and WithDefaults
+	// round already; an interval keeps them exactly).
+	in.TTL = switchboard.RoundTTL(in.TTL)
 	args, err := params(in)
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register", err)
@@ -182,7 +181,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		res, err = c.sendRegister(ctx, batch())
 	}
 	if err != nil {
-		return switchboard.Instance{}, c.wrap("register "+in.ID, err)
+		return switchboard.Instance{}, c.wrap(fmt.Sprintf("register %q", in.ID), err)
 	}
 	if res.written {
 		if c.writes.Add(1)%trimEvery == 0 {
@@ -231,7 +230,7 @@ func (c *Catalog) sendRegister(ctx context.Context, b *pgx.Batch) (res registere
 		}
 	}
 	if err == nil {
-		res.out, err = r.instance()
+		res.out, err = r.instance(&c.md)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -395,7 +394,7 @@ func (c *Catalog) Get(ctx context.Context, id string) (in switchboard.Instance, 
 	if !storable(id) {
 		err = pgx.ErrNoRows // no row can have it: the server would refuse the text
 	} else {
-		in, err = scanInstance(c.pool.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1`, id))
+		in, err = scanInstance(c.pool.QueryRow(ctx, `SELECT `+cols+` FROM instances WHERE id = $1`, id), &c.md)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return switchboard.Instance{}, fmt.Errorf("postgres: get: instance %q: %w", id, switchboard.ErrNotFound)
@@ -454,7 +453,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 	if err != nil {
 		return nil, c.wrap("list", err)
 	}
-	out, err := readAll(rows, readOpts{})
+	out, err := readAll(rows, readOpts{md: &c.md})
 	if err != nil {
 		return nil, c.wrap("list", err)
 	}

@@ -177,7 +177,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // nothing.
 func (c *Catalog) recreate(ctx context.Context, err error) bool {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "42P01" || c.opts.MustExist { // undefined_table
+	if !errors.As(err, &pe) || pe.Code != undefinedTable || c.opts.MustExist {
 		return false
 	}
 	if merr := migrate(ctx, c.pool); merr != nil {

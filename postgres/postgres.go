@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-io/switchboard"
@@ -46,6 +47,9 @@ type Catalog struct {
 	dsn  string
 	opts switchboard.Options
 	log  *slog.Logger
+	// md logs the first row whose metadata another tool wrote in another
+	// form (see metadataLog).
+	md metadataLog
 
 	keepEntries int64
 	keepAge     time.Duration
@@ -121,7 +125,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
-	return &Catalog{
+	c := &Catalog{
 		pool:        pool,
 		dsn:         dsn.Raw,
 		opts:        opts,
@@ -130,7 +134,9 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		keepAge:     defaultKeepAge,
 		ctx:         cctx,
 		cancel:      cancel,
-	}, nil
+	}
+	c.md.log = c.log
+	return c, nil
 }
 
 // where names the database of cfg in messages: host, port, database and
@@ -240,8 +246,9 @@ func (c *Catalog) WatchStats() switchboard.WatchStats {
 	return h.Stats()
 }
 
-// wrap adds the operation to err, keeping sentinels reachable and turning
-// errors caused by Close into ErrClosed.
+// wrap adds the operation to err, keeping sentinels reachable, turning
+// errors caused by Close into ErrClosed and a table that does not exist
+// into a tablesMissingError.
 func (c *Catalog) wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -249,5 +256,45 @@ func (c *Catalog) wrap(op string, err error) error {
 	if c.closed.Load() && !errors.Is(err, switchboard.ErrClosed) {
 		return switchboard.RedactError(fmt.Errorf("postgres: %s: %w (%v)", op, switchboard.ErrClosed, err), c.dsn)
 	}
-	return switchboard.RedactError(fmt.Errorf("postgres: %s: %w", op, err), c.dsn)
+	return switchboard.RedactError(fmt.Errorf("postgres: %s: %w", op, c.tablesMissing(err)), c.dsn)
 }
+
+// tablesMissingError says that the catalog's tables are gone from under an
+// open handle: the database was restarted empty, restored without them, or
+// the schema dropped. Only writers create them again (Register and
+// Heartbeat of a handle not opened with MustExist: a Bootstrap's heartbeat
+// then finds its rows missing and registers them again); until then every
+// other call fails with this error. It wraps switchboard.ErrNoCatalog and
+// the server's error.
+type tablesMissingError struct {
+	where     string // the database and schema (never the password)
+	mustExist bool   // the handle creates nothing
+	err       error  // the server's (undefined_table)
+}
+
+func (e *tablesMissingError) Error() string {
+	again := "the next registration or heartbeat creates them again"
+	if e.mustExist {
+		again = "the next registration or heartbeat of a process that may create the catalog (not opened with MustExist) creates them again"
+	}
+	return fmt.Sprintf("catalog tables missing in %s (database restarted empty, restored without them, or schema dropped); %s (%v)",
+		e.where, again, e.err)
+}
+
+// Unwrap returns switchboard.ErrNoCatalog and the server's error.
+func (e *tablesMissingError) Unwrap() []error { return []error{switchboard.ErrNoCatalog, e.err} }
+
+// tablesMissing returns err as a tablesMissingError when the server said
+// that a table does not exist, and err itself otherwise (or when it is one
+// already).
+func (c *Catalog) tablesMissing(err error) error {
+	var tm *tablesMissingError
+	var pe *pgconn.PgError
+	if errors.As(err, &tm) || !errors.As(err, &pe) || pe.Code != undefinedTable {
+		return err
+	}
+	return &tablesMissingError{where: where(c.pool.Config()), mustExist: c.opts.MustExist, err: err}
+}
+
+// undefinedTable is the SQLSTATE of a table that does not exist.
+const undefinedTable = "42P01"

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,87 @@ func dropAll(t *testing.T, conn *pgx.Conn) {
 		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
 			t.Fatalf("drop the catalog's tables (attempt %d): %v", attempt, err)
 		}
+	}
+}
+
+// TestReadsSayTablesMissing: while the catalog's tables are gone, only
+// writers create them again. Every other call says what is wrong (the
+// tables are missing, a registration creates them again) and is
+// ErrNoCatalog, not a bare "relation does not exist"; so does a running
+// watcher's error event. After a registration, reads work again.
+func TestReadsSayTablesMissing(t *testing.T) {
+	ctx := ctxT(t)
+	c, conn, dsn := newCatalog(t)
+	// A handle whose watcher runs across the drop, polling often so that
+	// it reads the catalog without waiting for a notification.
+	w := openDSN(t, dsn, switchboard.Options{PollInterval: 50 * time.Millisecond})
+	in, err := c.Register(ctx, inst("before", "127.0.0.1:7003"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "l", "h", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	events, err := w.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		if ev.Kind == switchboard.EventSynced {
+			break
+		}
+	}
+	ro := openDSN(t, dsn, switchboard.Options{MustExist: true})
+	dropAll(t, conn)
+
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, switchboard.ErrNoCatalog) {
+			t.Errorf("%s: %v, want ErrNoCatalog", what, err)
+			return
+		}
+		msg := err.Error()
+		for _, want := range []string{"catalog tables missing", "registration", "creates them again", "(schema "} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: %q does not say %q", what, msg, want)
+			}
+		}
+		if strings.Count(msg, "catalog tables missing") != 1 {
+			t.Errorf("%s: said more than once: %q", what, msg)
+		}
+	}
+	_, err = c.List(ctx, switchboard.Query{})
+	check("List", err)
+	_, err = c.Get(ctx, in.ID)
+	check("Get", err)
+	_, err = c.Watch(ctx, switchboard.Query{})
+	check("Watch", err)
+	check("Deregister", c.Deregister(ctx, in.ID))
+	_, err = c.Reap(ctx, 0)
+	check("Reap", err)
+	_, err = c.Leases(ctx)
+	check("Leases", err)
+	var evErr error
+	for ev := range events {
+		if ev.Kind == switchboard.EventError {
+			evErr = ev.Err
+			break
+		}
+	}
+	check("watch event", evErr)
+
+	// A handle that creates nothing says who does.
+	_, err = ro.List(ctx, switchboard.Query{})
+	check("List, MustExist", err)
+	if err != nil && !strings.Contains(err.Error(), "not opened with MustExist") {
+		t.Errorf("List, MustExist: %q does not say which process creates the tables", err)
+	}
+
+	if _, err := c.Register(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.List(ctx, switchboard.Query{})
+	if err != nil || len(got) != 1 || got[0].ID != in.ID {
+		t.Fatalf("List after the registration: %+v %v", got, err)
 	}
 }

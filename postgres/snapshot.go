@@ -112,6 +112,9 @@ type readOpts struct {
 	// share identical capability lists and metadata maps among the rows
 	// (see interner): only for instances nobody modifies.
 	share bool
+	// md logs metadata in another form than this package writes (nil:
+	// not logged).
+	md *metadataLog
 }
 
 // readAll reads every row of rows (a query of cols run with binaryResults)
@@ -177,7 +180,7 @@ func readAll(rows pgx.Rows, o readOpts) ([]switchboard.Instance, error) {
 			var vals [12][]byte
 			for i := lo; i < hi; i++ {
 				raw[i].values(vals[:])
-				if err := decodeRow(vals[:], &out[i], it); err != nil {
+				if err := decodeRow(vals[:], &out[i], it, o.md); err != nil {
 					errs[w] = err
 					return
 				}

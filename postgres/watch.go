@@ -178,7 +178,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
 	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) (err error) {
 		snap = hub.Snapshot{Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
-		snap.Instances, err = readAll(rows, readOpts{sizeHint: head.Rows, sort: true, share: true})
+		snap.Instances, err = readAll(rows, readOpts{sizeHint: head.Rows, sort: true, share: true, md: &s.c.md})
 		return err
 	})
 	if err != nil {
@@ -213,7 +213,7 @@ func (s source) StreamSnapshot(ctx context.Context, held hub.Held, emit func(hub
 			if err != nil {
 				return err
 			}
-			if err := decodeRow(vals, in, it); err != nil {
+			if err := decodeRow(vals, in, it, &s.c.md); err != nil {
 				return err
 			}
 		}
@@ -396,7 +396,7 @@ func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.
 				ch.Reason = switchboard.Reason(reason)
 			}
 			if ch.Found {
-				if ch.Instance, err = r.instance(); err != nil {
+				if ch.Instance, err = r.instance(&s.c.md); err != nil {
 					return err
 				}
 			} else {
@@ -467,12 +467,12 @@ func (r *nullableRow) dest() []any {
 		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale}
 }
 
-func (r *nullableRow) instance() (switchboard.Instance, error) {
+func (r *nullableRow) instance(ml *metadataLog) (switchboard.Instance, error) {
 	full := row{metadata: r.metadata, components: r.components}
 	full.in = switchboard.Instance{ID: *r.id, Name: *r.name, Type: *r.typ, Address: *r.address,
 		Capabilities: r.caps, Version: *r.version, TTL: *r.ttl, RegisteredAt: *r.registeredAt,
 		LastSeen: *r.lastSeen, Stale: *r.stale}
-	return full.instance()
+	return full.instance(ml)
 }
 
 // Rechecks of a log read stopped at a gap: a writer that commits notifies,

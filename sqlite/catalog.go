@@ -35,8 +35,10 @@ func scanRow(s scanner, before ...any) (row, error) {
 	return r, err
 }
 
-// instance decodes r; now (µs, catalog clock) decides Stale.
-func (r row) instance(now int64) (switchboard.Instance, error) {
+// instance decodes r; now (µs, catalog clock) decides Stale. Metadata in
+// another form than this package writes is read as
+// switchboard.StoredMetadata says and logged through ml (nil: not logged).
+func (r row) instance(now int64, ml *metadataLog) (switchboard.Instance, error) {
 	in := switchboard.Instance{
 		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
 		TTL:          time.Duration(r.ttlMS) * time.Millisecond,
@@ -46,11 +48,9 @@ func (r row) instance(now int64) (switchboard.Instance, error) {
 	}
 	var err error
 	if in.Capabilities, err = jsonfast.Strings(r.caps); err != nil {
-		return in, fmt.Errorf("instance %s: capabilities: %w", r.id, err)
+		return in, fmt.Errorf("instance %q: capabilities: %w", r.id, err)
 	}
-	if in.Metadata, err = jsonfast.StringMap(r.metadata); err != nil {
-		return in, fmt.Errorf("instance %s: metadata: %w", r.id, err)
-	}
+	in.Metadata = ml.decode(r.id, r.metadata)
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
 	}
@@ -84,7 +84,7 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 	}
 	r := row{
 		id: in.ID, name: in.Name, typ: in.Type, address: in.Address, caps: string(caps),
-		version: in.Version, metadata: string(mdj), ttlMS: max(ttl.Milliseconds(), 1),
+		version: in.Version, metadata: string(mdj), ttlMS: switchboard.RoundTTL(ttl).Milliseconds(),
 	}
 	if len(bytes.TrimSpace(in.Components)) > 0 {
 		r.components = sql.NullString{String: string(in.Components), Valid: true}
@@ -127,11 +127,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		n.ID = c.ids.Next()
 	}
 	if c.closed.Load() {
-		return switchboard.Instance{}, errClosed("register " + n.ID)
+		return switchboard.Instance{}, errClosed(fmt.Sprintf("register %q", n.ID))
 	}
 	want, err := c.encode(n)
 	if err != nil {
-		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
+		return switchboard.Instance{}, fmt.Errorf("sqlite: register %q: %w", n.ID, err)
 	}
 	var out switchboard.Instance
 	err = c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
@@ -170,7 +170,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true}}, nil
 	})
 	if err != nil {
-		return switchboard.Instance{}, fmt.Errorf("sqlite: register %s: %w", n.ID, err)
+		return switchboard.Instance{}, fmt.Errorf("sqlite: register %q: %w", n.ID, err)
 	}
 	return out, nil
 }
@@ -318,7 +318,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 // writes of this handle share one transaction (see writeQueue).
 func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	if c.closed.Load() {
-		return errClosed("deregister " + id)
+		return errClosed(fmt.Sprintf("deregister %q", id))
 	}
 	err := c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
@@ -338,7 +338,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered}}, nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: deregister %s: %w", id, err)
+		return fmt.Errorf("sqlite: deregister %q: %w", id, err)
 	}
 	return nil
 }
@@ -347,7 +347,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 // there is none.
 func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, error) {
 	if c.closed.Load() {
-		return switchboard.Instance{}, errClosed("get " + id)
+		return switchboard.Instance{}, errClosed(fmt.Sprintf("get %q", id))
 	}
 	var out switchboard.Instance
 	err := c.read(ctx, func(tx *txn) error {
@@ -362,11 +362,11 @@ func (c *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 		if err != nil {
 			return err
 		}
-		out, err = r.instance(now)
+		out, err = r.instance(now, &c.md)
 		return err
 	})
 	if err != nil {
-		return switchboard.Instance{}, fmt.Errorf("sqlite: get %s: %w", id, err)
+		return switchboard.Instance{}, fmt.Errorf("sqlite: get %q: %w", id, err)
 	}
 	return out, nil
 }
@@ -404,7 +404,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 			query += ` AND ? - i.last_seen <= i.ttl_ms * 1000`
 			args = append(args, now)
 		}
-		out, err = queryInstances(ctx, tx, nil, now, 0, query, args...)
+		out, err = queryInstances(ctx, tx, nil, &c.md, now, 0, query, args...)
 		return err
 	})
 	if err != nil {

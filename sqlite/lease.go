@@ -41,14 +41,14 @@ func readLease(ctx context.Context, tx *txn, name string) (leaseRow, error) {
 // switchboard.ErrLeaseHeld.
 func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
 	if err := checkNames(name, holder); err != nil {
-		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", name, err)
 	}
 	ttlMS, err := switchboard.LeaseTTLMillis(ttl)
 	if err != nil {
-		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s: %w", name, err)
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", name, err)
 	}
 	if c.closed.Load() {
-		return switchboard.Lease{}, errClosed("acquire lease " + name)
+		return switchboard.Lease{}, errClosed(fmt.Sprintf("acquire lease %q", name))
 	}
 	var out switchboard.Lease
 	err = c.write(ctx, func(tx *txn) error {
@@ -70,7 +70,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 			_, err = tx.ExecContext(ctx, `UPDATE leases SET ttl_ms = ?, expires_at = ? WHERE name = ?`,
 				next.ttlMS, next.expiresAt, name)
 		case cur.holder != "" && cur.expiresAt > now:
-			return fmt.Errorf("%w: held by %s (token %d) for %s more", switchboard.ErrLeaseHeld, cur.holder,
+			return fmt.Errorf("%w: held by %q (token %d) for %s more", switchboard.ErrLeaseHeld, cur.holder,
 				cur.token, time.Duration(cur.expiresAt-now)*time.Microsecond)
 		default:
 			next.token = cur.token + 1
@@ -81,7 +81,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return err
 	})
 	if err != nil {
-		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %s for %s: %w", name, holder, err)
+		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %q for %q: %w", name, holder, err)
 	}
 	return out, nil
 }
@@ -91,17 +91,17 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 // otherwise.
 func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.Lease, error) {
 	if err := checkNames(l.Name, l.Holder); err != nil {
-		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
+		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %q: %w", l.Name, err)
 	}
 	var ttlMS int64 // zero: keep the stored TTL
 	if l.TTL != 0 {
 		var err error
 		if ttlMS, err = switchboard.LeaseTTLMillis(l.TTL); err != nil {
-			return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s: %w", l.Name, err)
+			return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %q: %w", l.Name, err)
 		}
 	}
 	if c.closed.Load() {
-		return switchboard.Lease{}, errClosed("renew lease " + l.Name)
+		return switchboard.Lease{}, errClosed(fmt.Sprintf("renew lease %q", l.Name))
 	}
 	var out switchboard.Lease
 	err := c.write(ctx, func(tx *txn) error {
@@ -131,7 +131,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 		return err
 	})
 	if err != nil {
-		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %s for %s: %w", l.Name, l.Holder, err)
+		return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %q for %q: %w", l.Name, l.Holder, err)
 	}
 	return out, nil
 }
@@ -143,10 +143,10 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 // took it since (or there is no such lease).
 func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 	if err := checkNames(l.Name, l.Holder); err != nil {
-		return fmt.Errorf("sqlite: release lease %s: %w", l.Name, err)
+		return fmt.Errorf("sqlite: release lease %q: %w", l.Name, err)
 	}
 	if c.closed.Load() {
-		return errClosed("release lease " + l.Name)
+		return errClosed(fmt.Sprintf("release lease %q", l.Name))
 	}
 	err := c.write(ctx, func(tx *txn) error {
 		cur, err := readLease(ctx, tx, l.Name)
@@ -164,7 +164,7 @@ func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: release lease %s for %s: %w", l.Name, l.Holder, err)
+		return fmt.Errorf("sqlite: release lease %q for %q: %w", l.Name, l.Holder, err)
 	}
 	return nil
 }

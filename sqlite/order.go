@@ -15,9 +15,9 @@ import (
 // the table per row through the name index (a whole table) or a sort of
 // the packed rows (a capability's). The rows are sorted before they are
 // decoded (their id and name lead the packed form), so each instance is
-// written once, in place. sh shares decoded forms (nil: none); n is a
-// capacity hint.
-func queryInstances(ctx context.Context, tx *txn, sh *sharer, now int64, n int, query string, args ...any) ([]switchboard.Instance, error) {
+// written once, in place. sh shares decoded forms (nil: none); ml logs
+// metadata in another form (see metadataLog); n is a capacity hint.
+func queryInstances(ctx context.Context, tx *txn, sh *sharer, ml *metadataLog, now int64, n int, query string, args ...any) ([]switchboard.Instance, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func queryInstances(ctx context.Context, tx *txn, sh *sharer, now int64, n int, 
 	}
 	out := make([]switchboard.Instance, len(raw))
 	for k, i := range sortedOrder(keys) {
-		if err := raw[i].decode(&out[k], sh, now); err != nil {
+		if err := raw[i].decode(&out[k], sh, ml, now); err != nil {
 			return nil, err
 		}
 		raw[i] = packedRow{} // the instance holds what it needs of it

@@ -273,17 +273,17 @@ func TestUnpackMalformed(t *testing.T) {
 	good := `["id","name","writer","1.2.3.4:5",["a","b"],"v\"1",{"k":"v"},1000,12]`
 	var in switchboard.Instance
 	var ttl, reg int64
-	if err := unpack(good, &in, nil, &ttl, &reg); err != nil || in.Version != `v"1` || ttl != 1000 || reg != 12 {
+	if err := unpack(good, &in, nil, nil, &ttl, &reg); err != nil || in.Version != `v"1` || ttl != 1000 || reg != 12 {
 		t.Fatalf("unpack(%s) = %+v %d %d %v", good, in, ttl, reg, err)
 	}
 	for i := range len(good) {
-		if err := unpack(good[:i], &in, nil, &ttl, &reg); err == nil {
+		if err := unpack(good[:i], &in, nil, nil, &ttl, &reg); err == nil {
 			t.Fatalf("unpack(%q) did not fail", good[:i])
 		}
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `["a","b","c","d",{},"v",[],1,2]`, `["a","b","c","d",[],"v",{},x,2]`,
 		good + `,`, `["a","b","c","d",[],"v",{},1,2,3]`, `["a","b","c","d",["x"]],"v",{},1,2]`} {
-		if err := unpack(bad, &in, nil, &ttl, &reg); err == nil {
+		if err := unpack(bad, &in, nil, nil, &ttl, &reg); err == nil {
 			t.Fatalf("unpack(%q) did not fail", bad)
 		}
 	}
@@ -336,8 +336,8 @@ func FuzzUnpack(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var a, b switchboard.Instance
 		var ttlA, regA, ttlB, regB int64
-		errA := unpack(s, &a, nil, &ttlA, &regA)
-		errB := unpack(s, &b, newSharer(), &ttlB, &regB)
+		errA := unpack(s, &a, nil, nil, &ttlA, &regA)
+		errB := unpack(s, &b, newSharer(), nil, &ttlB, &regB)
 		if (errA == nil) != (errB == nil) {
 			t.Fatalf("unpack(%q): %v without sharing, %v with", s, errA, errB)
 		}

@@ -61,7 +61,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	err := s.c.snapshotRead(ctx, func(tx *txn, head hub.Part, now int64) error {
 		// The hub never modifies an instance, so equal capabilities and
 		// metadata are decoded once and shared.
-		ins, err := queryInstances(ctx, tx, newSharer(), now, head.Rows, `SELECT `+packedCols+` FROM instances i`)
+		ins, err := queryInstances(ctx, tx, newSharer(), &s.c.md, now, head.Rows, `SELECT `+packedCols+` FROM instances i`)
 		snap = hub.Snapshot{Instances: ins, Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
 		return err
 	})
@@ -105,7 +105,7 @@ func (s source) StreamSnapshot(ctx context.Context, held hub.Held, emit func(hub
 			if err != nil {
 				return err
 			}
-			if err := p.decode(in, sh, now); err != nil {
+			if err := p.decode(in, sh, &s.c.md, now); err != nil {
 				return err
 			}
 		}
@@ -175,7 +175,7 @@ func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) 
 				ch.Deleted, ch.Reason, ch.Found = true, switchboard.Reason(reason), false
 				ch.Instance.ID = r.id
 			case ch.Found:
-				if ch.Instance, err = r.instance(now); err != nil {
+				if ch.Instance, err = r.instance(now, &c.md); err != nil {
 					return err
 				}
 			default:

@@ -84,7 +84,10 @@ const (
 type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
-	ids  idgen.Source // generates the ids of registrations without one (clustered by handle)
+	// md logs the first row whose metadata another tool wrote in another
+	// form (see metadataLog).
+	md  metadataLog
+	ids idgen.Source // generates the ids of registrations without one (clustered by handle)
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string
 
@@ -169,6 +172,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		trimEvery:      trimEvery,
 		fileCheckEvery: fileCheckEvery,
 	}
+	c.md.log = c.log
 	var (
 		d   *dbs
 		err error

@@ -1,0 +1,85 @@
+package switchboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchboard-io/switchboard/internal/jsonfast"
+)
+
+// StoredMetadata decodes the metadata of a stored row, which every backend
+// writes as a JSON object of strings. A row written by another tool (an
+// SQL shell, a migration script) may hold something else; it is read, not
+// refused, so that one such row does not fail every List, Get and Watch of
+// the catalog: a value that is not a string is read as its JSON text (1 as
+// "1", true as "true", {"a": 1} as `{"a":1}`), a null value leaves its key
+// out, and a document that is not a JSON object reads as no metadata
+// (null, as always, is no metadata too). note is empty for an object of
+// strings; otherwise it says what was read differently, for the backend to
+// log.
+func StoredMetadata(s string) (md map[string]string, note string) {
+	// The fast path, unless a null may be in it: encoding/json, which
+	// jsonfast falls back to, reads a null value as "".
+	if md, err := jsonfast.StringMap(s); err == nil && !strings.Contains(s, "null") {
+		return md, ""
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return map[string]string{}, fmt.Sprintf("metadata %q is not a JSON object: read as no metadata", truncate(s, 80))
+	}
+	md = make(map[string]string, len(raw))
+	var texts, nulls []string
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		switch {
+		case string(v) == "null":
+			nulls = append(nulls, k)
+		case v[0] == '"':
+			var str string
+			if err := json.Unmarshal(v, &str); err == nil {
+				md[k] = str
+				continue
+			}
+			fallthrough
+		default:
+			var b bytes.Buffer
+			if json.Compact(&b, v) == nil {
+				v = b.Bytes()
+			}
+			md[k] = string(v)
+			texts = append(texts, k)
+		}
+	}
+	if len(texts) == 0 && len(nulls) == 0 {
+		return md, ""
+	}
+	var parts []string
+	if len(texts) > 0 {
+		parts = append(parts, "values that are not strings, read as their JSON text, under "+keyList(texts))
+	}
+	if len(nulls) > 0 {
+		parts = append(parts, "null values, left out, under "+keyList(nulls))
+	}
+	return md, "metadata holds " + strings.Join(parts, "; and ")
+}
+
+// keyList names at most three of keys, sorted and quoted.
+func keyList(keys []string) string {
+	slices.Sort(keys)
+	const show = 3
+	q := make([]string, 0, show)
+	for _, k := range keys[:min(len(keys), show)] {
+		q = append(q, fmt.Sprintf("%q", truncate(k, 40)))
+	}
+	s := "key " + q[0]
+	if len(keys) > 1 {
+		s = "keys " + strings.Join(q, ", ")
+	}
+	if len(keys) > show {
+		s += fmt.Sprintf(" and %d more", len(keys)-show)
+	}
+	return s
+}
