@@ -143,7 +143,9 @@ func (e *Elector) Leader() (switchboard.Lease, bool) {
 // When ctx ends while leading, it steps down and releases the lease so
 // another contender takes over at once. When ctx ends while an acquire is
 // under way and the acquire succeeds all the same, Run does not lead
-// (OnElected and OnLost are not called) and releases that lease at once.
+// (OnElected and OnLost are not called) and releases that lease at once;
+// so too with a lease acquired too late to lead safely (held, not led,
+// until the next try) when ctx ends before that try.
 // It returns nil when ctx ends. It returns an error when an acquire fails
 // in a way no retry can mend (the Leaser refuses the lease as invalid,
 // switchboard.ErrInvalid, or its catalog was closed, switchboard.ErrClosed),
@@ -155,6 +157,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	defer e.running.Store(false)
 	for ctx.Err() == nil {
+		var late *switchboard.Lease // acquired too late to lead: held, not led
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, e.cfg.TTL-e.cfg.Margin)
 		l, err := e.leaser.Acquire(actx, e.name, e.identity, e.cfg.TTL)
@@ -171,6 +174,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			continue
 		case err == nil:
 			e.log.Warn("election: lease acquired too late to lead safely; retrying", "took", time.Since(start))
+			late = &l
 		case errors.Is(err, switchboard.ErrLeaseHeld), ctx.Err() != nil:
 		case errors.Is(err, switchboard.ErrInvalid), errors.Is(err, switchboard.ErrClosed):
 			// Retrying cannot help: say what is wrong instead of warning
@@ -181,6 +185,11 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if late != nil {
+				// Stopped before the retry that would have led with it:
+				// give it back rather than keep the others waiting a TTL.
+				e.release(ctx, *late)
+			}
 		case <-time.After(e.cfg.RetryEvery):
 		}
 	}

@@ -588,3 +588,73 @@ func TestStoppedDuringAcquireDoesNotLead(t *testing.T) {
 		})
 	}
 }
+
+// slowAcquire is a Leaser whose Acquire succeeds at the catalog and then
+// takes delay more before it returns.
+type slowAcquire struct {
+	switchboard.Leaser
+	delay    time.Duration
+	acquired chan switchboard.Lease
+}
+
+func (s *slowAcquire) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
+	l, err := s.Leaser.Acquire(ctx, name, holder, ttl)
+	time.Sleep(s.delay)
+	if err == nil {
+		select {
+		case s.acquired <- l:
+		default:
+		}
+	}
+	return l, err
+}
+
+// TestStoppedAfterLateAcquireReleases: a lease acquired too late to lead
+// safely is held, not led, until the retry; when Run's ctx ends in the
+// wait before that retry, the lease is released at once, not left to
+// expire a TTL (a minute here) later.
+func TestStoppedAfterLateAcquireReleases(t *testing.T) {
+	leaser := testkit.OpenSQLite(t).(switchboard.Leaser)
+	// The "too late" warning blocks until the test has cancelled Run's
+	// ctx: Run then meets the end of ctx in its wait to retry, not during
+	// the acquire.
+	warn := &blockingWarn{blocked: make(chan struct{}), unblock: make(chan struct{})}
+	// TTL - Margin = 1 s: an acquire that takes 1.5 s is too late to lead.
+	cfg := Config{TTL: time.Minute, Margin: 59 * time.Second, RenewEvery: 500 * time.Millisecond,
+		RetryEvery: time.Minute}
+	ev := callbacks(&cfg)
+	cfg.Logger = slog.New(warn)
+	slow := &slowAcquire{Leaser: leaser, delay: 1500 * time.Millisecond, acquired: make(chan switchboard.Lease, 1)}
+	e, err := New(slow, "lock", "a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	recv(t, "the too-late warning", warn.blocked)
+	first := recv(t, "the late acquire", slow.acquired)
+	cancel()
+	close(warn.unblock)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of its context's end")
+	}
+	select {
+	case l := <-ev.elected:
+		t.Fatalf("OnElected ran with %+v for a lease acquired too late", l)
+	default:
+	}
+	l, err := leaser.Acquire(context.Background(), "lock", "b", time.Minute)
+	if err != nil {
+		t.Fatalf("another contender's acquire: %v, want the late lease released", err)
+	}
+	if l.Token <= first.Token {
+		t.Fatalf("next holder got token %d, want more than %d", l.Token, first.Token)
+	}
+}
