@@ -750,6 +750,10 @@ func testConcurrentWriters(t *testing.T, c switchboard.Catalog) {
 			for i := 0; i < each; i++ {
 				in := sample(fmt.Sprintf("w%d", g), "cap")
 				in.ID = fmt.Sprintf("w%d-%d", g, i)
+				// Not the default TTL (10 s): on a loaded machine the
+				// writes can take longer than that, and the first rows
+				// would be stale, not listed, by the time of the List.
+				in.TTL = 10 * time.Minute
 				if _, err := c.Register(ctx(t), in); err != nil {
 					errs <- err
 					continue
