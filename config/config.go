@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/switchboard-io/switchboard"
 )
 
@@ -127,7 +125,12 @@ type fileConfig struct {
 // in that order. Only the result is validated, so a flag can replace a value
 // from the file or the environment that would not validate (a bad DSN, a
 // heartbeat not shorter than the ttl); a value that does not even parse is
-// an error where it stands.
+// an error where it stands. A validation error (a *switchboard.FieldError)
+// names where the wrong value came from: the environment variable, the
+// file's key (wrapped with the file's path), or the key with "(default)";
+// a value an override changed keeps Validate's field name ("ttl"), for the
+// caller to name its flag. A value of the wrong TOML type is an error naming
+// its key, the value and the type wanted.
 func Load(path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -137,32 +140,34 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 	if !explicit {
 		path = DefaultFile
 	}
+	from := map[string]string{} // file key → where its value came from (an environment variable, or fileOrigin)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if err := c.overlayFile(path, b); err != nil {
+		if err := c.overlayFile(path, b, from); err != nil {
 			return Config{}, err
 		}
 	case explicit || !errors.Is(err, os.ErrNotExist):
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	env := []struct {
-		key string
+		key string // the variable
+		cfg string // the file key it sets
 		set func(string) error
 	}{
-		{"SWITCHBOARD_DISCOVERY_DSN", func(v string) error { c.Discovery.DSN = v; return nil }},
-		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
-		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
-		{"SWITCHBOARD_DISCOVERY_TTL", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
-		{"SWITCHBOARD_DISCOVERY_MAX_TTL", durSetter(&c.Discovery.MaxTTL, "SWITCHBOARD_DISCOVERY_MAX_TTL")},
-		{"SWITCHBOARD_HTTP_LISTEN", func(v string) error { c.HTTP.Listen = v; return nil }},
-		{"SWITCHBOARD_HTTP_TOKEN", func(v string) error { c.HTTP.Token = v; return nil }},
-		{"SWITCHBOARD_HTTP_TLS_CERT", func(v string) error { c.HTTP.TLSCert = v; return nil }},
-		{"SWITCHBOARD_HTTP_TLS_KEY", func(v string) error { c.HTTP.TLSKey = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_CERT", func(v string) error { c.Transport.TLSCert = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_KEY", func(v string) error { c.Transport.TLSKey = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_CA", func(v string) error { c.Transport.TLSCA = v; return nil }},
-		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", func(v string) error {
+		{"SWITCHBOARD_DISCOVERY_DSN", "discovery.dsn", func(v string) error { c.Discovery.DSN = v; return nil }},
+		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", "discovery.heartbeat_interval", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
+		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", "discovery.poll_interval", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
+		{"SWITCHBOARD_DISCOVERY_TTL", "discovery.ttl", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
+		{"SWITCHBOARD_DISCOVERY_MAX_TTL", "discovery.max_ttl", durSetter(&c.Discovery.MaxTTL, "SWITCHBOARD_DISCOVERY_MAX_TTL")},
+		{"SWITCHBOARD_HTTP_LISTEN", "http.listen", func(v string) error { c.HTTP.Listen = v; return nil }},
+		{"SWITCHBOARD_HTTP_TOKEN", "http.token", func(v string) error { c.HTTP.Token = v; return nil }},
+		{"SWITCHBOARD_HTTP_TLS_CERT", "http.tls_cert", func(v string) error { c.HTTP.TLSCert = v; return nil }},
+		{"SWITCHBOARD_HTTP_TLS_KEY", "http.tls_key", func(v string) error { c.HTTP.TLSKey = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_CERT", "transport.tls_cert", func(v string) error { c.Transport.TLSCert = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_KEY", "transport.tls_key", func(v string) error { c.Transport.TLSKey = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_TLS_CA", "transport.tls_ca", func(v string) error { c.Transport.TLSCA = v; return nil }},
+		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", "discovery.self_preservation_threshold", func(v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", Value: v, Reason: "want a fraction such as 0.5 (0 disables)"}
@@ -170,7 +175,7 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 			c.Discovery.SelfPreservationThreshold = f
 			return nil
 		}},
-		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", func(v string) error {
+		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", "discovery.self_preservation_min", func(v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", Value: v, Reason: "want a whole number of instances"}
@@ -178,23 +183,25 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 			c.Discovery.SelfPreservationMin = n
 			return nil
 		}},
-		{"TINY_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
-		{"TINY_NATS_TRANSPORT", func(v string) error { c.Transport.NATSTransport = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_NATS_URL", func(v string) error { c.Transport.NATSURL = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", func(v string) error { c.Transport.NATSTransport = v; return nil }},
+		{"TINY_NATS_URL", "transport.nats_url", func(v string) error { c.Transport.NATSURL = v; return nil }},
+		{"TINY_NATS_TRANSPORT", "transport.nats_transport", func(v string) error { c.Transport.NATSTransport = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_NATS_URL", "transport.nats_url", func(v string) error { c.Transport.NATSURL = v; return nil }},
+		{"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", "transport.nats_transport", func(v string) error { c.Transport.NATSTransport = v; return nil }},
 	}
 	for _, e := range env {
 		if v := getenv(e.key); v != "" {
 			if err := e.set(v); err != nil {
 				return Config{}, err
 			}
+			from[e.cfg] = e.key
 		}
 	}
+	before := c
 	for _, o := range overrides {
 		o(&c)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, nameSource(err, path, from, before, c)
 	}
 	return c, nil
 }
@@ -210,63 +217,76 @@ func durSetter(dst *time.Duration, field string) func(string) error {
 	}
 }
 
-func (c *Config) overlayFile(path string, b []byte) error {
-	var f fileConfig
-	md, err := toml.Decode(string(b), &f)
-	if err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
-	}
-	for _, x := range []struct {
-		v   *string
-		dst *string
-	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey},
-		{f.Transport.TLSCert, &c.Transport.TLSCert}, {f.Transport.TLSKey, &c.Transport.TLSKey}, {f.Transport.TLSCA, &c.Transport.TLSCA},
-		{f.Transport.NATSURL, &c.Transport.NATSURL}, {f.Transport.NATSTransport, &c.Transport.NATSTransport}} {
-		if x.v != nil {
-			*x.dst = *x.v
-		}
-	}
-	d := f.Discovery
-	if d.DSN != nil {
-		c.Discovery.DSN = *d.DSN
-	}
-	if d.SelfPreservationThreshold != nil {
-		c.Discovery.SelfPreservationThreshold = *d.SelfPreservationThreshold
-	}
-	if d.SelfPreservationMin != nil {
-		c.Discovery.SelfPreservationMin = *d.SelfPreservationMin
-	}
-	for _, x := range []struct {
-		v     *string
-		dst   *time.Duration
-		field string
-	}{
-		{d.HeartbeatInterval, &c.Discovery.HeartbeatInterval, "discovery.heartbeat_interval"},
-		{d.PollInterval, &c.Discovery.PollInterval, "discovery.poll_interval"},
-		{d.TTL, &c.Discovery.TTL, "discovery.ttl"},
-		{d.MaxTTL, &c.Discovery.MaxTTL, "discovery.max_ttl"},
-	} {
-		if x.v == nil {
-			continue
-		}
-		dur, err := switchboard.ParseDuration(x.field, *x.v)
-		if err != nil {
-			return fmt.Errorf("config %s: %w", path, err)
-		}
-		*x.dst = dur
-	}
-	return nil
+// fileOrigin marks, in Load's record of where each value came from, a value
+// read from the file.
+const fileOrigin = "file"
+
+// settings are the file's keys, with what each wants (for an error on a
+// value of the wrong TOML type) and how to read it from a Config (to tell
+// whether an override changed it). A key's field in Validate's errors is
+// the key without "discovery." for that section, the key itself otherwise.
+var settings = []struct {
+	key  string
+	want string // "duration", "string", "fraction" or "count"
+	get  func(*Config) any
+}{
+	{"discovery.dsn", "string", func(c *Config) any { return c.Discovery.DSN }},
+	{"discovery.heartbeat_interval", "duration", func(c *Config) any { return c.Discovery.HeartbeatInterval }},
+	{"discovery.poll_interval", "duration", func(c *Config) any { return c.Discovery.PollInterval }},
+	{"discovery.ttl", "duration", func(c *Config) any { return c.Discovery.TTL }},
+	{"discovery.max_ttl", "duration", func(c *Config) any { return c.Discovery.MaxTTL }},
+	{"discovery.self_preservation_threshold", "fraction", func(c *Config) any { return c.Discovery.SelfPreservationThreshold }},
+	{"discovery.self_preservation_min", "count", func(c *Config) any { return c.Discovery.SelfPreservationMin }},
+	{"http.listen", "string", func(c *Config) any { return c.HTTP.Listen }},
+	{"http.token", "string", func(c *Config) any { return c.HTTP.Token }},
+	{"http.tls_cert", "string", func(c *Config) any { return c.HTTP.TLSCert }},
+	{"http.tls_key", "string", func(c *Config) any { return c.HTTP.TLSKey }},
+	{"transport.tls_cert", "string", func(c *Config) any { return c.Transport.TLSCert }},
+	{"transport.tls_key", "string", func(c *Config) any { return c.Transport.TLSKey }},
+	{"transport.tls_ca", "string", func(c *Config) any { return c.Transport.TLSCA }},
+	{"transport.nats_url", "string", func(c *Config) any { return c.Transport.NATSURL }},
+	{"transport.nats_transport", "string", func(c *Config) any { return c.Transport.NATSTransport }},
 }
 
-// Validate checks the DSN, the listen address, the TLS pairs, that the TTL
-// is within max_ttl, and that the heartbeat is at most half the TTL (a
+// nameSource names, in a validation error, where the wrong value came from:
+// the environment variable that set it, else the file's key (the error
+// then says which file), else the key marked "(default)". A value an
+// override (a command-line flag) changed keeps Validate's field name, for
+// the caller to name its flag. Errors that are not a *FieldError of a known
+// key are returned as they are.
+func nameSource(err error, path string, from map[string]string, before, after Config) error {
+	fe, ok := err.(*switchboard.FieldError)
+	if !ok {
+		return err
+	}
+	key := fe.Field
+	if !strings.Contains(key, ".") {
+		key = "discovery." + key
+	}
+	for _, s := range settings {
+		if s.key != key {
+			continue
+		}
+		if fmt.Sprint(s.get(&before)) != fmt.Sprint(s.get(&after)) { // not !=: NaN is a value too
+			return err // set by an override: the caller names it
+		}
+		out := *fe // keeps the sentinel it wraps
+		switch origin := from[key]; origin {
+		case "":
+			out.Field = key + " (default)"
+		case fileOrigin:
+			out.Field = key
+			return fmt.Errorf("config %s: %w", path, &out)
+		default:
+			out.Field = origin
+		}
+		return &out
+	}
+	return err
+}
+
+// Validate checks the DSN, the listen address, the TLS pairs, that
+// poll_interval is at least MinPollInterval, that the TTL is within max_ttl, and that the heartbeat is at most half the TTL (a
 // missed heartbeat must not expire an instance, and a renewal after
 // 0.8 × TTL is logged as a revival in every process).
 func (c Config) Validate() error {
@@ -282,14 +302,18 @@ func (c Config) Validate() error {
 			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
 		}
 	}
+	if d.PollInterval < MinPollInterval {
+		return &switchboard.FieldError{Field: "poll_interval", Value: d.PollInterval.String(),
+			Reason: fmt.Sprintf("must be at least %s: every period re-reads the whole catalog (changes are pushed; this is a safety net)", MinPollInterval)}
+	}
 	if err := validListen(c.HTTP.Listen); err != nil {
 		return err
 	}
-	if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
-		return &switchboard.FieldError{Field: "http.tls_cert", Value: c.HTTP.TLSCert, Reason: "tls_cert and tls_key go together (both for HTTPS, neither for HTTP)"}
+	if err := tlsPair("http", c.HTTP.TLSCert, c.HTTP.TLSKey, "both for HTTPS, neither for HTTP"); err != nil {
+		return err
 	}
-	if (c.Transport.TLSCert == "") != (c.Transport.TLSKey == "") {
-		return &switchboard.FieldError{Field: "transport.tls_cert", Value: c.Transport.TLSCert, Reason: "tls_cert and tls_key go together (both, or neither)"}
+	if err := tlsPair("transport", c.Transport.TLSCert, c.Transport.TLSKey, "both, or neither"); err != nil {
+		return err
 	}
 	if err := c.Transport.Validate(); err != nil {
 		return err
@@ -304,6 +328,24 @@ func (c Config) Validate() error {
 		return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
 	}
 	return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL)
+}
+
+// MinPollInterval is the shortest discovery.poll_interval: each period
+// every watching process re-reads the whole catalog, so a shorter one is a
+// busy loop of full reads.
+const MinPollInterval = time.Second
+
+// tlsPair checks that a section's tls_cert and tls_key are both set or
+// neither, naming the one that is set (the error is about its value).
+func tlsPair(section, cert, key, want string) error {
+	if (cert == "") == (key == "") {
+		return nil
+	}
+	field, value, missing := section+".tls_cert", cert, section+".tls_key"
+	if cert == "" {
+		field, value, missing = section+".tls_key", key, section+".tls_cert"
+	}
+	return &switchboard.FieldError{Field: field, Value: value, Reason: fmt.Sprintf("%s is not set; tls_cert and tls_key go together (%s)", missing, want)}
 }
 
 // validListen checks [http] listen: host:port with a port from 0 to 65535

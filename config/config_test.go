@@ -201,7 +201,7 @@ func TestLoadRejects(t *testing.T) {
 		{"self-preservation threshold of 1", "[discovery]\nself_preservation_threshold = 1.0\n", nil,
 			[]string{"self_preservation_threshold", "[0, 1)"}, switchboard.ErrInvalid},
 		{"negative self-preservation threshold in env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "-0.5"},
-			[]string{"self_preservation_threshold"}, switchboard.ErrInvalid},
+			[]string{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", "-0.5", "[0, 1)"}, switchboard.ErrInvalid},
 		{"self-preservation threshold not a number in env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "half"},
 			[]string{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", "half"}, switchboard.ErrInvalid},
 		{"self-preservation min of 0", "[discovery]\nself_preservation_min = 0\n", nil,
@@ -233,7 +233,7 @@ func TestLoadRejects(t *testing.T) {
 		{"bad dsn in file", "[discovery]\ndsn = \"mysql://x\"\n", nil,
 			[]string{"dsn", "mysql"}, switchboard.ErrInvalidDSN},
 		{"bad dsn in env", "", env{"SWITCHBOARD_DISCOVERY_DSN": "sqlite://"},
-			[]string{"dsn"}, switchboard.ErrInvalidDSN},
+			[]string{"SWITCHBOARD_DISCOVERY_DSN", "sqlite://"}, switchboard.ErrInvalidDSN},
 		{"empty dsn in file", "[discovery]\ndsn = \"\"\n", nil,
 			[]string{"dsn"}, switchboard.ErrInvalidDSN},
 	}
@@ -412,5 +412,129 @@ func TestHTTPListenValidated(t *testing.T) {
 	p := writeFile(t, t.TempDir(), "[http]\nlisten = \"\"\n")
 	if _, err := config.Load(p, env{}.get, func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:0" }); err != nil {
 		t.Errorf("override of a bad listen: %v", err)
+	}
+}
+
+// A validation error names where the wrong value came from: the variable
+// that set it, the file's key (and the file), "(default)" for a value
+// nobody set, and Validate's own field name for a value an override (a
+// flag) set, for the caller to name its flag. The sentinel stays reachable.
+func TestLoadErrorsNameTheSource(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	tests := []struct {
+		name      string
+		file      string
+		env       env
+		override  func(*config.Config)
+		field     string   // the FieldError's field
+		fragments []string // in the message
+	}{
+		{"threshold from env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": "1.5"}, nil,
+			"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", []string{`"1.5"`, "[0, 1)"}},
+		{"threshold from file", "[discovery]\nself_preservation_threshold = 2.0\n", nil, nil,
+			"discovery.self_preservation_threshold", []string{config.DefaultFile, `"2"`, "[0, 1)"}},
+		{"min from env", "", env{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN": "0"}, nil,
+			"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", []string{`"0"`, "at least 1"}},
+		{"ttl over max_ttl from env", "", env{"SWITCHBOARD_DISCOVERY_TTL": "2h"}, nil,
+			"SWITCHBOARD_DISCOVERY_TTL", []string{`"2h0m0s"`, "max_ttl"}},
+		{"default heartbeat too long for the env's ttl", "", env{"SWITCHBOARD_DISCOVERY_TTL": "4s"}, nil,
+			"discovery.heartbeat_interval (default)", []string{`"3s"`, "half the ttl (4s)"}},
+		{"listen from env", "", env{"SWITCHBOARD_HTTP_LISTEN": "7400"}, nil,
+			"SWITCHBOARD_HTTP_LISTEN", []string{`"7400"`, "host:port"}},
+		{"tls key alone from env", "", env{"SWITCHBOARD_HTTP_TLS_KEY": "key.pem"}, nil,
+			"SWITCHBOARD_HTTP_TLS_KEY", []string{`"key.pem"`, "http.tls_cert is not set"}},
+		{"transport cert alone from file", "[transport]\ntls_cert = \"c.pem\"\n", nil, nil,
+			"transport.tls_cert", []string{config.DefaultFile, `"c.pem"`, "transport.tls_key is not set"}},
+		{"nats transport from the SDK's variable", "", env{"TINY_NATS_TRANSPORT": "durable"}, nil,
+			"TINY_NATS_TRANSPORT", []string{`"durable"`, "jetstream"}},
+		{"ttl from an override", "", env{"SWITCHBOARD_DISCOVERY_TTL": "30s"}, func(c *config.Config) { c.Discovery.TTL = 2 * time.Hour },
+			"ttl", []string{"max_ttl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, t.TempDir(), tt.file)
+			}
+			var overrides []func(*config.Config)
+			if tt.override != nil {
+				overrides = append(overrides, tt.override)
+			}
+			_, err := config.Load(path, tt.env.get, overrides...)
+			var fe *switchboard.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, switchboard.ErrInvalid) {
+				t.Fatalf("Load = %v, want an invalid-value error on %q", err, tt.field)
+			}
+			for _, f := range append(tt.fragments, tt.field) {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("error %q does not mention %q", err, f)
+				}
+			}
+		})
+	}
+}
+
+// A value of the wrong TOML type is named by its key, with the value and
+// what the key wants; a section that is not a table too (the decoder's own
+// message names Go types: "destination has type string", a struct dump).
+func TestLoadFileTypeErrors(t *testing.T) {
+	for _, tc := range []struct{ file, key, want string }{
+		{"[discovery]\nttl = 10\n", "discovery.ttl", `is the integer 10; want a duration in quotes, such as "10s"`},
+		{"[discovery]\nheartbeat_interval = 2.5\n", "discovery.heartbeat_interval", "is the number 2.5; want a duration"},
+		{"[discovery]\nself_preservation_min = \"10\"\n", "discovery.self_preservation_min", `is the string "10"; want a whole number`},
+		{"[discovery]\nself_preservation_min = 1.5\n", "discovery.self_preservation_min", "is the number 1.5; want a whole number"},
+		{"[discovery]\nself_preservation_threshold = \"0.5\"\n", "discovery.self_preservation_threshold", `is the string "0.5"; want a number`},
+		{"[http]\nlisten = 7400\n", "http.listen", "is the integer 7400; want a string in quotes"},
+		{"[transport]\nnats_url = [\"nats://a:4222\"]\n", "transport.nats_url", "is an array; want a string"},
+		{"[http]\ntoken = true\n", "http.token", "is the boolean true; want a string"},
+		{"discovery = 1\n", "discovery", "is the integer 1; want a table"},
+		{"[[transport]]\nnats_url = \"nats://a:4222\"\n", "transport", "is an array; want a table"},
+	} {
+		p := writeFile(t, t.TempDir(), tc.file)
+		_, err := config.Load(p, env{}.get)
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.key || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) ||
+			strings.Contains(err.Error(), "destination") || strings.Contains(err.Error(), "struct") {
+			t.Errorf("%q: %v, want an error on %s saying %q", tc.file, err, tc.key, tc.want)
+		}
+	}
+	// Whole numbers are fractions too.
+	if c, err := config.Load(writeFile(t, t.TempDir(), "[discovery]\nself_preservation_threshold = 0\n"), env{}.get); err != nil || c.Discovery.SelfPreservationThreshold != 0 {
+		t.Errorf("threshold 0: %+v %v", c.Discovery, err)
+	}
+}
+
+// poll_interval is a full re-read of the catalog by every watching process:
+// under MinPollInterval it is a busy loop, refused wherever it is set.
+func TestPollIntervalFloor(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct {
+		file  string
+		env   env
+		field string
+	}{
+		{"[discovery]\npoll_interval = \"1ns\"\n", nil, "discovery.poll_interval"},
+		{"[discovery]\npoll_interval = \"999ms\"\n", nil, "discovery.poll_interval"},
+		{"", env{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL": "10ms"}, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL"},
+	} {
+		path := ""
+		if tc.file != "" {
+			path = writeFile(t, t.TempDir(), tc.file)
+		}
+		_, err := config.Load(path, tc.env.get)
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), "at least 1s") {
+			t.Errorf("%q %v: %v, want an error on %s", tc.file, tc.env, err, tc.field)
+		}
+	}
+	if _, err := config.Load("", env{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL": "1s"}.get); err != nil {
+		t.Errorf("poll_interval 1s: %v", err)
+	}
+	c := config.Default()
+	c.Discovery.PollInterval = time.Millisecond
+	var fe *switchboard.FieldError
+	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "poll_interval" {
+		t.Errorf("Validate with poll_interval 1ms: %v", err)
 	}
 }

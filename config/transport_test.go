@@ -29,9 +29,10 @@ func TestTransport(t *testing.T) {
 		t.Fatalf("default: %+v %v", c.Transport, err)
 	}
 	for _, tc := range []struct{ k, v, field string }{
-		{"TINY_NATS_TRANSPORT", "durable", "transport.nats_transport"},
-		{"TINY_NATS_URL", "http://user:secret@x:4222", "transport.nats_url"},
-		{"TINY_NATS_URL", "nats://", "transport.nats_url"},
+		{"TINY_NATS_TRANSPORT", "durable", "TINY_NATS_TRANSPORT"},
+		{"TINY_NATS_URL", "http://user:secret@x:4222", "TINY_NATS_URL"},
+		{"TINY_NATS_URL", "nats://", "TINY_NATS_URL"},
+		{"SWITCHBOARD_TRANSPORT_NATS_URL", "nats://", "SWITCHBOARD_TRANSPORT_NATS_URL"},
 	} {
 		_, err := config.Load("", env{tc.k: tc.v}.get)
 		var fe *switchboard.FieldError
