@@ -98,6 +98,7 @@ type server struct {
 	t     testing.TB
 	dsn   string
 	token string
+	ui    http.Handler // nil: dashboard.Handler()
 	cat   switchboard.Catalog
 	addr  string
 	mu    sync.Mutex
@@ -126,8 +127,12 @@ func (s *server) start() {
 		return err == nil
 	})
 	s.addr = ln.Addr().String()
+	ui := s.ui
+	if ui == nil {
+		ui = dashboard.Handler()
+	}
 	api := httpapi.New(s.cat, httpapi.Options{
-		DSN: s.dsn, UI: dashboard.Handler(), Token: s.token,
+		DSN: s.dsn, UI: ui, Token: s.token,
 		ReapInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}

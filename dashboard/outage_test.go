@@ -27,7 +27,7 @@ func TestDashboardCatalogOutage(t *testing.T) {
 	shown, _ := url.Parse(u.String())
 	shown.User = url.UserPassword("postgres", "hunter2")
 	s := startServerOn(t, cat, shown.String(), "")
-	secret := s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "1s"})
+	secret := s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "3s"})
 	// Heartbeat through the server every 200 ms; failures during the
 	// outage are expected and ignored.
 	stop := make(chan struct{})

@@ -16,7 +16,8 @@ import (
 // lost), drops, filter changes and snapshots over 40 ids; after each step
 // the table order, the filtered view, the group counts and the size must
 // be what sorting and filtering the model gives, and the index a change
-// reports must be where the entry is (or was, when it left the view).
+// reports must be where the entry is (or was, when it left the view; the
+// earlier of both places after a rename, which also names the old group).
 const storeModel = `import("/store.js").then(({ Store, parseFilter, matches }) => {
   let seed = 7;
   const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
@@ -30,9 +31,18 @@ const storeModel = `import("/store.js").then(({ Store, parseFilter, matches }) =
       const id = "i-" + rnd(40), op = rnd(20);
       if (op < 12) {
         const f = { inst: { id, name: "svc-" + rnd(4), type: rnd(2) ? "w" : "r", address: "", capabilities: ["c" + rnd(3)] }, state: ["active", "stale", "removed"][rnd(3)], reason: "", gone: 0 };
+        const old = st.get(id), wasAt = old && old.shown ? st.view.indexOf(old) : -1, oldName = old && old.inst.name;
         const c = st.put(id, f);
         model.set(id, f);
-        if (c.index >= 0 && st.get(id).shown && st.view[c.index] !== st.get(id)) return "put " + id + ": index " + c.index + " is not the entry";
+        const nowAt = st.get(id).shown ? st.view.indexOf(st.get(id)) : -1;
+        if (oldName && oldName !== f.inst.name) {
+          // A rename: the table must hear of the earlier of both places
+          // and of the group left.
+          const want = [wasAt, nowAt].filter((i) => i >= 0);
+          if (c.index !== (want.length ? Math.min(...want) : -1) || c.moved !== (wasAt >= 0 || nowAt >= 0) || c.renamed !== oldName)
+            return "rename " + id + " " + oldName + "→" + f.inst.name + ": index " + c.index + " moved " + c.moved + " renamed " + c.renamed + ", was at " + wasAt + ", now at " + nowAt;
+        } else if (wasAt >= 0 && nowAt < 0 && (c.index !== wasAt || !c.moved)) return "put " + id + ": left the view at " + wasAt + ", reported " + c.index + " moved " + c.moved;
+        else if (c.index >= 0 && st.get(id).shown && st.view[c.index] !== st.get(id)) return "put " + id + ": index " + c.index + " is not the entry";
         if (c.index >= 0 && c.name !== f.inst.name) return "put " + id + ": name " + c.name;
       } else if (op < 18) {
         const had = model.get(id), shown = had && st.get(id).shown, at = shown ? st.view.indexOf(st.get(id)) : -1;

@@ -25,6 +25,7 @@ import { Store, parseFilter } from "./store.js";
   let lastSynced = 0;        // Date.now() of the last synced
   let pending = null;        // Map while a snapshot is being received
   let clockSkew = 0;         // catalog clock − local clock, ms
+  let clockKnown = false;    // clockSkew was measured (a 401 or a server down at load leaves it 0)
   let page = 0;
   let rowsDirty = false;     // the shown page of the table must be rebuilt
   let countsDirty = false;   // #shown and the pager
@@ -108,6 +109,7 @@ import { Store, parseFilter } from "./store.js";
         if (c.index < end) rowsDirty = true;
       } else if (c.index >= page * PAGE && c.index < end) patchRows.add(id);
       if (pageGroups.has(c.name)) patchGroups.add(c.name);
+      if (c.renamed && pageGroups.has(c.renamed)) patchGroups.add(c.renamed);
     }
     schedule();
   }
@@ -233,6 +235,7 @@ import { Store, parseFilter } from "./store.js";
         if (conn !== "live") log("conn", "stream", "live");
         setConn("live", "live");
         schedule();
+        if (!clockKnown) refreshClock(); // not read at load (no token yet, or no server): now, not in a minute
         refreshInfo();
         refreshSeen();
         break;
@@ -285,7 +288,7 @@ import { Store, parseFilter } from "./store.js";
       const t0 = Date.now();
       const r = await poll("/v1/now");
       const t1 = Date.now();
-      if (r.ok) { const d = await r.json(); clockSkew = ms(d.now) - (t0 + t1) / 2; }
+      if (r.ok) { const d = await r.json(); clockSkew = ms(d.now) - (t0 + t1) / 2; clockKnown = true; }
     } catch (err) { /* keep the last skew */ }
     clockBusy = false;
   }
@@ -522,7 +525,7 @@ import { Store, parseFilter } from "./store.js";
       sessionStorage.setItem("sb-token", token);
       $("tokenform").hidden = true;
       setConn("connecting", "connecting…");
-      refreshInfo(); connect();
+      refreshClock().then(() => { refreshInfo(); connect(); });
     });
     document.addEventListener("keydown", (ev) => {
       const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName) || $("detail").open;

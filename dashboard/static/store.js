@@ -91,12 +91,19 @@ export class Store {
   // put sets the entry of id to fields ({inst, state, reason, gone}) and
   // returns what the table must know: the entry's name, its index in view
   // (where it is, or was when it left it; -1 when it was never shown) and
-  // whether view's membership changed (rows after it shift).
+  // whether view's membership changed (rows after it shift); after a change
+  // of name, renamed is the old name, and index the earlier of the old and
+  // the new place.
   put(id, fields) {
     let e = this.byId.get(id);
     if (e && e.inst.name !== fields.inst.name) {
-      this.drop(id);
-      e = undefined;
+      // A new name moves the entry: it leaves its place (and its group)
+      // and joins another. The table must know both: the earlier of the
+      // two places, whether either changed the view, and the old group.
+      const left = this.drop(id);
+      const joined = this.put(id, fields);
+      const at = [left.index, joined.index].filter((i) => i >= 0);
+      return { name: joined.name, index: at.length ? Math.min(...at) : -1, moved: left.moved || joined.moved, renamed: left.name };
     }
     if (!e) {
       e = Object.assign({ shown: false }, fields);
