@@ -135,8 +135,15 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 // before serving).
 func (s *Server) GRPC() *grpc.Server { return s.gs }
 
+// errNoListener is the error of a Serve given a nil listener (grpc-go
+// would dereference it).
+var errNoListener = errors.New("grpcwire: no listener to serve on (nil net.Listener)")
+
 // Serve accepts connections on lis until Stop or GracefulStop.
 func (s *Server) Serve(lis net.Listener) error {
+	if lis == nil {
+		return errNoListener
+	}
 	err := s.gs.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -160,6 +167,9 @@ func (s *Server) Stop() {
 // Serve runs a Server for h on lis until ctx ends, then stops it gracefully
 // (hard after the grace period). It returns nil after a stop caused by ctx.
 func Serve(ctx context.Context, lis net.Listener, h router.Handler, opts ServerOptions) error {
+	if lis == nil {
+		return errNoListener
+	}
 	s, err := NewServer(h, opts)
 	if err != nil {
 		return err
@@ -223,7 +233,7 @@ func (s *service) Message(ctx context.Context, req *modulepb.MessageRequest) (*m
 		Metadata: md,
 		Depth:    depth,
 	})
-	if err != nil {
+	if err != nil && router.AsError(err) != nil { // a typed nil *router.Error is no error, as for ToStatus
 		return nil, statusWithTrailer(ctx, err)
 	}
 	return &modulepb.MessageResponse{Data: out}, nil
@@ -263,6 +273,7 @@ func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 
 func statusWithTrailer(ctx context.Context, err error) error {
 	e := router.AsError(err)
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(e.Code), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
+	code, _ := wireText(e)
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(code), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
 	return ToStatus(e)
 }

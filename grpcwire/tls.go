@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,13 +175,59 @@ func (t *TLS) ServerCredentials() (credentials.TransportCredentials, error) {
 
 // ClientCredentials returns the credentials of a client: the server's
 // certificate is verified against CA (the system roots without one) for the
-// host of the address dialled, and Cert/Key, when set, are presented as the
-// client certificate. The CA is read at every handshake (after a change),
-// which is why verification is done here rather than by crypto/tls's
-// static RootCAs.
+// host of the address dialled — its DNS name, or its IP address, which the
+// certificate must list (crypto/tls alone checks no name for an IP) — and
+// Cert/Key, when set, are presented as the client certificate. The CA is
+// read at every handshake (after a change), which is why verification is
+// done here rather than by crypto/tls's static RootCAs.
 func (t *TLS) ClientCredentials() credentials.TransportCredentials {
-	return credentials.NewTLS(&tls.Config{
+	return &clientCreds{TransportCredentials: credentials.NewTLS(t.clientConfig("")), t: t}
+}
+
+// clientCreds makes a tls.Config for every handshake, so verification
+// knows the host dialled: the ServerName of a client connection's
+// tls.ConnectionState is empty for an IP address.
+type clientCreds struct {
+	credentials.TransportCredentials // Info, ServerHandshake
+	t                                *TLS
+	serverName                       string // OverrideServerName
+}
+
+func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	name := c.serverName
+	if name == "" {
+		name = authority
+		if h, _, err := net.SplitHostPort(authority); err == nil {
+			name = h
+		}
+	}
+	if name == "" {
+		return nil, nil, fmt.Errorf("tls: no server name to verify the certificate of %q against", authority)
+	}
+	return credentials.NewTLS(c.t.clientConfig(name)).ClientHandshake(ctx, authority, raw)
+}
+
+func (c *clientCreds) Clone() credentials.TransportCredentials {
+	return &clientCreds{TransportCredentials: c.TransportCredentials.Clone(), t: c.t, serverName: c.serverName}
+}
+
+// OverrideServerName sets the name the server's certificate is verified
+// for (deprecated in grpc-go; grpc.WithAuthority does the same).
+func (c *clientCreds) OverrideServerName(name string) error {
+	c.serverName = name
+	return nil
+}
+
+// clientConfig is the client configuration of one handshake with the
+// server named name (a DNS name or an IP address, an IPv6 zone ignored).
+func (t *TLS) clientConfig(name string) *tls.Config {
+	verifyName := name
+	if i := strings.LastIndexByte(verifyName, '%'); i > 0 && strings.Contains(verifyName, ":") {
+		verifyName = verifyName[:i] // fe80::1%eth0: the certificate lists fe80::1
+	}
+	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
+		ServerName: name,
 		// Verification is done in VerifyConnection, against the current CA.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -191,7 +238,9 @@ func (t *TLS) ClientCredentials() credentials.TransportCredentials {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("tls: the server presented no certificate")
 			}
-			opts := x509.VerifyOptions{DNSName: cs.ServerName, Roots: m.pool, Intermediates: x509.NewCertPool()}
+			// Never cs.ServerName: it is empty when name is an IP address,
+			// and an empty DNSName verifies no name at all.
+			opts := x509.VerifyOptions{DNSName: verifyName, Roots: m.pool, Intermediates: x509.NewCertPool()}
 			for _, c := range cs.PeerCertificates[1:] {
 				opts.Intermediates.AddCert(c)
 			}
@@ -208,7 +257,7 @@ func (t *TLS) ClientCredentials() credentials.TransportCredentials {
 			}
 			return m.cert, nil
 		},
-	})
+	}
 }
 
 // CodeTLS is the code of a send that failed because the two sides could not
@@ -283,7 +332,12 @@ func (c *watchedCreds) ClientHandshake(ctx context.Context, authority string, ra
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		if ctx.Err() == nil && !isRefusedOrReset(err) {
-			c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (is the server serving TLS, and is its certificate signed by tls_ca and current?)", authority, err))
+			var he x509.HostnameError
+			if errors.As(err, &he) {
+				c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (the server's certificate is not issued for the host dialled: it must list that DNS name or IP address, the one the module is registered at)", authority, err))
+			} else {
+				c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (is the server serving TLS, and is its certificate signed by tls_ca and current?)", authority, err))
+			}
 		}
 		return nil, nil, err
 	}

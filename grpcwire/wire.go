@@ -6,7 +6,9 @@
 // Failures cross the wire as gRPC status errors carrying a
 // modulepb.ErrorDetail (code, retryable, message) in the status details, and
 // also as x-error-code / x-error-retryable trailing metadata for peers that
-// do not decode details. The caller rebuilds a *router.Error, so errors.As
+// do not decode details (a code over MaxErrorCodeLen or a message over
+// MaxErrorMessageLen is cut short, so an oversized error cannot break the
+// connection). The caller rebuilds a *router.Error, so errors.As
 // and retry policies work across the hop. The hop depth travels in the
 // x-message-depth request metadata.
 //
@@ -24,9 +26,11 @@ package grpcwire
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -129,9 +133,15 @@ func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []
 // *router.Error rebuilt from what the server sent: the ErrorDetail in the
 // status details, else the x-error-code / x-error-retryable trailers (a peer
 // that does not send details), else the gRPC status (transport failures).
+// A message the wire cannot carry — a string field or metadata entry that
+// is not valid UTF-8 — fails with a permanent "invalid_argument" naming the
+// field, not as a remote failure.
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
 	if msg == nil {
 		return nil, router.NoMessage()
+	}
+	if c == nil {
+		return nil, router.Permanent(router.CodeUnavailable, "grpcwire: no client to send "+strconv.Quote(msg.To)+" with (nil ModuleServiceClient)")
 	}
 	if msg.Depth > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))
@@ -146,6 +156,13 @@ func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Messa
 		Metadata: msg.Metadata,
 	}, grpc.Trailer(&trailer))
 	if err != nil {
+		if status.Code(err) == codes.Internal {
+			// protobuf refuses to marshal a string field that is not
+			// UTF-8: the message never left, and no peer failed.
+			if e := invalidUTF8(msg); e != nil {
+				return nil, e
+			}
+		}
 		return nil, fromCall(err, trailer)
 	}
 	if resp.HasError {
@@ -154,6 +171,29 @@ func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Messa
 		return nil, &router.Error{Code: router.CodeRemoteError, Message: resp.Error}
 	}
 	return resp.Data, nil
+}
+
+// invalidUTF8 is the permanent "invalid_argument" error of a message with
+// a string field that is not valid UTF-8, which the gRPC wire cannot carry
+// (protobuf strings are UTF-8), naming the field; nil when all are valid.
+func invalidUTF8(msg *router.Message) *router.Error {
+	bad := func(field, v string) *router.Error {
+		return router.Permanent("invalid_argument", fmt.Sprintf("message %s %q is not valid UTF-8, which the gRPC wire cannot carry", field, v))
+	}
+	for _, f := range [...]struct{ name, v string }{{"ID", msg.ID}, {"From", msg.From}, {"To", msg.To}, {"EdgeID", msg.EdgeID}} {
+		if !utf8.ValidString(f.v) {
+			return bad(f.name, f.v)
+		}
+	}
+	for k, v := range msg.Metadata {
+		if !utf8.ValidString(k) {
+			return bad("metadata key", k)
+		}
+		if !utf8.ValidString(v) {
+			return bad("metadata value of "+strconv.Quote(k)+":", v)
+		}
+	}
+	return nil
 }
 
 // FromStatus rebuilds the *router.Error a server sent: from the
@@ -235,22 +275,59 @@ func ParseBool(s string) bool {
 
 // ToStatus turns a handler's error into the gRPC status error a server
 // returns: a gRPC code chosen from the error's code, and an ErrorDetail
-// with code, retryable flag and message. It returns nil for nil (and for a
-// nil *router.Error).
+// with code, retryable flag and message (both valid UTF-8, cut to
+// MaxErrorCodeLen and MaxErrorMessageLen). It returns nil for nil (and for
+// a nil *router.Error).
 func ToStatus(err error) error {
 	e := router.AsError(err)
 	if e == nil {
 		return nil
 	}
-	code, msg := strings.ToValidUTF8(e.Code, "\uFFFD"), strings.ToValidUTF8(e.Message, "\uFFFD")
-	if code == "" {
-		code = router.CodeInternal
-	}
+	code, msg := wireText(e)
 	st := status.New(toGRPCCode(code), msg)
 	if withDetail, derr := st.WithDetails(&modulepb.ErrorDetail{Code: code, Retryable: e.Retryable, Message: msg}); derr == nil {
 		st = withDetail
 	}
 	return st.Err()
+}
+
+// Bounds of the code and message of an error sent in a status: they travel
+// in the call's trailers (grpc-message, the details, x-error-code), and a
+// trailer block over the peer's header limit (16 MiB in grpc-go, far less
+// in proxies) is a connection error that fails every call on the
+// connection, the sender's module's and every other's. Longer texts are cut
+// (at a character boundary) and say how much was cut.
+const (
+	MaxErrorCodeLen    = 256
+	MaxErrorMessageLen = 8 << 10
+)
+
+// wireText returns the code and message of e as they are sent: valid UTF-8,
+// cut to MaxErrorCodeLen and MaxErrorMessageLen, and CodeInternal for an
+// empty code.
+func wireText(e *router.Error) (code, msg string) {
+	code, _ = cut(strings.ToValidUTF8(e.Code, "\uFFFD"), MaxErrorCodeLen)
+	if code == "" {
+		code = router.CodeInternal
+	}
+	msg, n := cut(strings.ToValidUTF8(e.Message, "\uFFFD"), MaxErrorMessageLen)
+	if n > 0 {
+		msg += fmt.Sprintf("… (%d more bytes cut)", n)
+	}
+	return code, msg
+}
+
+// cut shortens valid UTF-8 s to at most max bytes, at a character
+// boundary, and says how many bytes it cut.
+func cut(s string, max int) (string, int) {
+	if len(s) <= max {
+		return s, 0
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], len(s) - i
 }
 
 func toGRPCCode(code string) codes.Code {

@@ -264,8 +264,14 @@ func FuzzErrorMapping(f *testing.F) {
 		if out == nil {
 			t.Fatal("nil")
 		}
-		if code != "" && utf8.ValidString(code) && (out.Code != code || out.Retryable != retryable) {
+		if code != "" && utf8.ValidString(code) && len(code) <= MaxErrorCodeLen && (out.Code != code || out.Retryable != retryable) {
 			t.Fatalf("%+v -> %+v", in, out)
+		}
+		if !utf8.ValidString(out.Code) || len(out.Code) > MaxErrorCodeLen || !utf8.ValidString(out.Message) || len(out.Message) > MaxErrorMessageLen+64 {
+			t.Fatalf("%+v -> %+v: code or message not valid UTF-8 or over its bound", in, out)
+		}
+		if len(msg) <= MaxErrorMessageLen && utf8.ValidString(msg) && out.Message != msg {
+			t.Fatalf("message %q -> %q", msg, out.Message)
 		}
 		md := metadata.Pairs(ErrorCodeTrailer, code, ErrorRetryableTrailer, strconv.FormatBool(retryable))
 		if e, ok := FromTrailer(md, msg); ok && (e.Code != code || e.Retryable != retryable) {

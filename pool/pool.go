@@ -72,9 +72,9 @@ type Options struct {
 	// (nil: the global provider; router.DefaultPropagator).
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
-	// CallTimeout bounds each call whose context has no deadline (zero:
-	// DefaultCallTimeout). A caller's own deadline, or a retry policy's
-	// per-attempt timeout, is used as is.
+	// CallTimeout bounds each call whose context has no deadline (zero, or
+	// negative with a warning: DefaultCallTimeout). A caller's own
+	// deadline, or a retry policy's per-attempt timeout, is used as is.
 	CallTimeout time.Duration
 }
 
@@ -120,6 +120,11 @@ type route struct {
 func New(opts Options) *Pool {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.CallTimeout < 0 {
+		// It would fail every send without a deadline at once.
+		opts.Logger.Warn("address pool: negative CallTimeout; using the default", "call_timeout", opts.CallTimeout, "default", DefaultCallTimeout)
+		opts.CallTimeout = 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{

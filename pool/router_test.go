@@ -310,6 +310,19 @@ func TestDefaultCallTimeout(t *testing.T) {
 	}
 }
 
+// TestNegativeCallTimeoutIsTheDefault: a negative CallTimeout gave every
+// send without a deadline an expired context (each failed at once with
+// deadline_exceeded); it is read as the default, as zero is.
+func TestNegativeCallTimeoutIsTheDefault(t *testing.T) {
+	srv := startServer(t, router.Echo)
+	p := newPool(t, Options{CallTimeout: -time.Second})
+	p.Register("remote", srv.addr)
+	out, err := p.Send(context.Background(), &router.Message{To: "f.remote.n:in", Payload: []byte("hi")})
+	if err != nil || string(out) != "hi" {
+		t.Fatalf("Send = %q, %v; want the echo", out, err)
+	}
+}
+
 // TestMessageIDKeptAcrossAttempts: retries are at-least-once, and every
 // attempt carries the same message ID so a receiver can deduplicate.
 func TestMessageIDKeptAcrossAttempts(t *testing.T) {

@@ -264,6 +264,11 @@ func TestBuildRejectsBadTargets(t *testing.T) {
 		{Scheme: "switchboard", Path: "/storage", RawQuery: "zone=eu"},
 		{Scheme: "switchboard", Path: "/storage", ForceQuery: true},
 		{Scheme: "switchboard", Path: "/storage", Fragment: "x"},
+		// An authority is ignored as well: switchboard://eu/storage would
+		// balance over every zone, switchboard://storage/x resolve "x".
+		{Scheme: "switchboard", Host: "eu", Path: "/storage"},
+		{Scheme: "switchboard", Host: "storage", Path: "/x"},
+		{Scheme: "switchboard", User: url.User("u"), Path: "/storage"},
 	} {
 		if _, err := b.Build(grpcresolver.Target{URL: u}, newCC(t), grpcresolver.BuildOptions{}); err == nil {
 			t.Errorf("Build accepted %s", u.String())

@@ -107,8 +107,8 @@ func ParseKey(endpoint string) (key string, asCapability, asName bool, err error
 
 // Build starts a resolver for the target's capability and/or name. Its
 // first addresses are pushed from the cache's current view, without
-// waiting for a change. A target with a query or a fragment is refused:
-// the resolver has no options to read from them.
+// waiting for a change. A target with an authority, a query or a fragment
+// is refused: the resolver has no options to read from them.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	if b.cache == nil {
 		return nil, errors.New("switchboard resolver: the Builder has no discovery cache")
@@ -119,6 +119,14 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		return nil, &switchboard.FieldError{
 			Field: "target", Value: u.String(),
 			Reason: "takes no query (?…) or fragment (#…): want switchboard:///<capability or name>",
+		}
+	} else if u.Host != "" || u.User != nil {
+		// switchboard://eu/storage: nothing reads an authority either (the
+		// cache is the Builder's), and switchboard://storage/x would
+		// otherwise resolve "x".
+		return nil, &switchboard.FieldError{
+			Field: "target", Value: u.String(),
+			Reason: "takes no authority (switchboard://<authority>/…): want three slashes, switchboard:///<capability or name>",
 		}
 	}
 	key, asCap, asName, err := ParseKey(target.Endpoint())
