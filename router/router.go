@@ -382,7 +382,14 @@ func (r *Router) handle(ctx context.Context, msg *Message) ([]byte, error) {
 	if h == nil {
 		return nil, Permanent(CodeNoHandler, fmt.Sprintf("module %q has no handler for %s", r.module, msg.To))
 	}
-	return h(WithDepth(ctx, msg.Depth), msg)
+	out, err := h(WithDepth(ctx, msg.Depth), msg)
+	if e, ok := err.(*Error); ok && e == nil {
+		// A handler that returned a nil *Error as its error succeeded
+		// (as grpcwire's ToStatus reads it): not a non-nil error holding
+		// nothing, which every caller would take for a failure.
+		return out, nil
+	}
+	return out, err
 }
 
 // lookup finds the handler for a full node name already parsed as valid:

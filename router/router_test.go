@@ -604,3 +604,32 @@ func TestDelayOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestTypedNilHandlerErrorIsSuccess: a handler whose error result is a nil
+// *Error (a common Go slip: `var e *router.Error; return out, e`) has
+// succeeded, through Send (local) and Dispatch alike.
+func TestTypedNilHandlerErrorIsSuccess(t *testing.T) {
+	r, err := New(Options{Module: "mod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Handle("node", func(ctx context.Context, msg *Message) ([]byte, error) {
+		var e *Error
+		return []byte("ok"), e
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() ([]byte, error){
+		"Dispatch": func() ([]byte, error) {
+			return r.Dispatch(context.Background(), &Message{To: "flow.mod.node:in", Payload: []byte("x")})
+		},
+		"Send": func() ([]byte, error) {
+			return r.Send(context.Background(), &Message{To: "flow.mod.node:in", Payload: []byte("x")})
+		},
+	} {
+		out, err := call()
+		if err != nil || string(out) != "ok" {
+			t.Errorf("%s = %q, %#v; want ok, nil", name, out, err)
+		}
+	}
+}
