@@ -3,6 +3,7 @@ package switchboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -13,7 +14,9 @@ import (
 
 // BootstrapOptions tune Bootstrap. Zero values take the defaults.
 type BootstrapOptions struct {
-	// HeartbeatInterval is how often LastSeen is renewed (default 3 s).
+	// HeartbeatInterval is how often LastSeen is renewed (zero: 3 s). It
+	// must be at least MinHeartbeatInterval (10ms) and at most half the
+	// TTL (ValidateHeartbeat).
 	HeartbeatInterval time.Duration
 	// DisableReaper turns off this process's reaper (reaping is idempotent
 	// and safe in every process; it is on by default).
@@ -41,6 +44,10 @@ type Registration struct {
 	closed chan struct{}
 	once   sync.Once
 	err    error
+	// rereg is held while the heartbeat loop writes this registration
+	// again, so Close can wait for that write (and only that) before it
+	// deletes the row.
+	rereg sync.Mutex
 
 	heartbeats, failures, reregs atomic.Int64
 }
@@ -60,7 +67,10 @@ type Registration struct {
 // failed heartbeat) for that row's own TTL, so that after an outage
 // instances get the chance to heartbeat before anyone removes them.
 func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOptions) (*Registration, error) {
-	if opts.HeartbeatInterval <= 0 {
+	if cat == nil {
+		return nil, fmt.Errorf("bootstrap: %w: nil catalog", ErrInvalid)
+	}
+	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if opts.Logger == nil {
@@ -68,8 +78,12 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	}
 	// The interval is checked against the TTL before anything is stored
 	// (after the instance, whose errors come first), or, for the catalog's
-	// default TTL, against the TTL it stored.
+	// default TTL, against the TTL it stored; what it must be whatever the
+	// TTL (positive, at least MinHeartbeatInterval) is checked first.
 	if _, err := Normalize(in); err != nil {
+		return nil, err
+	}
+	if err := checkInterval("HeartbeatInterval", opts.HeartbeatInterval); err != nil {
 		return nil, err
 	}
 	if in.TTL != 0 {
@@ -132,7 +146,10 @@ func (r *Registration) Stats() RegistrationStats {
 }
 
 // Close stops the heartbeat and deletes the row. It is idempotent; a row
-// already gone is not an error.
+// already gone is not an error. It does not wait for a heartbeat in flight
+// on a slow or unreachable catalog (the last registration of a loop cancels
+// it), only for a re-registration of this row, which it cancels too; the
+// deletion itself gives up after 10 s.
 func (r *Registration) Close() error {
 	r.once.Do(func() {
 		close(r.closed)
@@ -141,6 +158,8 @@ func (r *Registration) Close() error {
 		defer cancel()
 		if err := r.cat.Deregister(ctx, r.ID()); err != nil && !errors.Is(err, ErrNotFound) {
 			r.err = err
+			r.log.Warn("deregistering failed: the row stays until it expires", "id", r.ID(), "name", r.inst.Name, "err", err)
+			return
 		}
 		r.log.Info("deregistered", "id", r.ID(), "name", r.inst.Name)
 	})
@@ -159,11 +178,13 @@ type beater struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	regs map[*Registration]struct{}
-	// iter is held for each round of heartbeats, so a registration that
-	// leaves can wait until no round is still re-registering it.
-	iter sync.Mutex
-	stop chan struct{}
-	done chan struct{}
+	// ctx is the parent of every call the loop makes; the last
+	// registration to leave cancels it, so its Close does not wait for a
+	// heartbeat stuck on an unreachable catalog (up to half the TTL).
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{}
+	done   chan struct{}
 	// shared says the beater is in beaters, for every registration of its
 	// key (false: it serves one registration of a catalog that cannot be
 	// a map key).
@@ -195,6 +216,7 @@ func joinBeater(cat Catalog, opts BootstrapOptions, r *Registration) *beater {
 	if b == nil {
 		b = &beater{key: key, log: opts.Logger, regs: map[*Registration]struct{}{},
 			stop: make(chan struct{}), done: make(chan struct{}), shared: shared}
+		b.ctx, b.cancel = context.WithCancel(context.Background())
 		if shared {
 			beaters[key] = b
 		}
@@ -217,12 +239,16 @@ func (b *beater) leave(r *Registration) {
 	}
 	beatersMu.Unlock()
 	if last {
+		b.cancel()
 		close(b.stop)
 		<-b.done
 		return
 	}
-	b.iter.Lock()
-	b.iter.Unlock() //nolint:staticcheck // waiting for the round in flight is the point
+	// The loop goes on for the others. A round in flight may be writing r
+	// again: wait for that write (which r.closed cancels), so it cannot
+	// land after Close deleted the row; any later round sees r.closed.
+	r.rereg.Lock()
+	r.rereg.Unlock() //nolint:staticcheck // waiting for the write in flight is the point
 }
 
 func (b *beater) run() {
@@ -239,7 +265,6 @@ func (b *beater) run() {
 			return
 		case <-t.C:
 		}
-		b.iter.Lock()
 		b.mu.Lock()
 		regs := make(map[string]*Registration, len(b.regs))
 		ids := make([]string, 0, len(b.regs))
@@ -294,12 +319,11 @@ func (b *beater) run() {
 			// watcher; the reaper only deletes them at 2 × TTL.
 			if reap && time.Since(lastReap) >= max(min(minTTL, reapEvery), b.key.every) {
 				lastReap = time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				ctx, cancel := context.WithTimeout(b.ctx, timeout)
 				b.reap(ctx, time.Since(healthySince), &grace)
 				cancel()
 			}
 		}
-		b.iter.Unlock()
 	}
 }
 
@@ -307,7 +331,7 @@ func (b *beater) run() {
 // registers again those whose rows are gone. On failure it counts a failure
 // for each of them and returns the error.
 func (b *beater) renew(timeout time.Duration, ids []string, regs map[string]*Registration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	missing, err := b.key.cat.Heartbeat(ctx, ids...)
 	if err != nil {
@@ -360,14 +384,34 @@ func (b *beater) reap(ctx context.Context, healthyFor time.Duration, grace *bool
 // reregister writes a registration whose row is gone (reaped, restored
 // catalog, restarted empty) again, keeping its id.
 func (b *beater) reregister(ctx context.Context, r *Registration) {
+	r.rereg.Lock()
+	defer r.rereg.Unlock()
 	select {
 	case <-r.closed:
 		return // closing: its row is supposed to be gone
 	default:
 	}
+	// Close waits for this write: it cancels it rather than wait up to
+	// half the TTL on a slow catalog.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	written := make(chan struct{})
+	defer close(written)
+	go func() {
+		select {
+		case <-r.closed:
+			cancel()
+		case <-written:
+		}
+	}()
 	in := r.Instance()
 	stored, err := b.key.cat.Register(ctx, in)
 	if err != nil {
+		select {
+		case <-r.closed:
+			return // cancelled by Close, which deletes the row
+		default:
+		}
 		r.failures.Add(1)
 		r.log.Warn("registration missing from catalog; registering again failed", "id", in.ID, "err", err)
 		return

@@ -521,3 +521,136 @@ func TestBootstrapNonComparableCatalog(t *testing.T) {
 		}
 	}
 }
+
+// hangingCatalog blocks Heartbeat (and, with hangRegister, Register) until
+// the caller's context ends, once told to: a catalog that stopped
+// answering. entered receives each blocked call.
+type hangingCatalog struct {
+	switchboard.Catalog
+	hang, hangRegister atomic.Bool
+	entered            chan string
+}
+
+func (c *hangingCatalog) block(ctx context.Context, what string) error {
+	select {
+	case c.entered <- what:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (c *hangingCatalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
+	if c.hang.Load() {
+		return nil, c.block(ctx, "heartbeat")
+	}
+	if c.hangRegister.Load() {
+		return ids, nil // every row missing: the loop registers them again
+	}
+	return c.Catalog.Heartbeat(ctx, ids...)
+}
+
+func (c *hangingCatalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	if c.hangRegister.Load() {
+		return switchboard.Instance{}, c.block(ctx, "register")
+	}
+	return c.Catalog.Register(ctx, in)
+}
+
+// closeWithin closes reg and fails the test if Close has not returned
+// after a minute: a heartbeat round of a one-hour TTL waits up to 30 min.
+func closeWithin(t *testing.T, reg *switchboard.Registration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- reg.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for a heartbeat stuck on an unresponsive catalog")
+	}
+}
+
+// Close does not wait for a heartbeat (or a re-registration) stuck on an
+// unresponsive catalog, whose deadline is half the TTL: it cancels it, or,
+// while other registrations share the loop, leaves it to them, and deletes
+// the row.
+func TestBootstrapCloseDoesNotWaitForAStuckHeartbeat(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool // another registration stays on the loop
+		stuck  string
+	}{
+		{"last registration, heartbeat", false, "heartbeat"},
+		{"shared loop, heartbeat", true, "heartbeat"},
+		{"last registration, re-registration", false, "register"},
+		{"shared loop, re-registration", true, "register"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := testkit.OpenSQLite(t)
+			cat := &hangingCatalog{Catalog: base, entered: make(chan string, 1)}
+			ctx := context.Background()
+			opts := switchboard.BootstrapOptions{HeartbeatInterval: switchboard.MinHeartbeatInterval, DisableReaper: true,
+				Logger: slog.New(slog.DiscardHandler)}
+			in := service("stuck")
+			in.TTL = time.Hour
+			reg, err := switchboard.Bootstrap(ctx, cat, in, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var other *switchboard.Registration
+			if tc.shared {
+				if other, err = switchboard.Bootstrap(ctx, cat, service("other"), opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.stuck == "heartbeat" {
+				cat.hang.Store(true)
+			} else {
+				cat.hangRegister.Store(true)
+			}
+			select {
+			case what := <-cat.entered:
+				if what != tc.stuck {
+					t.Fatalf("stuck in %s, want %s", what, tc.stuck)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("no %s reached the catalog", tc.stuck)
+			}
+			closeWithin(t, reg)
+			if _, err := base.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+				t.Fatalf("after Close: %v", err)
+			}
+			if other != nil {
+				closeWithin(t, other)
+			}
+		})
+	}
+}
+
+// failingDeregister refuses every deregistration.
+type failingDeregister struct{ switchboard.Catalog }
+
+func (failingDeregister) Deregister(context.Context, string) error {
+	return errors.New("catalog unreachable")
+}
+
+// A Close whose deletion fails returns the error and logs it at WARN: it
+// does not log "deregistered" for a row that stays until it expires.
+func TestBootstrapCloseLogsAFailedDeregistration(t *testing.T) {
+	logs := &testkit.SyncBuffer{}
+	cat := failingDeregister{testkit.OpenSQLite(t)}
+	reg, err := switchboard.Bootstrap(context.Background(), cat, service("q"),
+		switchboard.BootstrapOptions{HeartbeatInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(); err == nil || !strings.Contains(err.Error(), "catalog unreachable") {
+		t.Fatalf("Close: %v", err)
+	}
+	if out := logs.String(); strings.Contains(out, "msg=deregistered") || !strings.Contains(out, "level=WARN msg=\"deregistering failed") {
+		t.Fatalf("logs:\n%s", out)
+	}
+}

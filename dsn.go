@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // DSN is a parsed catalog address.
@@ -38,6 +40,10 @@ func ParseDSN(s string) (DSN, error) {
 	switch {
 	case s == "":
 		return DSN{}, invalid(ErrInvalidDSN, field, shown, "must not be empty; want sqlite://PATH, sqlite::memory: or postgres://…")
+	case strings.TrimSpace(s) != s:
+		// A stray newline from a secret file or a quoted environment
+		// variable would otherwise become part of a file name.
+		return DSN{}, invalid(ErrInvalidDSN, field, shown, "begins or ends with whitespace (a stray space or newline?)")
 	case s == "sqlite::memory:":
 		return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
 	case strings.HasPrefix(s, "sqlite://"):
@@ -50,6 +56,9 @@ func ParseDSN(s string) (DSN, error) {
 		}
 		if strings.ContainsRune(p, 0) {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "path contains a NUL byte")
+		}
+		if strings.IndexFunc(p, unicode.IsControl) >= 0 {
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "path contains a control character (a line break or tab?)")
 		}
 		if p == ":memory:" {
 			return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
@@ -64,6 +73,9 @@ func ParseDSN(s string) (DSN, error) {
 		if u.Hostname() == "" {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "postgres DSN needs a host, e.g. postgres://user@127.0.0.1:5432/db")
 		}
+		if !validPort(u.Port()) {
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "port must be a number from 1 to 65535")
+		}
 		return DSN{Scheme: "postgres", Raw: s}, nil
 	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
 		u, err := url.Parse(s)
@@ -72,6 +84,9 @@ func ParseDSN(s string) (DSN, error) {
 		}
 		if u.Hostname() == "" {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "server DSN needs a host, e.g. http://127.0.0.1:7400")
+		}
+		if !validPort(u.Port()) {
+			return DSN{}, invalid(ErrInvalidDSN, field, shown, "port must be a number from 1 to 65535")
 		}
 		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "server DSN takes no user, query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
@@ -86,9 +101,20 @@ func ParseDSN(s string) (DSN, error) {
 	}
 	scheme, _, ok := strings.Cut(s, "://")
 	if ok {
-		return DSN{}, invalid(ErrInvalidDSN, field, shown, "unknown scheme "+scheme+"; want sqlite, postgres, kube, http or https")
+		return DSN{}, invalid(ErrInvalidDSN, field, shown, fmt.Sprintf("unknown scheme %q; want sqlite, postgres, kube, http or https", scheme))
 	}
 	return DSN{}, invalid(ErrInvalidDSN, field, shown, "want sqlite://PATH, sqlite::memory: or postgres://…")
+}
+
+// validPort reports whether the port of a URL (digits only, as url.Parse
+// leaves it) is absent or 1–65535: port 0 would dial nothing ("connection
+// refused") and one above 65535 fail only when first dialled.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // urlReason says why a URL-shaped DSN did not parse, without the password:

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -35,6 +38,10 @@ func TestParseDSN(t *testing.T) {
 		{"http://127.0.0.1:7400", switchboard.DSN{Scheme: "http"}},
 		{"https://registry.internal", switchboard.DSN{Scheme: "https"}},
 		{"http://[::1]:7400/switchboard", switchboard.DSN{Scheme: "http"}},
+		{"http://127.0.0.1:65535", switchboard.DSN{Scheme: "http"}},
+		{"https://h:/p", switchboard.DSN{Scheme: "https"}}, // empty port: the scheme's
+		{"postgres://u@127.0.0.1:1/db", switchboard.DSN{Scheme: "postgres"}},
+		{"sqlite://my dir/catalog.db", switchboard.DSN{Scheme: "sqlite", Path: "my dir/catalog.db"}},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseDSN(tt.in)
@@ -52,8 +59,8 @@ func TestParseDSN(t *testing.T) {
 func TestParseDSNErrors(t *testing.T) {
 	tests := []struct{ in, reason string }{
 		{"", "must not be empty"},
-		{"mysql://localhost/db", "unknown scheme mysql"},
-		{"redis://x", "unknown scheme redis"},
+		{"mysql://localhost/db", `unknown scheme "mysql"`},
+		{"redis://x", `unknown scheme "redis"`},
 		{"SQLITE://x.db", "unknown scheme"},
 		{"catalog.db", "want sqlite://PATH"},
 		{"sqlite:catalog.db", "want sqlite://PATH"},
@@ -80,6 +87,24 @@ func TestParseDSNErrors(t *testing.T) {
 		{"http://127.0.0.1:7400?token=x", "no user, query"},
 		{"http://[::1:7400", "not a valid URL"},
 		{"kube://" + strings.Repeat("n", 64), "RFC 1123"},
+		// The scheme is quoted: a stray space before it shows.
+		{"mysql ://x", `unknown scheme "mysql "`},
+		// A stray newline or space (a secret file, a quoted variable) is
+		// not part of a file name, a host or a namespace.
+		{"sqlite://x.db\n", "begins or ends with whitespace"},
+		{"sqlite://x.db ", "begins or ends with whitespace"},
+		{" sqlite://x.db", "begins or ends with whitespace"},
+		{"postgres://h/db\n", "begins or ends with whitespace"},
+		{"kube://default\n", "begins or ends with whitespace"},
+		{"sqlite://a\nb.db", "control character"},
+		{"sqlite://a\tb.db", "control character"},
+		{"sqlite://a\u0085b.db", "control character"},
+		// A port no dialer can use, refused now rather than at the first
+		// request ("connection refused" for port 0).
+		{"http://127.0.0.1:0", "port must be a number from 1 to 65535"},
+		{"https://h:99999/p", "port must be a number from 1 to 65535"},
+		{"postgres://u@127.0.0.1:0/db", "port must be a number from 1 to 65535"},
+		{"postgresql://u@127.0.0.1:65536/db", "port must be a number from 1 to 65535"},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseDSN(tt.in)
@@ -166,12 +191,20 @@ func FuzzParseDSN(f *testing.F) {
 		if d.Raw != s {
 			t.Fatalf("ParseDSN(%q).Raw = %q", s, d.Raw)
 		}
+		if strings.TrimSpace(s) != s {
+			t.Fatalf("ParseDSN(%q) accepted surrounding whitespace", s)
+		}
+		if u, err := url.Parse(s); err == nil && d.Scheme != "sqlite" && d.Scheme != "kube" && u.Port() != "" {
+			if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+				t.Fatalf("ParseDSN(%q) accepted port %q", s, u.Port())
+			}
+		}
 		switch d.Scheme {
 		case "sqlite":
 			if d.Memory == (d.Path != "") {
 				t.Fatalf("ParseDSN(%q) = %+v: want exactly one of Memory and Path", s, d)
 			}
-			if strings.ContainsAny(d.Path, "?\x00") || strings.HasSuffix(d.Path, "/") {
+			if strings.ContainsAny(d.Path, "?\x00") || strings.HasSuffix(d.Path, "/") || strings.IndexFunc(d.Path, unicode.IsControl) >= 0 {
 				t.Fatalf("ParseDSN(%q) = %+v: bad sqlite path", s, d)
 			}
 		case "postgres":

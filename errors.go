@@ -3,6 +3,7 @@ package switchboard
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -65,9 +66,15 @@ func invalid(kind error, field, value, reason string) error {
 	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
 }
 
+// truncate cuts s to at most n bytes and marks the cut, never inside a
+// UTF-8 sequence (which an error would show as \xNN escapes).
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	cut := n
+	for i := 1; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return s[:cut] + "…"
 }

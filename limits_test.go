@@ -71,11 +71,58 @@ func TestValidateHeartbeat(t *testing.T) {
 		{5*time.Second + 1, 10 * time.Second, false},
 		{9 * time.Second, 10 * time.Second, false},
 		{0, 10 * time.Second, false},
+		{10 * time.Millisecond, 20 * time.Millisecond, true},
+		{10 * time.Millisecond, time.Hour, true},
 	} {
 		err := switchboard.ValidateHeartbeat("heartbeat", tc.every, tc.ttl)
 		if (err == nil) != tc.ok {
 			t.Errorf("ValidateHeartbeat(%s, %s) = %v", tc.every, tc.ttl, err)
 		}
+	}
+	// A heartbeat under 10ms renews in a busy loop: refused, naming the
+	// field and the floor, whatever the TTL.
+	for _, every := range []time.Duration{time.Nanosecond, time.Microsecond, 10*time.Millisecond - 1} {
+		wantFieldErr(t, switchboard.ValidateHeartbeat("heartbeat", every, time.Hour), "heartbeat", "must be at least 10ms")
+	}
+	wantFieldErr(t, switchboard.ValidateHeartbeat("heartbeat", -time.Second, time.Hour), "heartbeat", "must be positive")
+	// No heartbeat fits a TTL under 20ms: the TTL is named, whatever the
+	// interval.
+	for _, every := range []time.Duration{time.Nanosecond, 10 * time.Millisecond, time.Second} {
+		wantFieldErr(t, switchboard.ValidateHeartbeat("heartbeat", every, 20*time.Millisecond-1), "ttl", "must be at least 20ms")
+		wantFieldErr(t, switchboard.ValidateHeartbeat("heartbeat", every, time.Millisecond), "ttl", "must be at least 20ms")
+	}
+}
+
+// Bootstrap refuses a heartbeat interval under MinHeartbeatInterval (a busy
+// loop against the catalog) or negative, and a TTL too short for any
+// heartbeat, before anything is stored.
+func TestBootstrapHeartbeatFloor(t *testing.T) {
+	cat := testkit.OpenSQLite(t) // default TTL 10 s
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := switchboard.Instance{Name: "svc", Type: "writer", Address: "127.0.0.1:1", TTL: time.Second}
+	_, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: time.Nanosecond})
+	wantFieldErr(t, err, "HeartbeatInterval", "must be at least 10ms")
+	_, err = switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: -time.Second})
+	wantFieldErr(t, err, "HeartbeatInterval", "must be positive")
+	in.TTL = 0 // the catalog's default: still refused before the write
+	_, err = switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: time.Millisecond})
+	wantFieldErr(t, err, "HeartbeatInterval", "must be at least 10ms")
+	in.TTL = 15 * time.Millisecond
+	_, err = switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: 10 * time.Millisecond})
+	wantFieldErr(t, err, "ttl", "must be at least 20ms")
+	all, err := cat.List(ctx, switchboard.Query{All: true})
+	if err != nil || len(all) != 0 {
+		t.Fatalf("rejected bootstraps left rows: %v %v", all, err)
+	}
+	in.TTL = 20 * time.Millisecond
+	r, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: switchboard.MinHeartbeatInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := switchboard.Bootstrap(ctx, nil, in, switchboard.BootstrapOptions{}); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Bootstrap with a nil catalog: %v", err)
 	}
 }
 

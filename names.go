@@ -17,12 +17,12 @@ const MaxNameLen = 48
 // when truncating, and trimming a '-' the cut leaves at the front.
 // A name that sanitises to nothing is an ErrInvalidName.
 func SanitizeName(name string) (string, error) {
-	name = strings.ToLower(name)
+	lower := strings.ToLower(name)
 	var b strings.Builder
-	b.Grow(len(name))
+	b.Grow(len(lower))
 	dash := false
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	for i := 0; i < len(lower); i++ {
+		c := lower[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}

@@ -68,7 +68,7 @@ func TestSanitizeName(t *testing.T) {
 }
 
 func TestSanitizeNameEmpty(t *testing.T) {
-	for _, in := range []string{"", "-", "---", "  ", "/._/", "日本語", "\x00\xff"} {
+	for _, in := range []string{"", "-", "---", "  ", "/._/", "日本語", "\x00\xff", "ÀÉ___", "ÑØ"} {
 		got, err := switchboard.SanitizeName(in)
 		if err == nil {
 			t.Errorf("SanitizeName(%q) = %q, want ErrInvalidName", in, got)
@@ -80,6 +80,8 @@ func TestSanitizeNameEmpty(t *testing.T) {
 		var fe *switchboard.FieldError
 		if !errors.As(err, &fe) || fe.Field != "name" {
 			t.Errorf("SanitizeName(%q) error %#v does not name the field \"name\"", in, err)
+		} else if fe.Value != in {
+			t.Errorf("SanitizeName(%q) error shows %q, not the name as given", in, fe.Value)
 		}
 		if got != "" {
 			t.Errorf("SanitizeName(%q) returned %q with an error", in, got)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,18 +148,46 @@ func ValidateHeartbeatIDs(ids []string) error {
 	return nil
 }
 
-// ValidateHeartbeat checks that a heartbeat interval is at most half the
-// TTL: a missed heartbeat must not expire an instance, and a renewal later
-// than 0.8 × TTL is logged as a revival (a change-log entry and a
-// notification in every process). field names the interval as the caller
-// knows it (a config key, an option, a flag).
+// MinHeartbeatInterval is the shortest heartbeat interval (the config's
+// heartbeat_interval, BootstrapOptions.HeartbeatInterval, the CLI's
+// --heartbeat): a shorter one renews in a busy loop against the catalog, a
+// write every few microseconds from each process. With heartbeats at most
+// half the TTL, a heartbeating instance's TTL is at least twice this, 20ms
+// (a row written with Catalog.Register alone may have a TTL down to 1ms).
+const MinHeartbeatInterval = 10 * time.Millisecond
+
+// ValidateHeartbeat checks a heartbeat interval against the TTL it keeps
+// alive: at least MinHeartbeatInterval (10ms), and at most half the TTL: a
+// missed heartbeat must not expire an instance, and a renewal later than
+// 0.8 × TTL is logged as a revival (a change-log entry and a notification
+// in every process). field names the interval as the caller knows it (a
+// config key, an option, a flag). A TTL under twice MinHeartbeatInterval
+// (20ms), which no interval fits, is reported first, as a "ttl" error: the
+// TTL is what to fix, whatever the interval.
 func ValidateHeartbeat(field string, interval, ttl time.Duration) error {
-	if interval <= 0 {
-		return invalid(ErrInvalid, field, interval.String(), "must be positive")
+	if ttl < 2*MinHeartbeatInterval {
+		return invalid(ErrInvalid, "ttl", ttl.String(),
+			fmt.Sprintf("must be at least %s to be kept alive by heartbeats (each at least %s apart, at most half the ttl)", 2*MinHeartbeatInterval, MinHeartbeatInterval))
+	}
+	if err := checkInterval(field, interval); err != nil {
+		return err
 	}
 	if interval > ttl/2 {
 		return invalid(ErrInvalid, field, interval.String(),
 			fmt.Sprintf("must be at most half the ttl (%s), so that one missed heartbeat does not expire the instance", ttl))
+	}
+	return nil
+}
+
+// checkInterval checks what a heartbeat interval must be whatever the TTL:
+// positive and at least MinHeartbeatInterval.
+func checkInterval(field string, interval time.Duration) error {
+	if interval <= 0 {
+		return invalid(ErrInvalid, field, interval.String(), "must be positive")
+	}
+	if interval < MinHeartbeatInterval {
+		return invalid(ErrInvalid, field, interval.String(),
+			fmt.Sprintf("must be at least %s: a shorter interval renews in a busy loop against the catalog", MinHeartbeatInterval))
 	}
 	return nil
 }
@@ -406,6 +435,10 @@ func ParseDuration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
+		if durationSyntax.MatchString(s) {
+			// Well-formed, but past what a time.Duration holds.
+			return 0, invalid(ErrInvalid, field, s, "too long; at most 2562047h47m16.854775807s (about 292 years)")
+		}
 		return 0, invalid(ErrInvalid, field, s, "not a duration; want a number with a unit, like 3s or 250ms")
 	}
 	if d <= 0 {
@@ -413,3 +446,7 @@ func ParseDuration(field, s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// durationSyntax is the grammar of time.ParseDuration: what it refuses
+// although it matches is out of range.
+var durationSyntax = regexp.MustCompile(`^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -438,7 +439,15 @@ func TestParseDuration(t *testing.T) {
 		{"0s", "positive"},
 		{"-1s", "positive"},
 		{"-0s", "positive"},
-		{"9999999999h", "not a duration"},
+		// Well-formed but too long for a time.Duration: said so, not
+		// "not a duration".
+		{"9999999999h", "too long; at most 2562047h"},
+		{"2562048h", "too long"},
+		{"3000000h1s", "too long"},
+		{"-9999999999h", "too long"},
+		{"1.5.s", "not a duration"},
+		{"5sec", "not a duration"},
+		{".s", "not a duration"},
 	}
 	for _, tt := range bad {
 		got, err := switchboard.ParseDuration("discovery.ttl", tt.in)
@@ -453,6 +462,49 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("ParseDuration(%q) error %q: want the field name and %q", tt.in, msg, tt.reason)
 		}
 	}
+}
+
+// A long value is shown cut, but never inside a UTF-8 sequence, which the
+// error would show as \xNN escapes.
+func TestFieldErrorTruncatesOnARuneBoundary(t *testing.T) {
+	for _, v := range []string{strings.Repeat("x", 79) + "é" + strings.Repeat("y", 50), strings.Repeat("x", 78) + "日本" + strings.Repeat("y", 50),
+		strings.Repeat("x", 77) + "🙂" + strings.Repeat("y", 50)} {
+		msg := switchboard.NewFieldError(nil, "f", v, "bad").Error()
+		if !utf8.ValidString(msg) || strings.Contains(msg, `\x`) || !strings.Contains(msg, "…") {
+			t.Errorf("Error() = %q: want the value cut on a rune boundary", msg)
+		}
+	}
+}
+
+// FuzzFieldError: a FieldError shows its value quoted, cut after at most
+// 80 bytes, and, for a UTF-8 value, never inside a UTF-8 sequence.
+func FuzzFieldError(f *testing.F) {
+	f.Add("f", strings.Repeat("x", 79)+"é", "bad")
+	f.Add("ttl", "", "must be positive")
+	f.Fuzz(func(t *testing.T, field, value, reason string) {
+		msg := switchboard.NewFieldError(nil, field, value, reason).Error()
+		if value == "" {
+			if msg != field+": "+reason {
+				t.Fatalf("Error() = %q", msg)
+			}
+			return
+		}
+		if len(value) <= 80 {
+			if msg != fmt.Sprintf("%s %q: %s", field, value, reason) {
+				t.Fatalf("Error() = %q: want the whole value", msg)
+			}
+			return
+		}
+		for k := 80; k > 80-utf8.UTFMax; k-- {
+			if msg == fmt.Sprintf("%s %q: %s", field, value[:k]+"…", reason) {
+				if utf8.ValidString(value) && !utf8.ValidString(value[:k]) {
+					t.Fatalf("Error() = %q: cut inside a UTF-8 sequence", msg)
+				}
+				return
+			}
+		}
+		t.Fatalf("Error() = %q: want the value cut after at most 80 bytes", msg)
+	})
 }
 
 func TestFieldError(t *testing.T) {

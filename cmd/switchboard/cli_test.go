@@ -50,16 +50,23 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"reap", "--dsn", dsn, "--older-than", "soon"}, `--older-than "soon"`, "switchboard reap"},
 		{[]string{"ls", "--dsn", dsn, "--name", "__"}, `--name "__"`, "switchboard ls"},
 		{[]string{"version", "extra"}, "version takes no arguments", "switchboard version"},
-		{[]string{"demo", "--ttl", "1s", "--heartbeat", "600ms"}, "--heartbeat 600ms: must be positive and at most half of --ttl", "switchboard demo"},
+		{[]string{"demo", "--ttl", "1s", "--heartbeat", "600ms"}, `--heartbeat "600ms": must be at most half the ttl (1s)`, "switchboard demo"},
 		// A ttl too short for any heartbeat is a --ttl error, not one about
 		// the heartbeat derived from it.
-		{[]string{"demo", "--dsn", dsn, "--ttl", "1ns"}, "--ttl 1ns: must be at least 1ms", "switchboard demo"},
-		{[]string{"demo", "--dsn", dsn, "--ttl", "2ns", "--heartbeat", "1ns"}, "--ttl 2ns: must be at least 1ms", "switchboard demo"},
-		{[]string{"demo", "--dsn", dsn, "--ttl", "100us"}, "--ttl 100µs: must be at least 1ms", "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "1ns"}, `--ttl "1ns": must be at least 20ms`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "2ns", "--heartbeat", "1ns"}, `--ttl "2ns": must be at least 20ms`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "100us"}, `--ttl "100µs": must be at least 20ms`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "19ms"}, `--ttl "19ms": must be at least 20ms`, "switchboard demo"},
+		// Heartbeats under 10ms would renew in a busy loop.
+		{[]string{"demo", "--dsn", dsn, "--heartbeat", "1ns"}, `--heartbeat "1ns": must be at least 10ms`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "1s", "--heartbeat", "9ms"}, `--heartbeat "9ms": must be at least 10ms`, "switchboard demo"},
 		{[]string{"demo", "--dsn", dsn, "--ttl", "2h"}, `--ttl "2h0m0s": must be at most max_ttl (1h0m0s)`, "switchboard demo"},
-		{[]string{"demo", "--dsn", dsn, "--heartbeat", "0s"}, "--heartbeat 0s: must be positive", "switchboard demo"},
-		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "1ns"}, `--ttl "1ns": must be at least 1ms`, "switchboard register"},
-		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "500us", "--heartbeat", "1s"}, `--ttl "500µs": must be at least 1ms`, "switchboard register"},
+		{[]string{"demo", "--dsn", dsn, "--heartbeat", "0s"}, `--heartbeat "0s": must be positive`, "switchboard demo"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "1ns"}, `--ttl "1ns": must be at least 20ms`, "switchboard register"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "500us", "--heartbeat", "1s"}, `--ttl "500µs": must be at least 20ms`, "switchboard register"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "15ms"}, `--ttl "15ms": must be at least 20ms`, "switchboard register"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--heartbeat", "1ns"}, `--heartbeat "1ns": must be at least 10ms`, "switchboard register"},
+		{[]string{"register", "--dsn", dsn, "--name", "x", "--type", "w", "--address", "127.0.0.1:1", "--ttl", "1s", "--heartbeat", "9999us"}, `--heartbeat "9.999ms": must be at least 10ms`, "switchboard register"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := cli(t, tc.args...)
@@ -476,6 +483,12 @@ func TestHeartbeatFromTTL(t *testing.T) {
 		t.Setenv(envTTL, "1500ms")
 		if in, stderr := registerLine(t, base...); in.TTL != 1500*time.Millisecond || !strings.Contains(stderr, "interval=500ms") {
 			t.Fatalf("TTL from the environment: ttl %s stderr %q", in.TTL, stderr)
+		}
+		// A third of a short TTL is under the 10ms floor: the derived
+		// heartbeat is the floor, which still fits (at most ttl/2).
+		in, stderr = registerLine(t, append(base, "--ttl", "25ms")...)
+		if in.TTL != 25*time.Millisecond || !strings.Contains(stderr, "interval=10ms") {
+			t.Fatalf("--ttl 25ms: ttl %s, stderr %q (want the 10ms floor)", in.TTL, stderr)
 		}
 	})
 

@@ -44,8 +44,9 @@ discovery cache, the writer "crashes" (its heartbeats stop: it expires after its
 compactor shuts down gracefully (deregistered at once), and the writer's row is reaped at 2 × TTL.
 
 It uses the configured catalog (sqlite::memory: is allowed here), so 'switchboard watch' in another
-terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3). Ctrl-C
-stops it early and deregisters its instances, the "crashed" writer's row included, then exits 0.`,
+terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3), at least 10ms
+(so --ttl must be at least 20ms). Ctrl-C stops it early and deregisters its instances, the
+"crashed" writer's row included, then exits 0.`,
 		Example: `  switchboard demo
   switchboard demo --ttl 1s
   switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' demo`,
@@ -58,14 +59,15 @@ stops it early and deregisters its instances, the "crashed" writer's row include
 			if ttl <= 0 {
 				return usagef("--ttl %s: must be positive", ttl)
 			}
-			if ttl < time.Millisecond {
-				return usagef("--ttl %s: must be at least 1ms", ttl)
-			}
 			if !hbSet {
-				hb = min(hb, ttl/3)
+				hb = max(switchboard.MinHeartbeatInterval, min(hb, ttl/3))
 			}
-			if hb <= 0 || hb > ttl/2 {
-				return usagef("--heartbeat %s: must be positive and at most half of --ttl (%s)", hb, ttl)
+			if err := switchboard.ValidateHeartbeat("--heartbeat", hb, ttl); err != nil {
+				var fe *switchboard.FieldError
+				if errors.As(err, &fe) && fe.Field == "ttl" {
+					fe.Field = "--ttl"
+				}
+				return usage(err)
 			}
 			ctx := cmd.Context()
 			// --ttl, when given, is the configuration's ttl too, so an
@@ -101,8 +103,8 @@ stops it early and deregisters its instances, the "crashed" writer's row include
 		},
 		Annotations: map[string]string{annEnv: envDSNHelp, annExit: exitLong},
 	}
-	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances (at least 1ms, at most max_ttl)")
-	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at most ttl/2; with only --ttl: min(500ms, ttl/3))")
+	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances (at least 20ms, at most max_ttl)")
+	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at least 10ms, at most ttl/2; with only --ttl: min(500ms, ttl/3), at least 10ms)")
 	return cmd
 }
 

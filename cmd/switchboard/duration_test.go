@@ -18,11 +18,13 @@ func TestDurationErrorsNameTheirSource(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", args, code, stdout, stderr, want)
 		}
 	}
-	// No heartbeat fits a ttl under 3ns (the derived one is 0s): the ttl
-	// is named, not discovery.heartbeat_interval.
-	t.Setenv(envTTL, "1ns")
-	for _, args := range [][]string{{"ls", "--dsn", dsn}, {"demo", "--dsn", dsn}, register} {
-		check(args, envTTL+` "1ns": must be at least 1ms`)
+	// No heartbeat fits a ttl under 20ms (heartbeats are at least 10ms and
+	// at most ttl/2): the ttl is named, not discovery.heartbeat_interval.
+	for _, ttl := range []string{"1ns", "19ms"} {
+		t.Setenv(envTTL, ttl)
+		for _, args := range [][]string{{"ls", "--dsn", dsn}, {"demo", "--dsn", dsn}, register} {
+			check(args, envTTL+` "`+ttl+`": must be at least 20ms`)
+		}
 	}
 	// demo --ttl replaces the environment's ttl.
 	if code, stdout, stderr := cli(t, "demo", "--dsn", "sqlite::memory:", "--ttl", "400ms", "--heartbeat", "100ms"); code != 0 || !strings.Contains(stdout, "demo done") {

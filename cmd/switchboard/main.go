@@ -251,29 +251,17 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 }
 
 func (g *globals) load(getenv func(string) string, flags ...func(*config.Config)) (config.Config, error) {
-	var final config.Config // as validated
-	c, err := config.Load(g.file, getenv, append(append([]func(*config.Config){func(c *config.Config) {
+	c, err := config.Load(g.file, getenv, append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
-	}}, flags...), func(c *config.Config) { final = *c })...)
+	}}, flags...)...)
 	if err != nil {
-		return config.Config{}, usage(g.nameSource(ttlTooShort(err, final)))
+		// A TTL too short for any heartbeat is the TTL's error
+		// (switchboard.ValidateHeartbeat), named as the user set it.
+		return config.Config{}, usage(g.nameSource(err))
 	}
 	return c, nil
-}
-
-// ttlTooShort turns a heartbeat error into the TTL's own when the TTL is
-// under a millisecond, the least any instance may have: no heartbeat fits
-// such a TTL (the one derived from it is 0 below 3ns), so the TTL is what
-// to fix, not the heartbeat the user may never have set.
-func ttlTooShort(err error, c config.Config) error {
-	var fe *switchboard.FieldError
-	ttl := c.Discovery.TTL
-	if !errors.As(err, &fe) || fe.Field != "heartbeat_interval" || ttl <= 0 || ttl >= time.Millisecond {
-		return err
-	}
-	return &switchboard.FieldError{Field: "ttl", Value: ttl.String(), Reason: "must be at least 1ms"}
 }
 
 // catalog loads the configuration and opens its catalog (see open).

@@ -14,7 +14,6 @@ import (
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
-	"github.com/switchboard-io/switchboard/tracing"
 )
 
 func newEchoCmd(g *globals) *cobra.Command {
@@ -28,7 +27,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 Ctrl-C, then deregister. 'switchboard send' reaches it by node name.
 
 The name is sanitised as in register (stderr says so when that changes it). TTL and heartbeat
-come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3).`,
+come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3), at least 10ms.`,
 		Example: `  switchboard echo --name echo
   switchboard echo --name echo --listen 127.0.0.1:7000`,
 		Args: noArgs,
@@ -57,11 +56,11 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 				return usage(&switchboard.FieldError{Field: "tls-cert", Reason: "a TLS server needs --tls-cert and --tls-key (transport.tls_cert, tls_key)"})
 			}
 			// Spans are exported when the OTEL_* environment says so.
-			tr, err := tracing.Setup(ctx, module, tracing.Options{})
+			tr, flush, err := g.setupTracing(ctx, module, false)
 			if err != nil {
-				return usage(err)
+				return err
 			}
-			defer tr.Shutdown(context.WithoutCancel(ctx))
+			defer flush()
 			cat, err := g.open(ctx, c, true)
 			if err != nil {
 				return err
@@ -170,16 +169,23 @@ with its edge's configuration instead).`,
 			if err != nil {
 				return err
 			}
+			// The tracing environment is input too: checked before the
+			// catalog is opened (which may create a SQLite file).
+			tr, flush, err := g.setupTracing(ctx, "switchboard-cli", verbose)
+			if err != nil {
+				return err
+			}
+			defer flush()
 			cat, err := g.open(ctx, c, true)
 			if err != nil {
 				return err
 			}
 			defer cat.Close()
 			msg := router.Message{From: from, To: to, Payload: []byte(data)}
-			if handled, err := sendOverNATS(ctx, g, c, cat, msg, target, policy, verbose); handled || err != nil {
+			if handled, err := sendOverNATS(ctx, g, c, cat, msg, target, policy, tr, verbose); handled || err != nil {
 				return err
 			}
-			return sendVia(ctx, g, msg, policy, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {
+			return sendVia(ctx, g, msg, policy, tr, verbose, func(ctx context.Context, tp trace.TracerProvider) (router.Wire, func(), error) {
 				// Follow only the target module: a one-shot send has no
 				// reason to pre-warm connections to every address in the
 				// catalog.

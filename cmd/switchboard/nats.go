@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-io/switchboard/natswire/embedded"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
+	"github.com/switchboard-io/switchboard/tracing"
 )
 
 // The NATS wire of the CLI: `switchboard nats` (an embedded broker), and
@@ -165,7 +166,7 @@ func (pickWire) Send(context.Context, *router.Message) ([]byte, error) { return 
 // configured. target is msg.To as the caller parsed it. handled is false
 // when the gRPC pool should carry the message: then nothing was sent and no
 // NATS connection was made.
-func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, msg router.Message, target switchboard.NodeName, p router.RetryPolicy, verbose bool) (handled bool, err error) {
+func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchboard.Catalog, msg router.Message, target switchboard.NodeName, p router.RetryPolicy, tr *tracing.Tracing, verbose bool) (handled bool, err error) {
 	to := msg.To
 	insts, err := cat.List(ctx, switchboard.Query{Name: target.Module, Type: pool.ModuleType})
 	if err != nil {
@@ -194,18 +195,18 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, fmt.Errorf("send to %s: module %q is on NATS (%v) and %w", to, target.Module, addrs, err)
 	}
 	defer closeWire(w)
-	return true, sendVia(ctx, g, msg, p, verbose, func(context.Context, trace.TracerProvider) (router.Wire, func(), error) {
+	return true, sendVia(ctx, g, msg, p, tr, verbose, func(context.Context, trace.TracerProvider) (router.Wire, func(), error) {
 		return w, func() {}, nil
 	})
 }
 
 // sendVia sends msg through a router over the wire that wire makes (inside
-// the send's trace; done releases it), and prints the reply: what `send`
-// does over NATS and over the connection pool.
-func sendVia(ctx context.Context, g *globals, msg router.Message, p router.RetryPolicy, verbose bool,
+// the send's trace, of tr; done releases it), and prints the reply: what
+// `send` does over NATS and over the connection pool.
+func sendVia(ctx context.Context, g *globals, msg router.Message, p router.RetryPolicy, tr *tracing.Tracing, verbose bool,
 	wire func(ctx context.Context, tp trace.TracerProvider) (w router.Wire, done func(), err error)) error {
 	var out []byte
-	err := g.traced(ctx, "switchboard-cli", "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
+	err := g.traced(ctx, tr, "switchboard send", verbose, func(ctx context.Context, tp trace.TracerProvider) error {
 		w, done, err := wire(ctx, tp)
 		if err != nil {
 			return err

@@ -29,7 +29,8 @@ restored from a backup), the next heartbeat registers it again.
 
 The name is sanitised to an RFC 1123 label (lowercase, other characters become "-", at most 48, keeping the tail);
 when that changes it, stderr says what is stored. With only --ttl, the heartbeat is derived:
-min(3s, ttl/3). Invalid input exits 2 and writes nothing (not even a new database file).`,
+min(3s, ttl/3), and at least 10ms. The heartbeat must be at least 10ms and at most ttl/2, so the
+ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new database file).`,
 		Example: `  switchboard register --name querier --type querier --address 127.0.0.1:50054 --capability query_execution
   switchboard register --name writer --type writer --address '[::1]:50051' \
       --capability storage --capability trace_ingestion --meta zone=eu-1 --ttl 2s
@@ -111,7 +112,7 @@ min(3s, ttl/3). Invalid input exits 2 and writes nothing (not even a new databas
 	f.StringVar(&in.Version, "version", "", "version string")
 	f.StringArrayVar(&meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&in.ID, "id", "", "stable instance id (default: a new UUID)")
-	f.StringVar(&hb, "heartbeat", "", "heartbeat interval, at most ttl/2 (default from config, else min(3s, ttl/3))")
+	f.StringVar(&hb, "heartbeat", "", "heartbeat interval, at least 10ms and at most ttl/2 (default from config, else min(3s, ttl/3))")
 	f.StringVar(&ttl, "ttl", "", "liveness TTL (default from config: 10s)")
 	cmd.Annotations = map[string]string{
 		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp}, "\n"),

@@ -109,7 +109,7 @@ const (
 	envTTLHelp  = envTTL + "  TTL of the registration (--ttl wins)"
 	envTLSHelp  = "SWITCHBOARD_TRANSPORT_TLS_CERT, _KEY, _CA  TLS of the module wire (--tls-cert, --tls-key, --tls-ca win)\n" +
 		"TINY_NATS_URL, TINY_NATS_TRANSPORT  the NATS module wire instead of gRPC (jetstream: the durable wire)"
-	envHeartbeatHelp = envHeartbeat + "  heartbeat interval (--heartbeat wins; default min(3s, ttl/3))"
+	envHeartbeatHelp = envHeartbeat + "  heartbeat interval, 10ms to ttl/2 (--heartbeat wins; default min(3s, ttl/3), at least 10ms)"
 
 	exitDefault = "0  success\n1  failure (catalog unreachable, no such instance, …)\n2  invalid input: one line on stderr naming the flag"
 	exitLong    = "0  stopped by Ctrl-C or SIGTERM after a clean shutdown\n1  failure (catalog unreachable, …)\n2  invalid input: one line on stderr naming the flag\n130/143  a second Ctrl-C/SIGTERM forced the exit before clean-up"
@@ -218,13 +218,16 @@ func (g *globals) nameSource(err error) error {
 }
 
 // derivedHeartbeat is the heartbeat used when none is given: the default
-// 3 s, or a third of a shorter TTL, so that --ttl alone always validates
-// (heartbeat ≤ ttl/2) and an instance survives two lost heartbeats.
+// 3 s, or a third of a shorter TTL, so that an instance survives two lost
+// heartbeats, but never under switchboard.MinHeartbeatInterval (10ms): then
+// --ttl alone validates (heartbeat ≤ ttl/2) whenever some heartbeat fits
+// the TTL, and a TTL too short for any (under 20ms) is reported as the
+// TTL's error by switchboard.ValidateHeartbeat.
 func derivedHeartbeat(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return switchboard.DefaultHeartbeatInterval
 	}
-	return min(switchboard.DefaultHeartbeatInterval, ttl/3)
+	return max(switchboard.MinHeartbeatInterval, min(switchboard.DefaultHeartbeatInterval, ttl/3))
 }
 
 // deriveHeartbeat replaces a heartbeat nobody set (no --heartbeat, no

@@ -46,29 +46,35 @@ func wireTLS(c config.Config) (*grpcwire.TLS, error) {
 	return t, nil
 }
 
-// traced runs fn under a root span when tracing is on (OTEL_* environment,
-// or verbose: real trace ids, exported only if the environment says so),
-// handing it the tracer provider to instrument with (nil: off), flushes the
-// spans afterwards, and with verbose prints the trace id to stderr whatever
-// fn returned.
-func (g *globals) traced(ctx context.Context, service, span string, verbose bool, fn func(context.Context, trace.TracerProvider) error) error {
-	tr, err := tracing.Setup(ctx, service, tracing.Options{IDsWithoutExporter: verbose})
+// setupTracing reads the OTEL_* environment for a command (spans are
+// exported when it says so; verbose: real trace ids even without an
+// exporter) before the command opens anything, so a bad environment is a
+// usage error that leaves nothing behind. done flushes the spans.
+func (g *globals) setupTracing(ctx context.Context, service string, verbose bool) (tr *tracing.Tracing, done func(), err error) {
+	tr, err = tracing.Setup(ctx, service, tracing.Options{IDsWithoutExporter: verbose})
 	if err != nil {
-		return usage(err)
+		return nil, nil, usage(err)
 	}
-	defer func() {
+	return tr, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := tr.Shutdown(sctx); err != nil {
 			g.log.Warn("tracing: flushing spans failed", "err", err)
 		}
-	}()
+	}, nil
+}
+
+// traced runs fn under a root span when tracing is on (tr from
+// setupTracing), handing it the tracer provider to instrument with (nil:
+// off), and with verbose prints the trace id to stderr whatever fn
+// returned.
+func (g *globals) traced(ctx context.Context, tr *tracing.Tracing, span string, verbose bool, fn func(context.Context, trace.TracerProvider) error) error {
 	tp := tr.Provider()
 	if tp == nil {
 		return fn(ctx, nil)
 	}
 	ctx, s := tp.Tracer("github.com/switchboard-io/switchboard/cmd/switchboard").Start(ctx, span)
-	err = fn(ctx, tp)
+	err := fn(ctx, tp)
 	s.End()
 	if verbose {
 		fmt.Fprintf(g.stderr, "trace_id %s\n", s.SpanContext().TraceID())
