@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
 )
@@ -64,6 +66,26 @@ func StoredMetadata(s string) (md map[string]string, note string) {
 		parts = append(parts, "null values, left out, under "+keyList(nulls))
 	}
 	return md, "metadata holds " + strings.Join(parts, "; and ")
+}
+
+// MetadataLog is how a backend reads the metadata of its stored rows: as
+// StoredMetadata does, logging through Logger, once per catalog handle,
+// the first row whose metadata is not the JSON object of strings the
+// backends write (another tool wrote it). A nil *MetadataLog, or one
+// without a Logger, reads the same and logs nothing.
+type MetadataLog struct {
+	Logger *slog.Logger
+	logged atomic.Bool
+}
+
+// Decode returns the metadata s of the row of instance id.
+func (m *MetadataLog) Decode(id, s string) map[string]string {
+	md, note := StoredMetadata(s)
+	if note != "" && m != nil && m.Logger != nil && m.logged.CompareAndSwap(false, true) {
+		m.Logger.Warn(fmt.Sprintf("instance %q: %s (written by another tool?); registering the instance again rewrites it. Further rows like it are not logged.", id, note),
+			"id", id)
+	}
+	return md
 }
 
 // keyList names at most three of keys, sorted and quoted.

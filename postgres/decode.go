@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,7 +70,7 @@ func rowDigest(vals [][]byte) uint64 {
 // Snapshot's, which the hub shares with watchers as read-only anyway).
 // Metadata in another form than this package writes is read as
 // switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *metadataLog) error {
+func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *switchboard.MetadataLog) error {
 	if len(vals) != 12 {
 		return fmt.Errorf("%w: %d columns", errWire, len(vals))
 	}
@@ -143,7 +141,7 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *metada
 	}
 	in.Metadata = sharedMD
 	if len(md) > 0 {
-		in.Metadata = ml.decode(in.ID, next(len(md)))
+		in.Metadata = ml.Decode(in.ID, next(len(md)))
 		it.keepMap(md, in.Metadata)
 	}
 	in.Components = nil
@@ -249,23 +247,4 @@ func eachArrayElem(b []byte, n int, f func([]byte)) error {
 		return errWire
 	}
 	return nil
-}
-
-// metadataLog reads the metadata of stored rows and logs, once per catalog
-// handle, the first row whose metadata is not the JSON object of strings
-// this package writes (another tool wrote it): such a row is read as
-// switchboard.StoredMetadata says, not refused, so that it does not fail
-// every read. A nil *metadataLog reads the same and logs nothing.
-type metadataLog struct {
-	log    *slog.Logger
-	logged atomic.Bool
-}
-
-func (m *metadataLog) decode(id, s string) map[string]string {
-	md, note := switchboard.StoredMetadata(s)
-	if note != "" && m != nil && m.log != nil && m.logged.CompareAndSwap(false, true) {
-		m.log.Warn(fmt.Sprintf("instance %q: %s (written by another tool?); registering the instance again rewrites it. Further rows like it are not logged.", id, note),
-			"id", id)
-	}
-	return md
 }

@@ -39,11 +39,11 @@ func (r *row) dest() []any {
 
 // instance decodes r; metadata another tool wrote in another form is read
 // as switchboard.StoredMetadata says, and logged through ml (nil: not).
-func (r *row) instance(ml *metadataLog) (switchboard.Instance, error) {
+func (r *row) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error) {
 	in := r.in
 	in.Metadata = nil
 	if len(r.metadata) > 0 && !bytes.Equal(r.metadata, []byte("{}")) {
-		in.Metadata = ml.decode(in.ID, string(r.metadata))
+		in.Metadata = ml.Decode(in.ID, string(r.metadata))
 	}
 	if r.components != nil {
 		in.Components = json.RawMessage(*r.components)
@@ -56,7 +56,7 @@ func (r *row) instance(ml *metadataLog) (switchboard.Instance, error) {
 	return in, nil
 }
 
-func scanInstance(s pgx.Row, ml *metadataLog) (switchboard.Instance, error) {
+func scanInstance(s pgx.Row, ml *switchboard.MetadataLog) (switchboard.Instance, error) {
 	var r row
 	if err := s.Scan(r.dest()...); err != nil {
 		return switchboard.Instance{}, err

@@ -48,8 +48,8 @@ type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
 	// md logs the first row whose metadata another tool wrote in another
-	// form (see metadataLog).
-	md metadataLog
+	// form (see switchboard.MetadataLog).
+	md switchboard.MetadataLog
 
 	keepEntries int64
 	keepAge     time.Duration
@@ -135,7 +135,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		ctx:         cctx,
 		cancel:      cancel,
 	}
-	c.md.log = c.log
+	c.md.Logger = c.log
 	return c, nil
 }
 

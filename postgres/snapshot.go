@@ -114,7 +114,7 @@ type readOpts struct {
 	share bool
 	// md logs metadata in another form than this package writes (nil:
 	// not logged).
-	md *metadataLog
+	md *switchboard.MetadataLog
 }
 
 // readAll reads every row of rows (a query of cols run with binaryResults)

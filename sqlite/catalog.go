@@ -38,7 +38,7 @@ func scanRow(s scanner, before ...any) (row, error) {
 // instance decodes r; now (µs, catalog clock) decides Stale. Metadata in
 // another form than this package writes is read as
 // switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func (r row) instance(now int64, ml *metadataLog) (switchboard.Instance, error) {
+func (r row) instance(now int64, ml *switchboard.MetadataLog) (switchboard.Instance, error) {
 	in := switchboard.Instance{
 		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
 		TTL:          time.Duration(r.ttlMS) * time.Millisecond,
@@ -50,7 +50,7 @@ func (r row) instance(now int64, ml *metadataLog) (switchboard.Instance, error) 
 	if in.Capabilities, err = jsonfast.Strings(r.caps); err != nil {
 		return in, fmt.Errorf("instance %q: capabilities: %w", r.id, err)
 	}
-	in.Metadata = ml.decode(r.id, r.metadata)
+	in.Metadata = ml.Decode(r.id, r.metadata)
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
 	}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -54,7 +52,7 @@ func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.compo
 // decode fills in from p; now (µs, catalog clock) decides Stale. Metadata
 // in another form than this package writes is read as
 // switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *metadataLog, now int64) error {
+func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *switchboard.MetadataLog, now int64) error {
 	var ttlMS, registeredAt int64
 	if err := unpack(p.packed, in, sh, ml, &ttlMS, &registeredAt); err != nil {
 		return fmt.Errorf("instance %q: packed row: %w", in.ID, err)
@@ -105,8 +103,8 @@ var errPacked = errors.New("not a packed row")
 // components and staleness). The strings of in share s's memory; with sh,
 // its capabilities and metadata may be shared with other instances.
 // Metadata another tool wrote in another form than an object of strings
-// is read, not refused (see metadataLog).
-func unpack(s string, in *switchboard.Instance, sh *sharer, ml *metadataLog, ttlMS, registeredAt *int64) error {
+// is read, not refused (see switchboard.MetadataLog).
+func unpack(s string, in *switchboard.Instance, sh *sharer, ml *switchboard.MetadataLog, ttlMS, registeredAt *int64) error {
 	i, ok := expect(s, 0, '[')
 	if !ok {
 		return errPacked
@@ -250,38 +248,19 @@ func (sh *sharer) strings(s string) ([]string, error) {
 	return shared(sh.caps, s, jsonfast.Strings)
 }
 
-// stringMap decodes the metadata s of instance id (see metadataLog).
-func (sh *sharer) stringMap(s string, ml *metadataLog, id string) map[string]string {
+// stringMap decodes the metadata s of instance id (see switchboard.MetadataLog).
+func (sh *sharer) stringMap(s string, ml *switchboard.MetadataLog, id string) map[string]string {
 	if sh == nil {
-		return ml.decode(id, s)
+		return ml.Decode(id, s)
 	}
 	if v, ok := sh.md[s]; ok {
 		return v
 	}
-	v := ml.decode(id, s)
+	v := ml.Decode(id, s)
 	if len(sh.md) < sharerMax {
 		sh.md[s] = v
 	}
 	return v
-}
-
-// metadataLog reads the metadata of stored rows and logs, once per catalog
-// handle, the first row whose metadata is not the JSON object of strings
-// this package writes (another tool wrote it): such a row is read as
-// switchboard.StoredMetadata says, not refused, so that it does not fail
-// every read. A nil *metadataLog reads the same and logs nothing.
-type metadataLog struct {
-	log    *slog.Logger
-	logged atomic.Bool
-}
-
-func (m *metadataLog) decode(id, s string) map[string]string {
-	md, note := switchboard.StoredMetadata(s)
-	if note != "" && m != nil && m.log != nil && m.logged.CompareAndSwap(false, true) {
-		m.log.Warn(fmt.Sprintf("instance %q: %s (written by another tool?); registering the instance again rewrites it. Further rows like it are not logged.", id, note),
-			"id", id)
-	}
-	return md
 }
 
 // shared returns the decoded form of s kept in m, decoding and keeping it

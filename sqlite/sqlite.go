@@ -85,8 +85,8 @@ type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
 	// md logs the first row whose metadata another tool wrote in another
-	// form (see metadataLog).
-	md  metadataLog
+	// form (see switchboard.MetadataLog).
+	md  switchboard.MetadataLog
 	ids idgen.Source // generates the ids of registrations without one (clustered by handle)
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string
@@ -172,7 +172,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		trimEvery:      trimEvery,
 		fileCheckEvery: fileCheckEvery,
 	}
-	c.md.log = c.log
+	c.md.Logger = c.log
 	var (
 		d   *dbs
 		err error
