@@ -27,7 +27,9 @@
 // Instances are the JSON of the CLI contract (switchboard.Instance's
 // MarshalJSON). Every error is {"error": "…", "field": "…", "code": "…"}:
 // 400 (invalid, invalid_name, invalid_address) for a malformed or invalid
-// request, 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
+// request (a query parameter the endpoint does not take, or one given
+// twice, included; so is a body not received within Options.BodyTimeout),
+// 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
 // token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
 // (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 501
 // (not_implemented) for leases on a catalog without them, 503

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -139,6 +140,9 @@ func DecodeInstance(b []byte) (switchboard.Instance, error) {
 
 // strictUnmarshal decodes exactly one JSON value.
 func strictUnmarshal(b []byte, v any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return badRequest("", "empty body: want a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -192,15 +196,30 @@ func jsonKind(t reflect.Type) string {
 	return "value of another type"
 }
 
-func readBody(r *http.Request) ([]byte, error) {
+// readBody reads the request body within BodyTimeout. The HTTP server
+// cannot bound it (its ReadTimeout would also end every SSE stream), and a
+// client that sends its body a byte at a time would otherwise hold its
+// connection and handler for ever.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
+		// The deadline stays: the server must not wait for the rest of
+		// the body either.
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, badRequest("", fmt.Sprintf("reading the body: not received within %s", s.opts.BodyTimeout))
+		}
 		return nil, badRequest("", "reading the body: "+err.Error())
 	}
+	// No deadline for the rest of the request: the server's read that
+	// watches for the client going away (already pending when the request
+	// has no body) would cancel the request when it passed.
+	rc.SetReadDeadline(time.Time{})
 	return b, nil
 }
 
@@ -233,7 +252,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
-	b, err := readBody(r)
+	b, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -322,7 +341,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleHeartbeats(w http.ResponseWriter, r *http.Request) error {
-	b, err := readBody(r)
+	b, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -396,8 +415,12 @@ func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) (missing 
 }
 
 func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
+	query, err := params(r, "older_than", "reachable_for")
+	if err != nil {
+		return err
+	}
 	var older time.Duration
-	if v := r.URL.Query().Get("older_than"); v != "" {
+	if v := query.Get("older_than"); v != "" {
 		d, err := switchboard.ParseDuration("older_than", v)
 		if err != nil {
 			return err
@@ -405,7 +428,7 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 		older = d
 	}
 	reachable := time.Duration(-1)
-	if v := r.URL.Query().Get("reachable_for"); v != "" {
+	if v := query.Get("reachable_for"); v != "" {
 		if older > 0 {
 			return &switchboard.FieldError{Field: "reachable_for", Value: v, Reason: "not with older_than (a reap by age has no grace)"}
 		}

@@ -43,13 +43,13 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) error {
 
 // leaseRequest finds the catalog's leases and decodes the request's lease
 // (name, holder, token, ttl): what acquire, renew and release all start with.
-func (s *Server) leaseRequest(r *http.Request) (switchboard.Leaser, switchboard.Lease, error) {
+func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (switchboard.Leaser, switchboard.Lease, error) {
 	l, err := s.leaser()
 	if err != nil {
 		return nil, switchboard.Lease{}, err
 	}
 	var req LeaseRequest
-	b, err := readBody(r)
+	b, err := s.readBody(w, r)
 	if err != nil {
 		return nil, switchboard.Lease{}, err
 	}
@@ -75,7 +75,7 @@ func (s *Server) leaseReply(w http.ResponseWriter, r *http.Request, le switchboa
 }
 
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
-	l, req, err := s.leaseRequest(r)
+	l, req, err := s.leaseRequest(w, r)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) error {
-	l, req, err := s.leaseRequest(r)
+	l, req, err := s.leaseRequest(w, r)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
-	l, req, err := s.leaseRequest(r)
+	l, req, err := s.leaseRequest(w, r)
 	if err != nil {
 		return err
 	}

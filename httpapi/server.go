@@ -43,8 +43,14 @@ type Options struct {
 	// KeepAlive is the period of SSE keep-alive comments (default 15 s).
 	KeepAlive time.Duration
 	// WriteTimeout bounds one write to an SSE subscriber; a subscriber that
-	// reads nothing for that long is disconnected (default 30 s).
+	// reads nothing for that long is disconnected (default 30 s). Any
+	// other answer must be written within it too, from its first byte.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds reading one request body; a client that has not
+	// sent its whole body by then is answered 400 and disconnected
+	// (default 30 s). An http.Server's ReadTimeout cannot do it here: it
+	// would also end every SSE stream.
+	BodyTimeout time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -64,6 +70,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -186,19 +195,27 @@ func (s *Server) routes() {
 	api("POST /v1/leases/renew", "lease_renew", s.handleRenew)
 	api("POST /v1/leases/release", "lease_release", s.handleRelease)
 	for _, path := range paths {
-		methods := strings.Join(allowed[path], ", ")
-		s.mux.Handle(path, s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
-			w.Header().Set("Allow", methods)
-			return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: CodeMethod}}
-		})))
+		s.mux.Handle(path, s.instrument("unknown", s.authorize(methodNotAllowed(strings.Join(allowed[path], ", ")))))
 	}
 	s.mux.Handle("/v1/", s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{http.StatusNotFound, ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
 	})))
 	s.mux.Handle("GET /healthz", s.instrument("healthz", s.handleHealthz))
 	s.mux.Handle("GET /metrics", s.instrument("metrics", s.authorize(s.metrics.handle)))
+	// Their other methods get the API's JSON 405, not the mux's text one
+	// (nor, with a UI at /, the UI's).
+	s.mux.Handle("/healthz", s.instrument("unknown", methodNotAllowed("GET, HEAD")))
+	s.mux.Handle("/metrics", s.instrument("unknown", s.authorize(methodNotAllowed("GET, HEAD"))))
 	if s.opts.UI != nil {
 		s.mux.Handle("/", s.opts.UI)
+	}
+}
+
+// methodNotAllowed answers 405 with the methods a path takes.
+func methodNotAllowed(methods string) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Allow", methods)
+		return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: CodeMethod}}
 	}
 }
 
@@ -215,9 +232,11 @@ func (s *Server) authorize(h handler) handler {
 	}
 	want := []byte(s.opts.Token)
 	return func(w http.ResponseWriter, r *http.Request) error {
-		auth := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || tok == "" {
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer x" is
+		// the token x, not a missing one.
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		tok = strings.TrimLeft(tok, " ")
+		if !strings.EqualFold(scheme, "Bearer") || tok == "" {
 			return unauthorized("missing API token: send Authorization: Bearer <token>")
 		}
 		if subtle.ConstantTimeCompare([]byte(tok), want) != 1 {
@@ -227,22 +246,33 @@ func (s *Server) authorize(h handler) handler {
 	}
 }
 
-// statusWriter records the status a handler wrote.
+// statusWriter records the status a handler wrote, and bounds the
+// writing of the response: a client that does not read its answer (a
+// large list) is disconnected WriteTimeout after the answer began, rather
+// than holding its handler and the encoded answer for ever (the HTTP
+// server cannot set a WriteTimeout of its own: it would end every SSE
+// stream, whose writes each renew the deadline).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	timeout time.Duration
+}
+
+func (w *statusWriter) begin(code int) {
+	w.status = code
+	http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
-		w.status = code
+		w.begin(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.begin(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -256,7 +286,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) instrument(route string, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, timeout: s.opts.WriteTimeout}
 		if err := h(sw, r); err != nil {
 			if sw.status == 0 {
 				writeError(sw, err)

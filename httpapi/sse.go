@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -18,7 +23,7 @@ const batchMax = 256
 // handleWatch streams the instances selected by the query as Server-Sent
 // Events (the format is in the package doc).
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r)
+	q, err := parseQuery(r, "last_event_id")
 	if err != nil {
 		return err
 	}
@@ -35,6 +40,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		// The headers are the whole answer: streaming on would hold the
+		// connection, which the client may reuse, for ever.
+		return nil
+	}
 	// Every write to the connection gets its own deadline, the ones the
 	// buffer makes when it fills (a snapshot, a replay, a large batch)
 	// included: a subscriber that reads nothing for WriteTimeout is
@@ -55,7 +65,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	// for but cannot be honoured).
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
-		last = r.URL.Query().Get("last_event_id")
+		last = r.URL.Query().Get("last_event_id") // checked by parseQuery
 	}
 	cursor, resumed := int64(0), false
 	if last != "" {
@@ -225,9 +235,16 @@ func writeEvent(bw *bufio.Writer, id, event string, data []byte) {
 	bw.WriteString("\n\n")
 }
 
-// parseQuery reads the filters name, type, capability and all.
-func parseQuery(r *http.Request) (switchboard.Query, error) {
-	v := r.URL.Query()
+// filterParams are the query parameters of a list or a watch.
+var filterParams = []string{"name", "type", "capability", "all"}
+
+// parseQuery reads the filters name, type, capability and all; any other
+// parameter but those of extra is refused.
+func parseQuery(r *http.Request, extra ...string) (switchboard.Query, error) {
+	v, err := params(r, append(extra, filterParams...)...)
+	if err != nil {
+		return switchboard.Query{}, err
+	}
 	q := switchboard.Query{Name: v.Get("name"), Type: v.Get("type"), Capability: v.Get("capability")}
 	if q.Name != "" {
 		// Names are sanitised as on registration: name=My_Service finds my-service.
@@ -250,4 +267,25 @@ func parseQuery(r *http.Request) (switchboard.Query, error) {
 		q.All = all
 	}
 	return q, nil
+}
+
+// params returns the request's query parameters after checking that each
+// is one of allowed and given once: a misspelt filter (capabilities=)
+// would otherwise be ignored and the answer hold everything, and of a
+// parameter given twice only one would count.
+func params(r *http.Request, allowed ...string) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("", "malformed query string: "+err.Error())
+	}
+	keys := slices.Sorted(maps.Keys(v))
+	for _, k := range keys {
+		if !slices.Contains(allowed, k) {
+			return nil, badRequest(k, fmt.Sprintf("unknown query parameter %q; %s %s takes %s", k, r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+		}
+		if n := len(v[k]); n > 1 {
+			return nil, badRequest(k, fmt.Sprintf("query parameter %q given %d times; give it once", k, n))
+		}
+	}
+	return v, nil
 }
