@@ -132,6 +132,10 @@ type Client struct {
 	// serverReaps is when (Unix ns) ReapGrace asks the server again after
 	// it said it reaps by itself; zero until it has.
 	serverReaps atomic.Int64
+
+	// pause, when set (by tests), replaces a watch's wait of d between
+	// reconnections; false: the watch has ended.
+	pause func(ctx context.Context, d time.Duration) bool
 }
 
 // Open returns a client of the server at rawURL (http://HOST:PORT or
@@ -285,9 +289,26 @@ func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &APIError{Status: resp.StatusCode}
 	if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
-		e.ErrorBody = schema.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: schema.CodeUnavailable}
+		e.ErrorBody = schema.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: statusCode(resp.StatusCode)}
 	}
 	return e
+}
+
+// statusCode is the error code of a response without the server's JSON
+// body (one from a proxy in front of it, for example): a refused token is
+// ErrUnauthorized or ErrForbidden, as from the server itself, not an
+// unavailable catalog; anything else is unavailable (a 404 there means no
+// switchboard server, not a missing instance).
+func statusCode(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return schema.CodeUnauthorized
+	case http.StatusForbidden:
+		return schema.CodeForbidden
+	case http.StatusRequestEntityTooLarge:
+		return schema.CodeTooLarge
+	}
+	return schema.CodeUnavailable
 }
 
 func (c *Client) secret(id string) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -71,7 +72,26 @@ type watch struct {
 	order  []string
 	inSnap bool
 	outage bool // an error event was sent for the current disconnection
+	synced bool // the current connection has delivered a synced event
 }
+
+// Reconnection backoff: from minBackoff, doubling to maxBackoff. It starts
+// over only once a connection has delivered a synced event: a server (or a
+// proxy in front of it) that accepts the stream and drops it at once is
+// retried ever more slowly, not ten times a second by every client.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+// maxLine bounds one line of the stream and the data of one event. The
+// server's largest event is an instance (a request body is at most 1 MiB;
+// JSON escaping may grow it several-fold); a stream that exceeds it is not
+// a switchboard server's, and is dropped instead of being held in memory.
+const maxLine = 16 << 20
+
+// errLineTooLong ends a connection whose line or event exceeds maxLine.
+var errLineTooLong = fmt.Errorf("watch stream: a line or event larger than %d MiB (not a switchboard server's stream?)", maxLine>>20)
 
 // errIdle ends a connection on which nothing has arrived for the idle
 // timeout: the server sends a keep-alive comment every 15 s (by default)
@@ -137,12 +157,39 @@ func (w *watch) dial(ctx context.Context) (*http.Response, error) {
 		defer resp.Body.Close()
 		return nil, decodeError(resp)
 	}
+	// A 200 that is not an event stream (a DSN naming another web
+	// service, a proxy's login page) would be read as a stream without
+	// events, dropped, and reconnected to forever.
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		ct := resp.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "no Content-Type"
+		}
+		return nil, fmt.Errorf("switchboard server %s: GET /v1/watch answered with %s, not text/event-stream: is the DSN a switchboard server's?", w.c.base, ct)
+	}
 	return resp, nil
 }
 
+// pause waits d, false when the watch ends first.
+func (w *watch) pause(d time.Duration) bool {
+	if w.c.pause != nil {
+		return w.c.pause(w.ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
 func (w *watch) run(cn *conn) {
-	backoff := 100 * time.Millisecond
+	backoff := minBackoff
 	for {
+		w.synced = false
 		err := cn.err(w.read(cn.resp.Body, cn.idle))
 		cn.close()
 		if w.ctx.Err() != nil {
@@ -151,28 +198,36 @@ func (w *watch) run(cn *conn) {
 		if err == nil {
 			err = io.ErrUnexpectedEOF
 		}
-		for {
+		if w.synced {
+			backoff = minBackoff // a working connection: the next drop starts over
+		}
+		for failed := 0; ; failed++ {
 			if !w.outage {
 				w.outage = true
 				if !w.send(switchboard.Event{Kind: switchboard.EventError, Err: fmt.Errorf("switchboard server %s: watch stream lost: %w", w.c.base, err)}) {
 					return
 				}
 			}
-			select {
-			case <-time.After(backoff):
-			case <-w.ctx.Done():
+			if !w.pause(backoff) {
 				return
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			backoff = min(2*backoff, maxBackoff)
 			cn, err = w.connect()
 			if err == nil {
-				backoff = 100 * time.Millisecond
 				break
 			}
 			if w.ctx.Err() != nil {
 				return
 			}
-			w.c.log.Debug("switchboard server: watch reconnect failed", "err", err)
+			// The caller heard of the outage once (its error event); the
+			// first failed reconnection is logged where an operator sees
+			// it (a rotated token, a server that refuses the watch), the
+			// retries that follow at debug level.
+			if failed == 0 {
+				w.c.log.Warn("switchboard server: watch reconnect failed; retrying", "err", err)
+			} else {
+				w.c.log.Debug("switchboard server: watch reconnect failed", "err", err)
+			}
 		}
 	}
 }
@@ -197,7 +252,7 @@ func (w *watch) read(body io.Reader, idle *time.Timer) error {
 	// it: the partial snapshot is dropped.
 	w.inSnap = false
 	for {
-		line, err := br.ReadString('\n')
+		line, err := readLine(br)
 		if err != nil {
 			return err
 		}
@@ -236,8 +291,33 @@ func (w *watch) read(body io.Reader, idle *time.Timer) error {
 		case "event":
 			event = value
 		case "data":
+			if len(data)+len(value) > maxLine {
+				return errLineTooLong
+			}
 			data = append(data, value...)
 		}
+	}
+}
+
+// readLine reads one line (with its '\n') of at most maxLine bytes.
+func readLine(br *bufio.Reader) (string, error) {
+	var long []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(long)+len(frag) > maxLine {
+			return "", errLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			long = append(long, frag...)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if long == nil {
+			return string(frag), nil
+		}
+		return string(append(long, frag...)), nil
 	}
 }
 
@@ -268,7 +348,7 @@ func (w *watch) dispatch(event string, data []byte) bool {
 				return false
 			}
 		}
-		w.outage = false
+		w.outage, w.synced = false, true
 		return w.send(switchboard.Event{Kind: switchboard.EventSynced})
 	case "error":
 		return w.send(switchboard.Event{Kind: switchboard.EventError, Err: errors.New(ev.Error)})
