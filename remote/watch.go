@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"slices"
@@ -171,12 +172,12 @@ func (w *watch) dial(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// pause waits d, false when the watch ends first.
+// pause waits about d (see jitter), false when the watch ends first.
 func (w *watch) pause(d time.Duration) bool {
 	if w.c.pause != nil {
 		return w.c.pause(w.ctx, d)
 	}
-	t := time.NewTimer(d)
+	t := time.NewTimer(jitter(d))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -184,6 +185,16 @@ func (w *watch) pause(d time.Duration) bool {
 	case <-w.ctx.Done():
 		return false
 	}
+}
+
+// jitter draws a wait between d/2 and d, so that the clients of a server
+// that restarts do not all reconnect in the same instant, and again at
+// each doubling after it.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d-d/2+1)
 }
 
 func (w *watch) run(cn *conn) {
