@@ -147,6 +147,9 @@ func TestReadsSayTablesMissing(t *testing.T) {
 		if strings.Count(msg, "catalog tables missing") != 1 {
 			t.Errorf("%s: said more than once: %q", what, msg)
 		}
+		if strings.Count(msg, "watch: ") > 1 {
+			t.Errorf("%s: says watch twice: %q", what, msg)
+		}
 	}
 	_, err = c.List(ctx, switchboard.Query{})
 	check("List", err)

@@ -260,12 +260,12 @@ func (h *Hub) start(ctx context.Context) error {
 	defer stop()
 	if st, ok := h.src.(Streamer); ok {
 		if err := h.streamFirst(ctx, st); err != nil {
-			return fmt.Errorf("watch: read catalog: %w", err)
+			return fmt.Errorf("read catalog: %w", err)
 		}
 	} else {
 		snap, err := h.src.Snapshot(ctx)
 		if err != nil {
-			return fmt.Errorf("watch: read catalog: %w", err)
+			return fmt.Errorf("read catalog: %w", err)
 		}
 		h.mu.Lock()
 		h.applySnapshot(snap)
