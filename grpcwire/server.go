@@ -273,7 +273,6 @@ func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 
 func statusWithTrailer(ctx context.Context, err error) error {
 	e := router.AsError(err)
-	code, _ := wireText(e)
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(code), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(wireCode(e)), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
 	return ToStatus(e)
 }

@@ -332,12 +332,11 @@ func (c *watchedCreds) ClientHandshake(ctx context.Context, authority string, ra
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		if ctx.Err() == nil && !isRefusedOrReset(err) {
-			var he x509.HostnameError
-			if errors.As(err, &he) {
-				c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (the server's certificate is not issued for the host dialled: it must list that DNS name or IP address, the one the module is registered at)", authority, err))
-			} else {
-				c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (is the server serving TLS, and is its certificate signed by tls_ca and current?)", authority, err))
+			hint := "is the server serving TLS, and is its certificate signed by tls_ca and current?"
+			if errors.As(err, new(x509.HostnameError)) {
+				hint = "the server's certificate is not issued for the host dialled: it must list that DNS name or IP address, the one the module is registered at"
 			}
+			c.w.set(fmt.Errorf("TLS handshake with %s failed: %w (%s)", authority, err, hint))
 		}
 		return nil, nil, err
 	}

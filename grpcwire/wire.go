@@ -306,15 +306,20 @@ const (
 // cut to MaxErrorCodeLen and MaxErrorMessageLen, and CodeInternal for an
 // empty code.
 func wireText(e *router.Error) (code, msg string) {
-	code, _ = cut(strings.ToValidUTF8(e.Code, "\uFFFD"), MaxErrorCodeLen)
-	if code == "" {
-		code = router.CodeInternal
-	}
 	msg, n := cut(strings.ToValidUTF8(e.Message, "\uFFFD"), MaxErrorMessageLen)
 	if n > 0 {
 		msg += fmt.Sprintf("… (%d more bytes cut)", n)
 	}
-	return code, msg
+	return wireCode(e), msg
+}
+
+// wireCode is the code of e as wireText sends it.
+func wireCode(e *router.Error) string {
+	code, _ := cut(strings.ToValidUTF8(e.Code, "\uFFFD"), MaxErrorCodeLen)
+	if code == "" {
+		return router.CodeInternal
+	}
+	return code
 }
 
 // cut shortens valid UTF-8 s to at most max bytes, at a character

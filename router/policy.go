@@ -207,16 +207,16 @@ func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
 		if !ok {
 			continue
 		}
-		var s *string
+		var s string // null leaves it empty: the default
 		if err := json.Unmarshal(v, &s); err != nil {
 			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%s: want a duration string like \"1s\" or \"250ms\"", f.key, shortJSON(v)))
 		}
-		if s == nil || *s == "" {
+		if s == "" {
 			continue
 		}
-		d, err := time.ParseDuration(*s)
+		d, err := time.ParseDuration(s)
 		if err != nil {
-			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%q: not a duration like 1s or 250ms", f.key, *s))
+			return Permanent(CodeInvalidPolicy, fmt.Sprintf("retry policy %s=%q: not a duration like 1s or 250ms", f.key, s))
 		}
 		*f.dst = d
 	}
@@ -285,9 +285,9 @@ func policyKeyHint(k string) string {
 			}
 		}
 	}
-	best, bestDist := "", 3
+	best, bestDist, lk := "", 3, strings.ToLower(k)
 	for _, known := range policyKeys {
-		if d := editDistance(strings.ToLower(k), strings.ToLower(known), bestDist); d < bestDist {
+		if d := editDistance(lk, strings.ToLower(known), bestDist); d < bestDist {
 			best, bestDist = known, d
 		}
 	}
@@ -298,7 +298,8 @@ func policyKeyHint(k string) string {
 }
 
 // editDistance is the Levenshtein distance of a and b, or limit when it is
-// limit or more (the policy keys are short; longer input is cut off early).
+// limit or more. Strings whose lengths differ by limit or more are not
+// compared, so the table stays as small as the policy keys.
 func editDistance(a, b string, limit int) int {
 	if d := len(a) - len(b); d >= limit || -d >= limit {
 		return limit
@@ -310,17 +311,12 @@ func editDistance(a, b string, limit int) int {
 	}
 	for i := 1; i <= len(a); i++ {
 		cur[0] = i
-		rowMin := cur[0]
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			rowMin = min(rowMin, cur[j])
-		}
-		if rowMin >= limit {
-			return limit
 		}
 		prev, cur = cur, prev
 	}
