@@ -77,16 +77,6 @@ func (c *ElectionConfig) defaults() {
 // Unauthorized) at Error level. The election keeps retrying, so a
 // permission granted later takes effect without a restart.
 func (k *Catalog) RunElection(ctx context.Context, cfg ElectionConfig) error {
-	if err := k.check(); err != nil {
-		return err
-	}
-	if errs := validation.IsDNS1123Subdomain(cfg.Lease); len(errs) > 0 {
-		return &switchboard.FieldError{Field: "lease", Value: cfg.Lease, Reason: strings.Join(errs, "; ")}
-	}
-	if cfg.Identity == "" {
-		return &switchboard.FieldError{Field: "identity", Reason: "an election identity is required (the pod name)"}
-	}
-	cfg.defaults()
 	// The election is the catalog's until it returns: Close ends it (and
 	// waits for the release of the Lease).
 	k.mu.Lock()
@@ -97,6 +87,13 @@ func (k *Catalog) RunElection(ctx context.Context, cfg ElectionConfig) error {
 	k.elections.Add(1)
 	k.mu.Unlock()
 	defer k.elections.Done()
+	if errs := validation.IsDNS1123Subdomain(cfg.Lease); len(errs) > 0 {
+		return &switchboard.FieldError{Field: "lease", Value: cfg.Lease, Reason: strings.Join(errs, "; ")}
+	}
+	if cfg.Identity == "" {
+		return &switchboard.FieldError{Field: "identity", Reason: "an election identity is required (the pod name)"}
+	}
+	cfg.defaults()
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -34,14 +34,10 @@ func asServiceAccount(cfg *rest.Config, ns, name string) *rest.Config {
 	return c
 }
 
-// TestRBACManifest runs a module as the ServiceAccount of deploy/rbac.yaml
-// on an API server that authorizes with RBAC: the Role is enough to create
-// the TinyModule, elect a leader, publish status and watch; an account
-// without the binding is refused.
-func TestRBACManifest(t *testing.T) {
-	kubetestenv.Require(t) // the program is there (or the test skips/fails as documented)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// rbacServer starts an API server that authorizes with RBAC, with the CRD
+// installed and namespace ns created, and returns its admin config.
+func rbacServer(ctx context.Context, t *testing.T, ns string) *rest.Config {
+	t.Helper()
 	srv, err := kubetestenv.Start(ctx, "-rbac")
 	if err != nil {
 		t.Fatal(err)
@@ -55,10 +51,22 @@ func TestRBACManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ns = "tinysystems"
 	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return admin
+}
+
+// TestRBACManifest runs a module as the ServiceAccount of deploy/rbac.yaml
+// on an API server that authorizes with RBAC: the Role is enough to create
+// the TinyModule, elect a leader, publish status and watch; an account
+// without the binding is refused.
+func TestRBACManifest(t *testing.T) {
+	kubetestenv.Require(t) // the program is there (or the test skips/fails as documented)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns = "tinysystems"
+	admin := rbacServer(ctx, t, ns)
 	if err := kubetestenv.Apply(ctx, admin, deploy.RBAC); err != nil {
 		t.Fatal(err)
 	}
@@ -102,23 +110,8 @@ func TestLeaseRefusalIsLogged(t *testing.T) {
 	kubetestenv.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := kubetestenv.Start(ctx, "-rbac")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	admin := srv.Config
-	if err := kubetestenv.InstallCRD(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	core, err := corev1client.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const ns = "restricted"
-	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	admin := rbacServer(ctx, t, ns)
 	rbac, err := rbacv1client.NewForConfig(admin)
 	if err != nil {
 		t.Fatal(err)
