@@ -25,8 +25,10 @@ import (
 func StoredMetadata(s string) (md map[string]string, note string) {
 	// The fast path, unless a null may be in it: encoding/json, which
 	// jsonfast falls back to, reads a null value as "".
-	if md, err := jsonfast.StringMap(s); err == nil && !strings.Contains(s, "null") {
-		return md, ""
+	if !strings.Contains(s, "null") {
+		if md, err := jsonfast.StringMap(s); err == nil {
+			return md, ""
+		}
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -55,70 +53,5 @@ func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 	exec(t, conn, `INSERT INTO changes (id, op) VALUES ($1, 'upsert'), ($2, 'upsert')`, odd.ID, notObject.ID)
 	exec(t, conn, `SELECT pg_notify($1, '')`, Channel)
 
-	wantOdd := map[string]string{"zone": "a", "port": "8080", "tls": "true", "o": `{"x":[1,2]}`}
-	check := func(how string, got []switchboard.Instance) {
-		t.Helper()
-		if len(got) != 3 {
-			t.Fatalf("%s: %d instances, want 3: %+v", how, len(got), got)
-		}
-		for _, in := range got {
-			var want map[string]string
-			switch in.ID {
-			case good.ID:
-				want = map[string]string{"zone": "a"}
-			case odd.ID:
-				want = wantOdd
-			case notObject.ID:
-				want = map[string]string{}
-			}
-			if !maps.Equal(in.Metadata, want) {
-				t.Errorf("%s: %s has metadata %#v, want %#v", how, in.ID, in.Metadata, want)
-			}
-		}
-	}
-	for range 2 {
-		got, err := c.List(ctx, switchboard.Query{All: true})
-		if err != nil {
-			t.Fatalf("List: %v", err)
-		}
-		check("List", got)
-	}
-	var gets []switchboard.Instance
-	for _, id := range []string{good.ID, odd.ID, notObject.ID} {
-		in, err := c.Get(ctx, id)
-		if err != nil {
-			t.Fatalf("Get %s: %v", id, err)
-		}
-		gets = append(gets, in)
-	}
-	check("Get", gets)
-	testkit.WaitUntil(t, "the watcher to read the rewritten rows", func() bool {
-		in, ok := ws.Get(odd.ID)
-		return ok && maps.Equal(in.Metadata, wantOdd)
-	})
-	if in, _ := ws.Get(notObject.ID); len(in.Metadata) != 0 {
-		t.Errorf("watcher: %s has metadata %#v, want none", notObject.ID, in.Metadata)
-	}
-
-	// A snapshot of another handle reads them the same.
-	other := openDSN(t, dsn, switchboard.Options{})
-	snap, err := other.Watch(ctx, switchboard.Query{All: true})
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	var initial []switchboard.Instance
-	for ev := range snap {
-		if ev.Kind == switchboard.EventSynced {
-			break
-		}
-		initial = append(initial, ev.Instance)
-	}
-	check("snapshot", initial)
-
-	if n := strings.Count(logs.String(), "written by another tool"); n != 1 {
-		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
-	}
-	if !strings.Contains(logs.String(), "level=WARN") {
-		t.Errorf("not a warning:\n%s", logs.String())
-	}
+	testkit.CheckForeignMetadata(t, ctx, c, func() switchboard.Catalog { return openDSN(t, dsn, switchboard.Options{}) }, ws, &logs, good.ID, odd.ID, notObject.ID)
 }

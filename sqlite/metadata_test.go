@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"log/slog"
-	"maps"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,68 +49,5 @@ func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 		}
 	}
 
-	wantOdd := map[string]string{"zone": "a", "port": "8080", "tls": "true", "o": `{"x":[1,2]}`}
-	check := func(how string, got []switchboard.Instance) {
-		t.Helper()
-		if len(got) != 3 {
-			t.Fatalf("%s: %d instances, want 3: %+v", how, len(got), got)
-		}
-		for _, in := range got {
-			want := map[string]string{"zone": "a"}
-			switch in.ID {
-			case odd.ID:
-				want = wantOdd
-			case notObject.ID:
-				want = map[string]string{}
-			}
-			if !maps.Equal(in.Metadata, want) {
-				t.Errorf("%s: %s has metadata %#v, want %#v", how, in.ID, in.Metadata, want)
-			}
-		}
-	}
-	for range 2 {
-		got, err := c.List(ctx, switchboard.Query{All: true})
-		if err != nil {
-			t.Fatalf("List: %v", err)
-		}
-		check("List", got)
-	}
-	var gets []switchboard.Instance
-	for _, id := range []string{good.ID, odd.ID, notObject.ID} {
-		in, err := c.Get(ctx, id)
-		if err != nil {
-			t.Fatalf("Get %s: %v", id, err)
-		}
-		gets = append(gets, in)
-	}
-	check("Get", gets)
-	testkit.WaitUntil(t, "the watcher to read the rewritten rows", func() bool {
-		in, ok := ws.Get(odd.ID)
-		return ok && maps.Equal(in.Metadata, wantOdd)
-	})
-	if in, _ := ws.Get(notObject.ID); len(in.Metadata) != 0 {
-		t.Errorf("watcher: %s has metadata %#v, want none", notObject.ID, in.Metadata)
-	}
-
-	// A snapshot of another handle reads them the same.
-	other := openPolling(t, path, time.Hour)
-	snap, err := other.Watch(ctx, switchboard.Query{All: true})
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	var initial []switchboard.Instance
-	for ev := range snap {
-		if ev.Kind == switchboard.EventSynced {
-			break
-		}
-		initial = append(initial, ev.Instance)
-	}
-	check("snapshot", initial)
-
-	if n := strings.Count(logs.String(), "written by another tool"); n != 1 {
-		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
-	}
-	if !strings.Contains(logs.String(), "level=WARN") {
-		t.Errorf("not a warning:\n%s", logs.String())
-	}
+	testkit.CheckForeignMetadata(t, ctx, c, func() switchboard.Catalog { return openPolling(t, path, time.Hour) }, ws, &logs, good.ID, odd.ID, notObject.ID)
 }

@@ -319,10 +319,10 @@ func testFreezePastReap(t *testing.T, backend string) {
 
 // waitHeld waits until self-preservation holds n expirations: every frozen
 // instance is past its TTL, the last of them only just, so each row is most
-// of a TTL from being reaped (at 2 × TTL). The scenarios resume the processes right then, so
-// that on a loaded machine a resumed process has as long as it can have to
-// renew before the extra's reaper deletes its row; a fixed freeze measured
-// from the SIGSTOP left it half a heartbeat.
+// of a TTL from being reaped (at 2 × TTL). The scenarios resume the
+// processes right then, so that on a loaded machine a resumed process has
+// as long as it can have to renew before the extra's reaper deletes its
+// row; a fixed freeze measured from the SIGSTOP left it half a heartbeat.
 func waitHeld(t *testing.T, f *fleet, n int) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("self-preservation to hold %d expirations", n), func() bool {

@@ -1,7 +1,8 @@
 // Package testkit holds the helpers the project's tests share: waiting for
 // a condition with a generous bound (a hang fails, slowness does not), a
 // SQLite catalog on a temporary file, a goroutine-safe buffer, a listener
-// that counts connections, and a TCP proxy that can cut its connections.
+// that counts connections, a TCP proxy that can cut its connections, and
+// the checks the SQL backends' tests share.
 // Only tests import it.
 package testkit
 
