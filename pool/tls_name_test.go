@@ -2,56 +2,15 @@ package pool
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
 )
-
-// issueFor makes a server certificate signed by ca for exactly these DNS
-// names and IP addresses.
-func issueFor(t *testing.T, ca *testkit.CA, dns []string, ips []net.IP) testkit.Leaf {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "named server"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     dns,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testkit.Leaf{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
-		Serial:  tmpl.SerialNumber,
-	}
-}
 
 // TestServerCertificateMustNameTheAddressDialled: a certificate signed by
 // the trusted CA but issued for another host is refused — also when the
@@ -61,11 +20,11 @@ func issueFor(t *testing.T, ca *testkit.CA, dns []string, ips []net.IP) testkit.
 func TestServerCertificateMustNameTheAddressDialled(t *testing.T) {
 	dir := t.TempDir()
 	ca := testkit.NewCA(t, "switchboard test CA")
-	elsewhere := issueFor(t, ca, []string{"billing.internal"}, []net.IP{net.IPv4(10, 9, 8, 7)})
+	elsewhere := ca.IssueFor(t, "named server", []string{"billing.internal"}, []net.IP{net.IPv4(10, 9, 8, 7)})
 	addr := startTLS(t, router.Echo, newTLS(t, dir, nil, &elsewhere, "elsewhere-"))
 	_, port, _ := net.SplitHostPort(addr)
 
-	named := issueFor(t, ca, []string{"localhost"}, nil)
+	named := ca.IssueFor(t, "named server", []string{"localhost"}, nil)
 	namedAddr := startTLS(t, router.Echo, newTLS(t, dir, nil, &named, "named-"))
 	_, namedPort, _ := net.SplitHostPort(namedAddr)
 

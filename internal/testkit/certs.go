@@ -60,6 +60,18 @@ type Leaf struct {
 // by servers (for 127.0.0.1, ::1 and localhost) and clients.
 func (ca *CA) Issue(t testing.TB, cn string, notBefore, notAfter time.Time) Leaf {
 	t.Helper()
+	return ca.issue(t, cn, notBefore, notAfter, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+}
+
+// IssueFor is a leaf valid from an hour ago for a day, for the DNS names
+// dns and the addresses ips only.
+func (ca *CA) IssueFor(t testing.TB, cn string, dns []string, ips []net.IP) Leaf {
+	t.Helper()
+	return ca.issue(t, cn, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour), dns, ips)
+}
+
+func (ca *CA) issue(t testing.TB, cn string, notBefore, notAfter time.Time, dns []string, ips []net.IP) Leaf {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +83,8 @@ func (ca *CA) Issue(t testing.TB, cn string, notBefore, notAfter time.Time) Leaf
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     dns,
+		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
