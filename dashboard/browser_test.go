@@ -203,6 +203,16 @@ func (s *server) register(in map[string]any) string {
 	return out.Secret
 }
 
+// do runs actions in the page within 30 s; what says what failed.
+func do(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(nctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // waitJS evaluates expr in the page until it is true. The 60 s bound
 // catches what never happens on a loaded machine; it says nothing about
 // speed.
@@ -382,20 +392,10 @@ func TestDashboardToken(t *testing.T) {
 	s := startServer(t, "s3cret")
 	s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "1m"})
 	ctx := browser(t)
-	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := chromedp.Do(nctx, chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("token")))
-	cancel()
-	if err != nil {
-		t.Fatalf("open the page and see the token form: %v", err)
-	}
+	do(t, ctx, "open the page and see the token form", chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("token")))
 	waitJS(t, ctx, "the page to say a token is needed", `document.getElementById("conn").dataset.state === "auth"`)
 	shot(t, ctx, dir, "01-token-needed")
-	nctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-	err = chromedp.Do(nctx, chromedp.SendKeys(chromedp.ID("token"), "s3cret"+kb.Enter))
-	cancel()
-	if err != nil {
-		t.Fatalf("enter the token: %v", err)
-	}
+	do(t, ctx, "enter the token", chromedp.SendKeys(chromedp.ID("token"), "s3cret"+kb.Enter))
 	waitJS(t, ctx, "the stream to be live with the token", `document.getElementById("conn").dataset.state === "live" && document.getElementById("tokenform").hidden`)
 	waitJS(t, ctx, "the instance", row("api-1")+` !== null`)
 	waitJS(t, ctx, "the header with the token", `document.getElementById("backend").textContent === "sqlite"`)

@@ -1,13 +1,11 @@
 package dashboard_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -66,19 +64,9 @@ func TestDashboardClockAfterToken(t *testing.T) {
 	t.Cleanup(s.stop)
 	s.register(map[string]any{"id": "api-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "30m"})
 	ctx := browser(t)
-	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := chromedp.Do(nctx, chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("token")))
-	cancel()
-	if err != nil {
-		t.Fatalf("open the page and see the token form: %v", err)
-	}
+	do(t, ctx, "open the page and see the token form", chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("token")))
 	waitJS(t, ctx, "the browser's clock an hour ahead", `Date.now() - performance.timeOrigin - performance.now() > 3500e3`)
-	nctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-	err = chromedp.Do(nctx, chromedp.SendKeys(chromedp.ID("token"), "s3cret"+kb.Enter))
-	cancel()
-	if err != nil {
-		t.Fatalf("enter the token: %v", err)
-	}
+	do(t, ctx, "enter the token", chromedp.SendKeys(chromedp.ID("token"), "s3cret"+kb.Enter))
 	waitJS(t, ctx, "the stream to be live with the token", `document.getElementById("conn").dataset.state === "live"`)
 	// Registered moments ago by the catalog's clock: an age in seconds or
 	// minutes, not "1 h 0 m" (the browser's own clock).

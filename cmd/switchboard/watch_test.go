@@ -63,6 +63,20 @@ func watchUntilEnd(t *testing.T, args ...string) (out, errb *testkit.SyncBuffer,
 	}
 }
 
+// closeUnderWatch closes the one catalog the running watch opened and
+// checks that the watch then exits 1.
+func closeUnderWatch(t *testing.T, opened func() []switchboard.Catalog, exit func() int, errb *testkit.SyncBuffer) {
+	t.Helper()
+	cats := opened()
+	if len(cats) != 1 {
+		t.Fatalf("watch opened %d catalogs, want 1", len(cats))
+	}
+	cats[0].Close()
+	if c := exit(); c != 1 {
+		t.Fatalf("exit %d, want 1; stderr %q", c, errb)
+	}
+}
+
 // TestWatchEndedByCatalogFails: when the catalog closes the event stream on
 // its own (here its handle is closed under the running watch), watch says
 // that the watch ended and why, and exits 1; it used to exit 0 as if
@@ -73,14 +87,7 @@ func TestWatchEndedByCatalogFails(t *testing.T) {
 	opened := captureOpened(t)
 	out, errb, exit := watchUntilEnd(t, "--dsn", dsn)
 	waitForCond(t, "the watch header", func() bool { return strings.HasPrefix(out.String(), "TIME") })
-	cats := opened()
-	if len(cats) != 1 {
-		t.Fatalf("watch opened %d catalogs, want 1", len(cats))
-	}
-	cats[0].Close()
-	if c := exit(); c != 1 {
-		t.Fatalf("exit %d, want 1; stderr %q", c, errb)
-	}
+	closeUnderWatch(t, opened, exit, errb)
 	msg := errb.String()
 	if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "watch ended: the catalog stopped the event stream") ||
 		!strings.Contains(msg, switchboard.ErrClosed.Error()) {
@@ -100,14 +107,7 @@ func TestWatchEndedAfterOutageNamesLastError(t *testing.T) {
 	waitForCond(t, "the watch header", func() bool { return strings.HasPrefix(out.String(), "TIME") })
 	proxy.CutAll()
 	waitForCond(t, "the outage on stderr", func() bool { return strings.Contains(errb.String(), "catalog unreachable") })
-	cats := opened()
-	if len(cats) != 1 {
-		t.Fatalf("watch opened %d catalogs, want 1", len(cats))
-	}
-	cats[0].Close()
-	if c := exit(); c != 1 {
-		t.Fatalf("exit %d, want 1; stderr %q", c, errb)
-	}
+	closeUnderWatch(t, opened, exit, errb)
 	lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 	last := lines[len(lines)-1]
 	if !strings.Contains(last, "watch ended: the catalog stopped the event stream; last catalog error: ") ||
