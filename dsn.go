@@ -165,14 +165,11 @@ const (
 	DefaultMaxTTL = time.Hour
 )
 
-// WithDefaults fills zero fields with the defaults and rounds DefaultTTL
-// as instance TTLs are (RoundTTL).
+// WithDefaults fills zero fields with the defaults.
 func (o Options) WithDefaults() Options {
 	if o.DefaultTTL <= 0 {
 		o.DefaultTTL = DefaultTTL
 	}
-	// Stored as an instance's own TTL is (Normalize): whole milliseconds.
-	o.DefaultTTL = RoundTTL(o.DefaultTTL)
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}

@@ -118,8 +118,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		in.ID = uuid.NewString()
 	}
 	if in.TTL == 0 {
-		in.TTL = c.opts.DefaultTTL // rounded by WithDefaults, as Normalize rounds in.TTL
+		in.TTL = c.opts.DefaultTTL
 	}
+	// Whole milliseconds, as on every backend (Normalize and WithDefaults
+	// round already; an interval keeps them exactly).
+	in.TTL = switchboard.RoundTTL(in.TTL)
 	args, err := params(in)
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register", err)

@@ -84,7 +84,7 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 	}
 	r := row{
 		id: in.ID, name: in.Name, typ: in.Type, address: in.Address, caps: string(caps),
-		version: in.Version, metadata: string(mdj), ttlMS: ttl.Milliseconds(), // whole: Normalize and WithDefaults round
+		version: in.Version, metadata: string(mdj), ttlMS: switchboard.RoundTTL(ttl).Milliseconds(),
 	}
 	if len(bytes.TrimSpace(in.Components)) > 0 {
 		r.components = sql.NullString{String: string(in.Components), Valid: true}
