@@ -44,5 +44,7 @@ const (
 	CodeLeaseLost      = schema.CodeLeaseLost
 	CodeUnavailable    = schema.CodeUnavailable
 	CodeMethod         = schema.CodeMethod
+	CodeNoCatalog      = schema.CodeNoCatalog
+	CodeBusy           = schema.CodeBusy
 	SecretHeader       = schema.SecretHeader
 )

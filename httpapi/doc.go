@@ -20,7 +20,7 @@
 //	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
 //	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
 //	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
-//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed)
+//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed; with a Token set, the catalog's error only to a request carrying it)
 //	GET    /metrics                       Prometheus
 //	/                                     Options.UI, when set
 //
@@ -33,7 +33,10 @@
 // token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
 // (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 501
 // (not_implemented) for leases on a catalog without them, 503
-// (unavailable) when the catalog cannot be reached. Nothing stored changes on any error.
+// (unavailable) when the catalog cannot be reached, 503 (no_catalog) when
+// there is no catalog there (switchboard.ErrNoCatalog: its tables are
+// missing), 503 (busy, with Retry-After) when the catalog stayed locked
+// (switchboard.ErrBusy). Nothing stored changes on any error.
 //
 // # Secrets
 //
@@ -81,7 +84,12 @@
 // carries an id (<server epoch>-<sequence>); snapshot events carry none, so
 // a connection lost inside a snapshot never resumes from its middle. Each
 // data field is one line of JSON. Comments (": keep-alive") arrive every
-// KeepAlive (15 s) when nothing else does.
+// KeepAlive (15 s) when nothing else does. When the server's own watch of
+// the catalog ends for good (its catalog handle was closed), every stream
+// gets a last "error" event saying so and ends, so its client reconnects
+// (behind a load balancer, to another server; this one answers new
+// watches with 503). An outage the server's watch recovers from ends no
+// stream: "error", then "synced" once it has caught up.
 //
 // Reconnecting with Last-Event-ID (or ?last_event_id=) resumes without
 // loss: the server replays the events after that id from its history

@@ -45,7 +45,16 @@ var catalogErrors = []struct {
 	{switchboard.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{switchboard.ErrLeaseHeld, http.StatusConflict, CodeLeaseHeld},
 	{switchboard.ErrLeaseLost, http.StatusConflict, CodeLeaseLost},
+	// Both are 503 like an unreachable catalog, with codes of their own: no
+	// catalog needs an operator (or, on PostgreSQL, the next registration),
+	// busy is worth retrying (writeError adds Retry-After).
+	{switchboard.ErrNoCatalog, http.StatusServiceUnavailable, CodeNoCatalog},
+	{switchboard.ErrBusy, http.StatusServiceUnavailable, CodeBusy},
 }
+
+// busyRetryAfter is the Retry-After of a busy answer, in seconds: the
+// catalog's writer already waited its whole busy timeout for the lock.
+const busyRetryAfter = "2"
 
 // classify maps an error to its status and body. Catalog errors keep their
 // message (they never contain secrets: secrets are not passed to the
@@ -95,8 +104,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, err error) int {
 	status, body := classify(err)
-	if status == http.StatusUnauthorized {
+	switch {
+	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+	case body.Code == CodeBusy:
+		w.Header().Set("Retry-After", busyRetryAfter)
 	}
 	writeJSON(w, status, body)
 	return status

@@ -113,8 +113,10 @@ func TestStuckSubscriberInSnapshot(t *testing.T) {
 
 // TestMirrorEnded: when the server's watch of its catalog ends (the
 // catalog was closed under it), the server says so: its subscribers get an
-// error event, /v1/info is unhealthy, and a new watch is refused with 503
-// instead of being served a snapshot nothing will ever update.
+// error event and then their streams end (rather than keep-alives for
+// ever, which would hold a client behind a load balancer on this server),
+// /v1/info is unhealthy, and a new watch is refused with 503 instead of
+// being served a snapshot nothing will ever update.
 func TestMirrorEnded(t *testing.T) {
 	s := start(t, httpapi.Options{KeepAlive: 50 * time.Millisecond})
 	register(t, s, instanceBody("a"))
@@ -139,6 +141,18 @@ func TestMirrorEnded(t *testing.T) {
 			got = true
 		case <-deadline:
 			t.Fatal("no error event within 20 s of the mirror stopping (only keep-alives)")
+		}
+	}
+	for ended := false; !ended; {
+		select {
+		case ev, ok := <-w.events:
+			if !ok {
+				ended = true
+			} else if ev.event != "comment" {
+				t.Fatalf("after the error event of a stopped mirror: %s %s, want the stream to end", ev.event, ev.raw)
+			}
+		case <-deadline:
+			t.Fatal("the stream of a stopped mirror did not end within 20 s (keep-alives for ever)")
 		}
 	}
 	code, b := call(t, "GET", s.url+"/v1/info", nil)

@@ -65,14 +65,7 @@ func (s *Server) owner(ctx context.Context, id string) (owner, error) {
 	if h, stale, ok := s.feed.hash(id); ok {
 		return owner{hash: h, stale: stale, found: true}, nil
 	}
-	in, err := s.cat.Get(ctx, id)
-	if errors.Is(err, switchboard.ErrNotFound) {
-		return owner{}, nil
-	}
-	if err != nil {
-		return owner{}, err
-	}
-	return owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}, nil
+	return s.catalogOwner(ctx, id)
 }
 
 // checkSecret enforces ownership: a row registered through the API has a
@@ -387,12 +380,19 @@ func (s *Server) heartbeat(ctx context.Context, items []HeartbeatItem) (missing 
 			return nil, nil, switchboard.NewFieldError(switchboard.ErrInvalid, fmt.Sprintf("instances[%d].id", i), fe.Value, fe.Reason)
 		}
 	}
+	all := make([]string, len(items))
+	for i, it := range items {
+		all[i] = it.ID
+	}
+	// The ownership of every id at once: from the mirror, and for the ids
+	// it lacks, a bounded number of catalog reads (owners), not one each.
+	owners, err := s.owners(ctx, all)
+	if err != nil {
+		return nil, nil, err
+	}
 	ids := make([]string, 0, len(items))
 	for _, it := range items {
-		o, err := s.owner(ctx, it.ID)
-		if err != nil {
-			return nil, nil, err
-		}
+		o := owners[it.ID]
 		if !o.found {
 			missing = append(missing, it.ID)
 			continue

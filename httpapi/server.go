@@ -19,7 +19,8 @@ const MaxBody = 1 << 20
 type Options struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every /v1/ request and on /metrics (401 without it, 403 when wrong).
-	// /healthz and the UI are open.
+	// /healthz and the UI are open, but /healthz says why the catalog
+	// failed only to a request that carries the token.
 	Token string
 	// UI, when set, is served at / (the live dashboard).
 	UI http.Handler
@@ -230,21 +231,37 @@ func (s *Server) authorize(h handler) handler {
 	if s.opts.Token == "" {
 		return h
 	}
-	want := []byte(s.opts.Token)
 	return func(w http.ResponseWriter, r *http.Request) error {
-		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer x" is
-		// the token x, not a missing one.
-		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		tok = strings.TrimLeft(tok, " ")
-		if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-			return unauthorized("missing API token: send Authorization: Bearer <token>")
-		}
-		if subtle.ConstantTimeCompare([]byte(tok), want) != 1 {
-			return forbidden("wrong API token")
+		if err := s.checkToken(r); err != nil {
+			return err
 		}
 		return h(w, r)
 	}
 }
+
+// checkToken checks r's bearer token against the configured one (nil
+// when none is configured): unauthorized when missing, forbidden when
+// wrong.
+func (s *Server) checkToken(r *http.Request) error {
+	if s.opts.Token == "" {
+		return nil
+	}
+	// The scheme is case-insensitive (RFC 9110 §11.1): "bearer x" is the
+	// token x, not a missing one.
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimLeft(tok, " ")
+	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return unauthorized("missing API token: send Authorization: Bearer <token>")
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) != 1 {
+		return forbidden("wrong API token")
+	}
+	return nil
+}
+
+// authorized reports whether r may see what the token protects: it
+// carries the token, or none is configured.
+func (s *Server) authorized(r *http.Request) bool { return s.checkToken(r) == nil }
 
 // statusWriter records the status a handler wrote, and bounds the
 // writing of the response: a client that does not read its answer (a

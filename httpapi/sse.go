@@ -87,6 +87,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 
 	keep := time.NewTicker(s.opts.KeepAlive)
 	defer keep.Stop()
+	ended := false // the server's own watch of the catalog has ended for good
 	for {
 		es, wake, lost := s.feed.since(cursor, batchMax)
 		switch {
@@ -100,9 +101,19 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 				s.writeEntry(bw, v, &es[i])
 				cursor = es[i].seq
 			}
+		case ended:
+			// Everything up to the end, the mirror's last error event
+			// (why) included, is written and flushed. Nothing will update
+			// this stream again: end it, so the client reconnects (behind
+			// a load balancer, to a server that can serve it; this one
+			// now answers 503).
+			return nil
 		default:
 			select {
 			case <-wake:
+				continue
+			case <-s.feed.done:
+				ended = true
 				continue
 			case <-keep.C:
 				bw.WriteString(": keep-alive\n\n")

@@ -24,6 +24,15 @@ const (
 	CodeLeaseLost      = "lease_lost"
 	CodeUnavailable    = "unavailable"
 	CodeMethod         = "method_not_allowed"
+	// CodeNoCatalog (503) is switchboard.ErrNoCatalog: there is no
+	// catalog where the server looks (its file or tables are missing).
+	// Retrying alone does not help: an operator must act, or, on
+	// PostgreSQL, the next registration or heartbeat creates the tables.
+	CodeNoCatalog = "no_catalog"
+	// CodeBusy (503, with a Retry-After header in seconds) is
+	// switchboard.ErrBusy: a write waited its whole time for a lock
+	// another process holds; it did not happen. Retry after the delay.
+	CodeBusy = "busy"
 )
 
 // ErrorBody is the JSON body of every error response.

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// The ownership of the ids of one heartbeat request comes from the
+// server's mirror; an id the mirror does not hold (a row registered
+// through another server that this one has not seen yet, or no row at
+// all) is read from the catalog. Up to ownerGets such ids are read with
+// one Get each, at most ownerGetsParallel at a time; more (a client
+// renewing thousands of rows after the catalog was restored empty) are
+// read with one List of the catalog, stale rows included: a request of
+// 10,000 ids costs at most one listing, not 10,000 reads one after another.
+const (
+	ownerGets         = 32
+	ownerGetsParallel = 8
+)
+
+// owners returns the ownership of each of ids (duplicates allowed): the
+// same as owner for each id, in a bounded number of catalog round trips.
+func (s *Server) owners(ctx context.Context, ids []string) (map[string]owner, error) {
+	out, miss := s.feed.owners(ids)
+	if len(miss) == 0 {
+		return out, nil
+	}
+	if len(miss) <= ownerGets {
+		return out, s.getOwners(ctx, miss, out)
+	}
+	list, err := s.cat.List(ctx, switchboard.Query{All: true})
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(miss))
+	for _, id := range miss {
+		want[id] = true
+	}
+	for i := range list {
+		if in := &list[i]; want[in.ID] {
+			out[in.ID] = owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}
+		}
+	}
+	// An id the listing lacks has no row: out's zero owner says so.
+	return out, nil
+}
+
+// getOwners reads the ownership of ids (distinct) from the catalog, one Get
+// each, ownerGetsParallel at a time, into out.
+func (s *Server) getOwners(ctx context.Context, ids []string, out map[string]owner) error {
+	got := make([]owner, len(ids))
+	errs := make([]error, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(ownerGetsParallel, len(ids)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				got[i], errs[i] = s.catalogOwner(ctx, ids[i])
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, id := range ids {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		out[id] = got[i]
+	}
+	return nil
+}
+
+// catalogOwner reads the ownership of id's row from the catalog.
+func (s *Server) catalogOwner(ctx context.Context, id string) (owner, error) {
+	in, err := s.cat.Get(ctx, id)
+	if errors.Is(err, switchboard.ErrNotFound) {
+		return owner{}, nil
+	}
+	if err != nil {
+		return owner{}, err
+	}
+	return owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}, nil
+}
+
+// owners returns the ownership the mirror holds for each of ids, under one
+// lock, and the distinct ids it holds no row for (their entries in the map
+// are the zero owner until the catalog is asked).
+func (f *feed) owners(ids []string) (map[string]owner, []string) {
+	out := make(map[string]owner, len(ids))
+	var miss []string
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, id := range ids {
+		if _, seen := out[id]; seen {
+			continue
+		}
+		st, ok := f.state[id]
+		if !ok {
+			out[id] = owner{}
+			miss = append(miss, id)
+			continue
+		}
+		out[id] = owner{hash: f.hashes[id], stale: st.inst.Stale, found: true}
+	}
+	return out, miss
+}

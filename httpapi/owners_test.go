@@ -1,0 +1,154 @@
+package httpapi_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+)
+
+// counting is a catalog that counts its reads of single rows and listings,
+// and whose watches never show the rows whose id starts with "hidden-": the
+// server's mirror lacks them, as it lacks a row another server has just
+// registered, so their ownership must be read from the catalog.
+type counting struct {
+	switchboard.Catalog
+	gets, lists atomic.Int64
+}
+
+func (c *counting) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	c.gets.Add(1)
+	return c.Catalog.Get(ctx, id)
+}
+
+func (c *counting) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	c.lists.Add(1)
+	return c.Catalog.List(ctx, q)
+}
+
+func (c *counting) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	in, err := c.Catalog.Watch(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan switchboard.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if strings.HasPrefix(ev.Instance.ID, "hidden-") {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (c *counting) reads() (gets, lists int64) { return c.gets.Load(), c.lists.Load() }
+
+// secretHash is what the server stores under the reserved metadata key for
+// a secret.
+func secretHash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// heartbeatMany posts one heartbeat request and decodes its answer.
+func heartbeatMany(t *testing.T, s *srv, items []httpapi.HeartbeatItem) httpapi.HeartbeatResponse {
+	t.Helper()
+	body, _ := json.Marshal(httpapi.HeartbeatRequest{Instances: items})
+	code, b := call(t, "POST", s.url+"/v1/heartbeats", body)
+	var hr httpapi.HeartbeatResponse
+	if code != 200 || json.Unmarshal(b, &hr) != nil {
+		t.Fatalf("heartbeats: %d %.300s", code, b)
+	}
+	return hr
+}
+
+// TestHeartbeatOwnershipReadsBounded: the ownership of heartbeat ids the
+// server's mirror lacks is read from the catalog in a bounded number of
+// round trips — one listing for a 10,000-id request, not 10,000 Gets one
+// after another — with the same per-id answers: a row with a secret is
+// renewed with it and refused without it (unauthorized) or with a wrong
+// one (forbidden), a row without a secret is renewed, an id without a row
+// is missing; and a few unknown ids still cost a Get each, not a listing.
+func TestHeartbeatOwnershipReadsBounded(t *testing.T) {
+	cat := &counting{Catalog: testkit.OpenSQLite(t)}
+	s := serveOn(t, cat, httpapi.Options{HeartbeatWindow: 10 * time.Millisecond, ReapInterval: -1})
+	const secret = "the-owners-secret-0123456789"
+	reg := func(id string, md map[string]string) {
+		t.Helper()
+		if _, err := cat.Register(t.Context(), switchboard.Instance{ID: id, Name: "hidden", Type: "t",
+			Address: "127.0.0.1:1", TTL: time.Hour, Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owned := map[string]string{"switchboard.secret-sha256": secretHash(secret)}
+	for i := 0; i < 3; i++ {
+		reg(fmt.Sprintf("hidden-owned-%d", i), owned)
+	}
+	reg("hidden-open", nil)
+	visible := register(t, s, instanceBody("visible"))
+	testkit_WaitFeed(t, s, 1) // the mirror has the visible row, not the hidden ones
+
+	var items []httpapi.HeartbeatItem
+	var wantMissing []string
+	items = append(items,
+		httpapi.HeartbeatItem{ID: "hidden-owned-0", Secret: secret},
+		httpapi.HeartbeatItem{ID: "hidden-owned-1"},                                // no secret: unauthorized
+		httpapi.HeartbeatItem{ID: "hidden-owned-2", Secret: "not-the-secret-0123"}, // forbidden
+		httpapi.HeartbeatItem{ID: "hidden-open"},
+		httpapi.HeartbeatItem{ID: visible.Instance.ID, Secret: visible.Secret},
+		httpapi.HeartbeatItem{ID: "hidden-owned-0", Secret: secret}, // twice in one request
+	)
+	for i := len(items); i < switchboard.MaxHeartbeatIDs; i++ {
+		id := fmt.Sprintf("gone-%05d", i)
+		items = append(items, httpapi.HeartbeatItem{ID: id, Secret: secret})
+		wantMissing = append(wantMissing, id)
+	}
+	gets0, lists0 := cat.reads()
+	hr := heartbeatMany(t, s, items)
+	gets, lists := cat.reads()
+	if reads := gets - gets0 + lists - lists0; reads > 1 {
+		t.Errorf("a heartbeat of %d ids, %d of them not in the mirror, cost %d Gets and %d Lists; want one catalog read",
+			len(items), len(items)-1, gets-gets0, lists-lists0)
+	}
+	if !slices.Equal(hr.Missing, wantMissing) {
+		t.Errorf("missing: %d ids (%.200v…), want the %d gone-* ids in request order", len(hr.Missing), hr.Missing, len(wantMissing))
+	}
+	wantRefused := []httpapi.RefusedItem{{ID: "hidden-owned-1", Code: "unauthorized"}, {ID: "hidden-owned-2", Code: "forbidden"}}
+	if len(hr.Refused) != len(wantRefused) {
+		t.Fatalf("refused: %+v, want %+v", hr.Refused, wantRefused)
+	}
+	for i, rf := range hr.Refused {
+		if rf.ID != wantRefused[i].ID || rf.Code != wantRefused[i].Code || !strings.Contains(rf.Error, rf.ID) {
+			t.Errorf("refused[%d]: %+v, want %+v with an error naming the id", i, rf, wantRefused[i])
+		}
+	}
+
+	// A few unknown ids (the common case of a row just registered through
+	// another server) cost a Get each and no listing of the catalog.
+	gets0, lists0 = cat.reads()
+	hr = heartbeatMany(t, s, []httpapi.HeartbeatItem{{ID: "hidden-open"}, {ID: "hidden-owned-0", Secret: secret}, {ID: "gone-x"}})
+	gets, lists = cat.reads()
+	if gets-gets0 != 3 || lists != lists0 {
+		t.Errorf("a heartbeat of 3 ids not in the mirror cost %d Gets and %d Lists; want 3 Gets", gets-gets0, lists-lists0)
+	}
+	if !slices.Equal(hr.Missing, []string{"gone-x"}) || len(hr.Refused) != 0 {
+		t.Errorf("3 ids: %+v", hr)
+	}
+}
