@@ -32,6 +32,9 @@ func (s *Server) owners(ctx context.Context, ids []string) (map[string]owner, er
 		return out, s.getOwners(ctx, miss, out)
 	}
 	list, err := s.cat.List(ctx, switchboard.Query{All: true})
+	if errors.Is(err, switchboard.ErrNoCatalog) {
+		return out, nil // no catalog, no rows: see catalogOwner
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +84,12 @@ func (s *Server) getOwners(ctx context.Context, ids []string, out map[string]own
 // catalogOwner reads the ownership of id's row from the catalog.
 func (s *Server) catalogOwner(ctx context.Context, id string) (owner, error) {
 	in, err := s.cat.Get(ctx, id)
-	if errors.Is(err, switchboard.ErrNotFound) {
+	if errors.Is(err, switchboard.ErrNotFound) || errors.Is(err, switchboard.ErrNoCatalog) {
+		// No catalog holds no row, so nobody owns the id. The request goes
+		// on to Register or Heartbeat, which on PostgreSQL create the
+		// tables again when they are gone; refusing it here with 503 would
+		// keep a catalog restored empty from ever being filled through the
+		// server.
 		return owner{}, nil
 	}
 	if err != nil {

@@ -152,3 +152,51 @@ func TestHeartbeatOwnershipReadsBounded(t *testing.T) {
 		t.Errorf("3 ids: %+v", hr)
 	}
 }
+
+// tablesGone is a catalog whose reads of rows the server's mirror lacks
+// fail as PostgreSQL's do when the catalog's tables are gone (the
+// database restored empty): with switchboard.ErrNoCatalog. Its writes go
+// through, as PostgreSQL's Register and Heartbeat create the tables again.
+type tablesGone struct{ *counting }
+
+func (c tablesGone) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	c.gets.Add(1)
+	return switchboard.Instance{}, fmt.Errorf("catalog tables missing: %w", switchboard.ErrNoCatalog)
+}
+
+func (c tablesGone) List(ctx context.Context, q switchboard.Query) ([]switchboard.Instance, error) {
+	c.lists.Add(1)
+	return nil, fmt.Errorf("catalog tables missing: %w", switchboard.ErrNoCatalog)
+}
+
+// TestOwnershipWithoutCatalog: an ownership read that finds no catalog
+// means no row, not an outage, so a registration through the server
+// reaches the catalog (which creates its tables again) instead of being
+// refused with 503 for ever.
+func TestOwnershipWithoutCatalog(t *testing.T) {
+	cat := tablesGone{&counting{Catalog: testkit.OpenSQLite(t)}}
+	s := serveOn(t, cat, httpapi.Options{})
+	body := instanceBody("restored")
+	body["id"] = "hidden-restored"
+	r := register(t, s, body)
+	if r.Instance.ID != "hidden-restored" || r.Secret == "" {
+		t.Fatalf("registered %+v", r)
+	}
+	if _, err := cat.Catalog.Get(t.Context(), "hidden-restored"); err != nil {
+		t.Fatalf("the registration did not reach the catalog: %v", err)
+	}
+	// Many unknown ids (one listing) and a few (one Get each): missing,
+	// not a 503 for the whole request.
+	for _, n := range []int{3, 40} {
+		var items []httpapi.HeartbeatItem
+		for i := range n {
+			items = append(items, httpapi.HeartbeatItem{ID: fmt.Sprintf("hidden-%d", i)})
+		}
+		if hr := heartbeatMany(t, s, items); len(hr.Missing) != n {
+			t.Fatalf("%d unknown ids: %d missing, want all (%+v)", n, len(hr.Missing), hr)
+		}
+	}
+	if gets, lists := cat.reads(); gets < 4 || lists != 1 {
+		t.Fatalf("%d Gets and %d Lists: the test did not exercise both ownership reads", gets, lists)
+	}
+}
