@@ -5,7 +5,8 @@
 // (store.js); the DOM is updated at most once per animation frame, and only
 // where it shows something that changed: the instance table (one page at a
 // time) when an event touches its rows or groups, the capabilities and the
-// activity feed at most a few times a second.
+// activity feed at most a few times a second. An open detail view follows
+// its instance: it is re-rendered in the frame after its entry changes.
 import { Store, parseFilter } from "./store.js";
 
 (() => {
@@ -18,6 +19,7 @@ import { Store, parseFilter } from "./store.js";
 
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem("sb-token") || "";
+  let tokenError = "";       // why the token last given cannot be sent (tokenProblem), shown in the token form
   let lastId = "";           // the id of the last event with one
   let conn = "connecting";
   let catalogDown = "";      // the error of the last "error" event, until "synced"
@@ -37,6 +39,7 @@ import { Store, parseFilter } from "./store.js";
   let info = null, leases = [];
   const store = new Store(parseFilter(new URLSearchParams(location.search).get("q") || ""));
   let detailId = "";
+  let detailOf = null;         // what the open detail view shows: {id, e, inst, state, reason, label}
   let received = 0, fresh = 0; // live events and fresh snapshots received (shown in #rate)
   let receivedTick = 0;       // received at the last tick
 
@@ -94,7 +97,6 @@ import { Store, parseFilter } from "./store.js";
         break;
       }
     }
-    if (detailId === i.id) renderDetail();
   }
   // changed marks what a store change touches on the table: the whole
   // page when an entry joined or left the filtered set before the page's
@@ -158,6 +160,7 @@ import { Store, parseFilter } from "./store.js";
     if (resp.status === 401 || resp.status === 403) { askToken(resp.status); return; }
     if (!resp.ok || !resp.body) return retry();
     attempt = 0;
+    tokenError = ""; // the stream is open: a token dropped at load was not needed
     const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "", ev = { id: null, event: "message", data: [] };
     const bump = () => { clearTimeout(idleTimer); idleTimer = setTimeout(() => abort.abort(), IDLE); };
@@ -248,9 +251,32 @@ import { Store, parseFilter } from "./store.js";
     }
   }
   function askToken(status) {
-    setConn("auth", status === 401 ? "token needed" : "wrong token");
+    setConn("auth", tokenError ? "token cannot be sent" : status === 401 ? "token needed" : "wrong token");
+    $("tokenerror").hidden = !tokenError;
+    $("tokenerror").textContent = tokenError;
     $("tokenform").hidden = false;
     $("token").focus();
+  }
+  // tokenProblem says why tok cannot be the API token the page sends, or ""
+  // when it can be. The token travels in the Authorization header: fetch
+  // refuses characters beyond Latin-1 (and NUL, CR, LF) before sending
+  // anything, the server answers 400 to other control characters, and a
+  // Latin-1 letter would go as one byte, not as the UTF-8 the server's
+  // token is compared in, so it could never match. The page says so at
+  // once and does not try: such a token used to keep the stream
+  // reconnecting for ever.
+  function tokenProblem(tok) {
+    const bad = [];
+    for (const ch of tok) {
+      const c = ch.codePointAt(0);
+      if (c === 9 || (c >= 0x20 && c < 0x7f)) continue;
+      const u = "U+" + c.toString(16).toUpperCase().padStart(4, "0");
+      const d = c < 0x20 || (c >= 0x7f && c < 0xa0) ? u + " (a control character)" : "\u201c" + ch + "\u201d (" + u + ")";
+      if (!bad.includes(d)) bad.push(d);
+    }
+    if (!bad.length) return "";
+    return "The token contains characters that cannot be sent: " + bad.slice(0, 5).join(", ") + (bad.length > 5 ? " and " + (bad.length - 5) + " more" : "") +
+      ". A token travels in an HTTP header, which carries only ASCII letters, digits, punctuation and spaces.";
   }
 
   // ---- polling: info, leases, heartbeat times ----
@@ -329,6 +355,7 @@ import { Store, parseFilter } from "./store.js";
     if (page >= pages) { page = pages - 1; rowsDirty = countsDirty = true; }
     if (rowsDirty) { rowsDirty = false; renderRows(); } else if (patchRows.size || patchGroups.size) patch();
     if (countsDirty) { countsDirty = false; renderCounts(pages); }
+    if (detailId && detailStale()) renderDetail();
     if ((capsDirty || feedDirty) && !sideTimer) {
       // The side panels change with nearly every event; at a high rate
       // nobody reads them faster than this, and they cost a pass over the
@@ -458,21 +485,47 @@ import { Store, parseFilter } from "./store.js";
     $("rate").textContent = (received - receivedTick) + " events/s";
     receivedTick = received;
     const t = now();
-    for (const td of $("rows").querySelectorAll("[data-seen]")) td.textContent = age(t - Number(td.dataset.seen));
+    for (const td of document.querySelectorAll("#rows [data-seen], #d-fields [data-seen]")) td.textContent = age(t - Number(td.dataset.seen));
     for (const td of $("leases").querySelectorAll("[data-expires]")) td.textContent = expires(Number(td.dataset.expires) - t);
   }
 
   // ---- detail ----
+  // The detail view shows its instance as the page knows it now: every
+  // change to the entry (an event, a heartbeat time read, a fresh snapshot,
+  // the entry swept after it left) makes it stale, and the next frame
+  // renders it again. A removed instance keeps its last known fields under
+  // a note saying it went.
+  function detailStale() {
+    const e = store.get(detailId);
+    const d = detailOf;
+    return !d || d.id !== detailId || d.e !== e || (e && (d.inst !== e.inst || d.state !== e.state || d.reason !== e.reason));
+  }
+  let detailHTML = "", componentsHTML = "";
   function renderDetail() {
     const e = store.get(detailId);
-    if (!e) return;
-    const i = e.inst;
-    $("d-title").textContent = i.id;
-    const f = [["state", e.state === "removed" ? "removed (" + e.reason + ")" : e.state], ["name", i.name], ["type", i.type], ["address", i.address],
+    const prev = detailOf && detailOf.id === detailId ? detailOf : null, known = prev && prev.inst;
+    const label = !e ? (prev && prev.label) || "removed" : e.state === "removed" ? "removed (" + e.reason + ")" : e.state;
+    detailOf = { id: detailId, e, inst: e ? e.inst : known, state: e && e.state, reason: e && e.reason, label };
+    const gone = !e ? "This instance is no longer in the catalog" + (known ? "; showing what was last known of it." : ".")
+      : e.state === "removed" ? "This instance was removed (" + (e.reason === "gone" ? "gone while the page was disconnected" : e.reason || "removed") + ") at " + hhmmss(e.gone) + "; showing what was last known of it."
+      : "";
+    $("d-note").hidden = !gone;
+    setText($("d-note"), gone);
+    $("detail").classList.toggle("gone", !!gone);
+    $("d-title").textContent = detailId;
+    const i = e ? e.inst : known;
+    if (!i) { detailHTML = componentsHTML = ""; $("d-fields").innerHTML = ""; $("d-components").innerHTML = ""; return; }
+    const seen = ms(i.last_seen);
+    const f = [["state", label], ["name", i.name], ["type", i.type], ["address", i.address],
       ["capabilities", i.capabilities.join(", ") || "–"], ["version", i.version || "–"], ["ttl", i.ttl], ["registered_at", i.registered_at], ["last_seen", i.last_seen],
+      ["heartbeat age", age(now() - seen)],
       ["metadata", Object.keys(i.metadata || {}).length ? Object.entries(i.metadata).map(([k, v]) => k + "=" + v).join("  ") : "–"]];
-    $("d-fields").innerHTML = f.map(([k, v]) => "<dt>" + esc(k) + "</dt><dd>" + esc(v) + "</dd>").join("");
-    $("d-components").innerHTML = i.components === undefined ? '<span class="muted">none</span>' : pretty(i.components);
+    const h = f.map(([k, v]) => "<dt>" + esc(k) + '</dt><dd data-field="' + esc(k) + '"' + (k === "heartbeat age" ? ' data-seen="' + seen + '"' : "") + ">" + esc(v) + "</dd>").join("");
+    // The components are written only when they change, so their scroll
+    // stays while only last_seen moves.
+    if (h !== detailHTML) { detailHTML = h; $("d-fields").innerHTML = h; }
+    const c = i.components === undefined ? '<span class="muted">none</span>' : pretty(i.components);
+    if (c !== componentsHTML) { componentsHTML = c; $("d-components").innerHTML = c; }
   }
   // pretty highlights JSON.stringify's output token by token: a string is
   // matched whole (escaped quotes included) before anything is escaped for
@@ -490,7 +543,7 @@ import { Store, parseFilter } from "./store.js";
     }
     return out + esc(json.slice(last));
   }
-  function openDetail(id) { detailId = id; renderDetail(); $("detail").showModal(); }
+  function openDetail(id) { detailId = id; detailOf = null; renderDetail(); $("detail").showModal(); }
 
   // ---- wiring ----
   function theme(next) {
@@ -510,6 +563,10 @@ import { Store, parseFilter } from "./store.js";
   }
   function init() {
     theme();
+    // A token kept from an earlier page that could not be sent is dropped:
+    // the server's 401 then shows the form, saying why.
+    tokenError = tokenProblem(token);
+    if (tokenError) { token = ""; sessionStorage.removeItem("sb-token"); }
     $("filter").value = store.filter.q;
     $("filter").addEventListener("input", (ev) => setFilter(ev.target.value, true));
     $("filter").addEventListener("keydown", (ev) => { if (ev.key === "Escape") { setFilter("", false); ev.target.blur(); } });
@@ -518,12 +575,16 @@ import { Store, parseFilter } from "./store.js";
     $("next").addEventListener("click", nextPage);
     $("rows").addEventListener("click", (ev) => { const b = ev.target.closest("[data-open]"); if (b) openDetail(b.dataset.open); });
     $("caps").addEventListener("click", (ev) => { const b = ev.target.closest("[data-cap-filter]"); if (b) setFilter("cap:" + b.dataset.capFilter, false); });
-    $("detail").addEventListener("close", () => { detailId = ""; });
+    $("detail").addEventListener("close", () => { detailId = ""; detailOf = null; });
     $("tokenform").addEventListener("submit", (ev) => {
       ev.preventDefault();
-      token = $("token").value.trim();
+      const given = $("token").value.trim();
+      tokenError = tokenProblem(given);
+      if (tokenError) { askToken(0); $("token").select(); return; }
+      token = given;
       sessionStorage.setItem("sb-token", token);
       $("tokenform").hidden = true;
+      $("tokenerror").hidden = true;
       setConn("connecting", "connecting…");
       refreshClock().then(() => { refreshInfo(); connect(); });
     });

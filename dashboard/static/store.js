@@ -6,13 +6,19 @@
 // new filter or a new snapshot goes over everything (once).
 
 // parseFilter reads the filter box: free words, and name:, type:, cap: (or
-// capability:) narrowing to one field.
+// capability:) narrowing to one field. Words, name: and type: match part
+// of a field, ignoring case; cap: names one whole capability, as the
+// catalog spells it (capabilities are case-sensitive tokens, and a click on
+// one in the capabilities panel must show the instances counted there:
+// cap:store is not storage nor object_store).
 export function parseFilter(q) {
   const f = { q, text: [], name: "", type: "", cap: "" };
-  for (const tok of q.trim().toLowerCase().split(/\s+/).filter(Boolean)) {
-    const m = /^(name|type|cap|capability):(.*)$/.exec(tok);
-    if (m) f[m[1] === "capability" ? "cap" : m[1]] = m[2];
-    else f.text.push(tok);
+  for (const tok of q.trim().split(/\s+/).filter(Boolean)) {
+    const m = /^(name|type|cap|capability):(.*)$/i.exec(tok);
+    if (!m) { f.text.push(tok.toLowerCase()); continue; }
+    const field = m[1].toLowerCase();
+    if (field === "cap" || field === "capability") f.cap = m[2];
+    else f[field] = m[2].toLowerCase();
   }
   f.any = !!(f.text.length || f.name || f.type || f.cap);
   return f;
@@ -22,7 +28,7 @@ export function matches(f, i) {
   if (!f.any) return true;
   if (f.name && !i.name.includes(f.name)) return false;
   if (f.type && !(i.type || "").toLowerCase().includes(f.type)) return false;
-  if (f.cap && !i.capabilities.some((c) => c.toLowerCase().includes(f.cap))) return false;
+  if (f.cap && !i.capabilities.includes(f.cap)) return false;
   for (const t of f.text) {
     if (!(i.name.includes(t) || i.id.toLowerCase().includes(t) || (i.type || "").toLowerCase().includes(t) ||
       (i.address || "").toLowerCase().includes(t) || i.capabilities.some((c) => c.toLowerCase().includes(t)))) return false;
