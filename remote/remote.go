@@ -16,14 +16,11 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -79,12 +76,8 @@ func init() {
 	switchboard.RegisterBackend("https", open)
 }
 
-// Errors of the server's authorisation and availability, for errors.Is.
-var (
-	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
-	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
-	ErrUnavailable  = errors.New("catalog unavailable")
-)
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Config tunes a Client. Zero values take the defaults.
 type Config struct {
@@ -101,6 +94,14 @@ type Config struct {
 	// before it takes the connection for dead and reconnects (default
 	// 45 s).
 	WatchIdleTimeout time.Duration
+	// RequestTimeout bounds each request whose context has no earlier
+	// deadline: a server that has not answered it (status, headers and
+	// body) within RequestTimeout fails it with an error that names the
+	// URL and says so, and is ErrUnavailable. For a watch it bounds each
+	// connection's wait for the response headers; the stream itself is
+	// bounded by WatchIdleTimeout. Zero: DefaultRequestTimeout (30 s);
+	// negative: no bound.
+	RequestTimeout time.Duration
 }
 
 // Client is a catalog served by a switchboard server. It is safe for
@@ -129,6 +130,11 @@ type Client struct {
 
 	watchers atomic.Int64
 
+	// lastStats is what the last /v1/info that answered said, which
+	// WatchStats reports (unhealthy) while the server cannot be asked;
+	// nil until one has answered.
+	lastStats atomic.Pointer[switchboard.WatchStats]
+
 	// serverReaps is when (Unix ns) ReapGrace asks the server again after
 	// it said it reaps by itself; zero until it has.
 	serverReaps atomic.Int64
@@ -154,6 +160,9 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	if cfg.WatchIdleTimeout <= 0 {
 		cfg.WatchIdleTimeout = 45 * time.Second
 	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -169,146 +178,6 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 		base: strings.TrimSuffix(rawURL, "/"), cfg: cfg, http: hc, log: cfg.Logger,
 		ctx: cctx, cancel: cancel, secrets: map[string]string{}, ids: idgen.New(),
 	}, nil
-}
-
-// APIError is an error response of the server.
-type APIError struct {
-	Status int
-	schema.ErrorBody
-}
-
-func (e *APIError) Error() string { return e.ErrorBody.Error }
-
-// Is maps the server's error codes to the switchboard sentinels, so callers
-// branch on errors.Is(err, switchboard.ErrNotFound) as with any backend.
-func (e *APIError) Is(target error) bool {
-	switch e.Code {
-	case schema.CodeInvalidName:
-		return target == switchboard.ErrInvalidName || target == switchboard.ErrInvalid
-	case schema.CodeInvalidAddress:
-		return target == switchboard.ErrInvalidAddress || target == switchboard.ErrInvalid
-	case schema.CodeInvalid, schema.CodeTooLarge:
-		return target == switchboard.ErrInvalid
-	case schema.CodeNotFound:
-		return target == switchboard.ErrNotFound
-	case schema.CodeLeaseHeld:
-		return target == switchboard.ErrLeaseHeld
-	case schema.CodeLeaseLost:
-		return target == switchboard.ErrLeaseLost
-	case schema.CodeUnauthorized:
-		return target == ErrUnauthorized
-	case schema.CodeForbidden:
-		return target == ErrForbidden
-	case schema.CodeUnavailable:
-		return target == ErrUnavailable
-	}
-	return false
-}
-
-// As gives the caller a *switchboard.FieldError for an invalid request
-// whose field the server named, wrapping the sentinel of its code (as
-// every backend's validation errors do).
-func (e *APIError) As(target any) bool {
-	fe, ok := target.(**switchboard.FieldError)
-	if !ok || e.Field == "" {
-		return false
-	}
-	var kind error
-	switch e.Code {
-	case schema.CodeInvalid:
-		kind = switchboard.ErrInvalid
-	case schema.CodeInvalidName:
-		kind = switchboard.ErrInvalidName
-	case schema.CodeInvalidAddress:
-		kind = switchboard.ErrInvalidAddress
-	default:
-		return false
-	}
-	reason := e.Reason
-	if reason == "" {
-		reason = e.ErrorBody.Error
-	}
-	*fe = switchboard.NewFieldError(kind, e.Field, e.Value, reason)
-	return true
-}
-
-// do sends one request and decodes a 2xx JSON body into out (unless nil).
-func (c *Client) do(ctx context.Context, method, path string, body any, out any, hdr ...string) error {
-	if c.closed.Load() {
-		return switchboard.ErrClosed
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	c.auth(req)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] != "" {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if c.closed.Load() {
-			return switchboard.ErrClosed
-		}
-		return fmt.Errorf("switchboard server %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return decodeError(resp)
-	}
-	if out == nil {
-		io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("switchboard server %s: reading the response: %w", c.base, err)
-	}
-	return nil
-}
-
-func (c *Client) auth(req *http.Request) {
-	if c.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	}
-}
-
-func decodeError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &APIError{Status: resp.StatusCode}
-	if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
-		e.ErrorBody = schema.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: statusCode(resp.StatusCode)}
-	}
-	return e
-}
-
-// statusCode is the error code of a response without the server's JSON
-// body (one from a proxy in front of it, for example): a refused token is
-// ErrUnauthorized or ErrForbidden, as from the server itself, not an
-// unavailable catalog; anything else is unavailable (a 404 there means no
-// switchboard server, not a missing instance).
-func statusCode(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return schema.CodeUnauthorized
-	case http.StatusForbidden:
-		return schema.CodeForbidden
-	case http.StatusRequestEntityTooLarge:
-		return schema.CodeTooLarge
-	}
-	return schema.CodeUnavailable
 }
 
 func (c *Client) secret(id string) string {
@@ -522,16 +391,24 @@ func (c *Client) Close() error {
 
 // WatchStats implements switchboard.WatchStatser from the server's
 // /v1/info (a request bounded to 2 s); Watchers counts this client's
-// watches.
+// watches. When that request fails, it reports the counts of the last one
+// that answered (zero before any has), unhealthy, with the request's
+// error: a collector then shows the server unreachable, not its instances
+// gone.
 func (c *Client) WatchStats() switchboard.WatchStats {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	defer cancel()
-	st := switchboard.WatchStats{Watchers: int(c.watchers.Load())}
 	var info schema.Info
 	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil {
-		st.LastError = err
+		var st switchboard.WatchStats
+		if last := c.lastStats.Load(); last != nil {
+			st = *last
+		}
+		st.Watchers = int(c.watchers.Load())
+		st.Healthy, st.LastError = false, err
 		return st
 	}
+	st := switchboard.WatchStats{Watchers: int(c.watchers.Load())}
 	st.Instances = info.Instances.Active + info.Instances.Stale
 	st.Active = info.Instances.Active
 	st.Healthy = info.Healthy
@@ -541,6 +418,9 @@ func (c *Client) WatchStats() switchboard.WatchStats {
 	if sp := info.SelfPreservation; sp != nil {
 		st.Preserving, st.HeldExpirations, st.SelfPreservationEvents = sp.Active, sp.HeldExpirations, sp.Events
 	}
+	last := st
+	last.LastError = nil
+	c.lastStats.Store(&last)
 	return st
 }
 

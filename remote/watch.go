@@ -24,8 +24,10 @@ import (
 // reconnects with backoff and resumes from the last event id; when the
 // server can no longer replay from there it sends a fresh snapshot, which
 // this client diffs against what it had delivered, so the caller gets
-// exactly the differences: no duplicate added, no missed removed. The
-// first connection's failure is returned.
+// exactly the differences: no duplicate added, no missed removed. A
+// connection whose response headers do not arrive within
+// Config.RequestTimeout has failed. The first connection's failure is
+// returned.
 func (c *Client) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
 	if c.closed.Load() {
 		return nil, switchboard.ErrClosed
@@ -122,14 +124,32 @@ func (cn *conn) err(err error) error {
 	return err
 }
 
+// connect opens one connection of the watch. Its response headers must
+// arrive within Config.RequestTimeout (when set) and WatchIdleTimeout; the
+// stream that follows is bounded by WatchIdleTimeout alone.
 func (w *watch) connect() (*conn, error) {
 	ctx, cancel := context.WithCancelCause(w.ctx)
 	idle := time.AfterFunc(w.c.cfg.WatchIdleTimeout, func() { cancel(errIdle) })
+	var headers *time.Timer
+	if rt := w.c.cfg.RequestTimeout; rt > 0 {
+		headers = time.AfterFunc(rt, func() { cancel(errNoAnswer) })
+	}
 	cn, err := w.dial(ctx)
+	// A timer that fired (or is firing) after the headers came has ended,
+	// or is about to end, the connection's context: it is of no use.
+	if fired := headers != nil && !headers.Stop(); fired && err == nil {
+		cn.Body.Close()
+		err = w.c.noAnswer(http.MethodGet, w.url())
+	}
 	if err != nil {
 		idle.Stop()
-		if errors.Is(context.Cause(ctx), errIdle) && w.ctx.Err() == nil {
-			err = fmt.Errorf("switchboard server %s: %w", w.c.base, errIdle)
+		if w.ctx.Err() == nil {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errNoAnswer):
+				err = w.c.noAnswer(http.MethodGet, w.url())
+			case errors.Is(cause, errIdle):
+				err = fmt.Errorf("switchboard server %s: %w", w.c.base, errIdle)
+			}
 		}
 		cancel(nil)
 		return nil, err
@@ -137,8 +157,11 @@ func (w *watch) connect() (*conn, error) {
 	return &conn{resp: cn, ctx: ctx, cancel: cancel, idle: idle}, nil
 }
 
+// url is the watch's URL.
+func (w *watch) url() string { return w.c.base + "/v1/watch" + queryString(w.q) }
+
 func (w *watch) dial(ctx context.Context) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.c.base+"/v1/watch"+queryString(w.q), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url(), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,121 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
+)
+
+// Errors of the server's authorisation and availability, for errors.Is.
+//
+// ErrUnavailable marks what a retry may cure: the server said its catalog
+// is unavailable (code "unavailable"), busy ("busy": also
+// switchboard.ErrBusy) or without its tables ("no_catalog": also
+// switchboard.ErrNoCatalog, which the next registration or heartbeat
+// creates again), or it did not answer within Config.RequestTimeout.
+var (
+	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
+	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
+	ErrUnavailable  = errors.New("catalog unavailable")
+)
+
+// APIError is an error response of the server.
+type APIError struct {
+	Status int
+	schema.ErrorBody
+}
+
+func (e *APIError) Error() string { return e.ErrorBody.Error }
+
+// Is maps the server's error codes to the switchboard sentinels, so callers
+// branch on errors.Is(err, switchboard.ErrNotFound) as with any backend.
+func (e *APIError) Is(target error) bool {
+	switch e.Code {
+	case schema.CodeInvalidName:
+		return target == switchboard.ErrInvalidName || target == switchboard.ErrInvalid
+	case schema.CodeInvalidAddress:
+		return target == switchboard.ErrInvalidAddress || target == switchboard.ErrInvalid
+	case schema.CodeInvalid, schema.CodeTooLarge:
+		return target == switchboard.ErrInvalid
+	case schema.CodeNotFound:
+		return target == switchboard.ErrNotFound
+	case schema.CodeLeaseHeld:
+		return target == switchboard.ErrLeaseHeld
+	case schema.CodeLeaseLost:
+		return target == switchboard.ErrLeaseLost
+	case schema.CodeUnauthorized:
+		return target == ErrUnauthorized
+	case schema.CodeForbidden:
+		return target == ErrForbidden
+	case schema.CodeUnavailable:
+		return target == ErrUnavailable
+	case schema.CodeBusy:
+		// The write did not happen; as with every backend's ErrBusy, a
+		// retry may succeed.
+		return target == switchboard.ErrBusy || target == ErrUnavailable
+	case schema.CodeNoCatalog:
+		// The catalog's tables are gone; the next registration or
+		// heartbeat (of a handle that may create them) creates them again.
+		return target == switchboard.ErrNoCatalog || target == ErrUnavailable
+	}
+	return false
+}
+
+// As gives the caller a *switchboard.FieldError for an invalid request
+// whose field the server named, wrapping the sentinel of its code (as
+// every backend's validation errors do).
+func (e *APIError) As(target any) bool {
+	fe, ok := target.(**switchboard.FieldError)
+	if !ok || e.Field == "" {
+		return false
+	}
+	var kind error
+	switch e.Code {
+	case schema.CodeInvalid:
+		kind = switchboard.ErrInvalid
+	case schema.CodeInvalidName:
+		kind = switchboard.ErrInvalidName
+	case schema.CodeInvalidAddress:
+		kind = switchboard.ErrInvalidAddress
+	default:
+		return false
+	}
+	reason := e.Reason
+	if reason == "" {
+		reason = e.ErrorBody.Error
+	}
+	*fe = switchboard.NewFieldError(kind, e.Field, e.Value, reason)
+	return true
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &APIError{Status: resp.StatusCode}
+	if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
+		e.ErrorBody = schema.ErrorBody{Error: fmt.Sprintf("switchboard server: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b)), Code: statusCode(resp.StatusCode)}
+	}
+	return e
+}
+
+// statusCode is the error code of a response without the server's JSON
+// body (one from a proxy in front of it, for example): a refused token is
+// ErrUnauthorized or ErrForbidden, as from the server itself, not an
+// unavailable catalog; anything else is unavailable (a 404 there means no
+// switchboard server, not a missing instance).
+func statusCode(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return schema.CodeUnauthorized
+	case http.StatusForbidden:
+		return schema.CodeForbidden
+	case http.StatusRequestEntityTooLarge:
+		return schema.CodeTooLarge
+	}
+	return schema.CodeUnavailable
+}
