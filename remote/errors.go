@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 // is unavailable (code "unavailable"), busy ("busy": also
 // switchboard.ErrBusy) or without its tables ("no_catalog": also
 // switchboard.ErrNoCatalog, which the next registration or heartbeat
-// creates again), or it did not answer within Config.RequestTimeout.
+// creates again), it did not answer within Config.RequestTimeout, or it
+// could not be reached at all (also switchboard.ErrUnreachable: refused,
+// reset or failed connections, unknown hosts).
 var (
 	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
 	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
@@ -118,4 +121,33 @@ func statusCode(status int) string {
 		return schema.CodeTooLarge
 	}
 	return schema.CodeUnavailable
+}
+
+// unreachableError is a request that never got an answer from the server
+// (the connection was refused, reset or could not be made): the server is
+// down or unreachable, which a retry may cure. It is
+// switchboard.ErrUnreachable and ErrUnavailable, and wraps the transport's
+// error.
+type unreachableError struct {
+	base string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("switchboard server %s: %v: %v", e.base, switchboard.ErrUnreachable, e.err)
+}
+
+func (e *unreachableError) Unwrap() []error {
+	return []error{switchboard.ErrUnreachable, ErrUnavailable, e.err}
+}
+
+// transportError is the error of a request to base whose transport
+// failed with err under ctx: the caller's own end (its cancel or
+// deadline, or the request timeout, which the caller turns into its own
+// error) as it is, anything else as unreachable.
+func transportError(ctx context.Context, base string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("switchboard server %s: %w", base, err)
+	}
+	return &unreachableError{base: base, err: err}
 }

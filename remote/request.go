@@ -74,7 +74,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any, out an
 		if c.closed.Load() {
 			return switchboard.ErrClosed
 		}
-		return fmt.Errorf("switchboard server %s: %w", c.base, err)
+		return transportError(ctx, c.base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

@@ -175,7 +175,7 @@ func (w *watch) dial(ctx context.Context) (*http.Response, error) {
 		if w.c.closed.Load() {
 			return nil, switchboard.ErrClosed
 		}
-		return nil, fmt.Errorf("switchboard server %s: %w", w.c.base, err)
+		return nil, transportError(ctx, w.c.base, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
