@@ -17,26 +17,35 @@ import (
 // DSN is a parsed catalog address.
 type DSN struct {
 	// Scheme selects the backend: "sqlite", "postgres", "kube", "http",
-	// "https" (a switchboard serve server).
+	// "https" (a switchboard serve server). It is always lower case: a
+	// scheme is case-insensitive (RFC 3986 §3.1), so "SQLite://x.db" is
+	// a "sqlite" DSN.
 	Scheme string
 	// Path is the SQLite file (relative or absolute) or the Kubernetes
 	// namespace; empty for PostgreSQL.
 	Path string
 	// Memory is true for "sqlite::memory:" (one process only).
 	Memory bool
-	// Raw is the DSN as given (a PostgreSQL connection URL is passed on
-	// unchanged).
+	// Raw is the DSN as given, its scheme's case included (a PostgreSQL
+	// connection URL is passed on unchanged but for its scheme, which the
+	// backend lower-cases for the driver).
 	Raw string
 }
 
 // ParseDSN parses "sqlite://PATH", "sqlite:///abs/path", "sqlite::memory:",
 // "postgres://…" / "postgresql://…", "kube://NAMESPACE" and
 // "http://HOST:PORT" / "https://HOST:PORT" (a switchboard serve server,
-// optionally under a path prefix).
+// optionally under a path prefix). The scheme may be written in any case
+// ("SQLITE:///x.db", "Postgres://…"), as RFC 3986 allows; DSN.Scheme is
+// lower case and DSN.Raw keeps the DSN as written.
 func ParseDSN(s string) (DSN, error) {
 	const field = "dsn"
 	// Errors show the DSN with its passwords redacted.
 	shown := RedactDSN(s)
+	// ls is s with its scheme in lower case: what the cases below match.
+	// Only the scheme differs, so what follows it is read from ls as
+	// from s.
+	ls := lowerScheme(s)
 	switch {
 	case s == "":
 		return DSN{}, invalid(ErrInvalidDSN, field, shown, "must not be empty; want sqlite://PATH, sqlite::memory: or postgres://…")
@@ -44,10 +53,10 @@ func ParseDSN(s string) (DSN, error) {
 		// A stray newline from a secret file or a quoted environment
 		// variable would otherwise become part of a file name.
 		return DSN{}, invalid(ErrInvalidDSN, field, shown, "begins or ends with whitespace (a stray space or newline?)")
-	case s == "sqlite::memory:":
+	case ls == "sqlite::memory:":
 		return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
-	case strings.HasPrefix(s, "sqlite://"):
-		p := strings.TrimPrefix(s, "sqlite://")
+	case strings.HasPrefix(ls, "sqlite://"):
+		p := strings.TrimPrefix(ls, "sqlite://")
 		if i := strings.IndexByte(p, '?'); i >= 0 {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "sqlite DSN takes no query parameters")
 		}
@@ -64,8 +73,8 @@ func ParseDSN(s string) (DSN, error) {
 			return DSN{Scheme: "sqlite", Memory: true, Raw: s}, nil
 		}
 		return DSN{Scheme: "sqlite", Path: p, Raw: s}, nil
-	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
-		u, err := url.Parse(s)
+	case strings.HasPrefix(ls, "postgres://"), strings.HasPrefix(ls, "postgresql://"):
+		u, err := url.Parse(s) // url.Parse lower-cases the scheme itself
 		if err != nil {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, urlReason(err, s))
 		}
@@ -77,8 +86,8 @@ func ParseDSN(s string) (DSN, error) {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "port must be a number from 1 to 65535")
 		}
 		return DSN{Scheme: "postgres", Raw: s}, nil
-	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
-		u, err := url.Parse(s)
+	case strings.HasPrefix(ls, "http://"), strings.HasPrefix(ls, "https://"):
+		u, err := url.Parse(s) // url.Parse lower-cases the scheme itself
 		if err != nil {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, urlReason(err, s))
 		}
@@ -92,8 +101,8 @@ func ParseDSN(s string) (DSN, error) {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "server DSN takes no user, query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
 		}
 		return DSN{Scheme: u.Scheme, Raw: s}, nil
-	case strings.HasPrefix(s, "kube://"):
-		ns := strings.TrimPrefix(s, "kube://")
+	case strings.HasPrefix(ls, "kube://"):
+		ns := strings.TrimPrefix(ls, "kube://")
 		if ns != "" && !isLabel(ns) {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, "namespace must be an RFC 1123 label")
 		}
@@ -105,6 +114,25 @@ func ParseDSN(s string) (DSN, error) {
 	}
 	return DSN{}, invalid(ErrInvalidDSN, field, shown, "want sqlite://PATH, sqlite::memory: or postgres://…")
 }
+
+// lowerScheme returns dsn with its URL scheme (RFC 3986: a letter, then
+// letters, digits, '+', '-' or '.', up to the first ':') in lower case,
+// and anything else unchanged; a string without a scheme is returned as
+// it is.
+func lowerScheme(dsn string) string {
+	i := strings.IndexByte(dsn, ':')
+	if i <= 0 || !isAlpha(dsn[0]) {
+		return dsn
+	}
+	for j := 1; j < i; j++ {
+		if c := dsn[j]; !isAlpha(c) && !('0' <= c && c <= '9') && c != '+' && c != '-' && c != '.' {
+			return dsn
+		}
+	}
+	return strings.ToLower(dsn[:i]) + dsn[i:]
+}
+
+func isAlpha(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }
 
 // validPort reports whether the port of a URL (digits only, as url.Parse
 // leaves it) is absent or 1–65535: port 0 would dial nothing ("connection

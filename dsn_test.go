@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"regexp"
@@ -42,6 +43,17 @@ func TestParseDSN(t *testing.T) {
 		{"https://h:/p", switchboard.DSN{Scheme: "https"}}, // empty port: the scheme's
 		{"postgres://u@127.0.0.1:1/db", switchboard.DSN{Scheme: "postgres"}},
 		{"sqlite://my dir/catalog.db", switchboard.DSN{Scheme: "sqlite", Path: "my dir/catalog.db"}},
+		// The scheme is case-insensitive (RFC 3986 §3.1): Scheme is lower
+		// case, Raw as written, and nothing after the scheme changes case.
+		{"SQLITE:///X.db", switchboard.DSN{Scheme: "sqlite", Path: "/X.db"}},
+		{"SQLite://Data/C.db", switchboard.DSN{Scheme: "sqlite", Path: "Data/C.db"}},
+		{"SQLITE::memory:", switchboard.DSN{Scheme: "sqlite", Memory: true}},
+		{"Sqlite://:memory:", switchboard.DSN{Scheme: "sqlite", Memory: true}},
+		{"Postgres://U@DB.internal/Switchboard", switchboard.DSN{Scheme: "postgres"}},
+		{"POSTGRESQL://h/db", switchboard.DSN{Scheme: "postgres"}},
+		{"HTTP://127.0.0.1:7400", switchboard.DSN{Scheme: "http"}},
+		{"Https://registry.internal/P", switchboard.DSN{Scheme: "https"}},
+		{"KUBE://default", switchboard.DSN{Scheme: "kube", Path: "default"}},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseDSN(tt.in)
@@ -61,7 +73,12 @@ func TestParseDSNErrors(t *testing.T) {
 		{"", "must not be empty"},
 		{"mysql://localhost/db", `unknown scheme "mysql"`},
 		{"redis://x", `unknown scheme "redis"`},
-		{"SQLITE://x.db", "unknown scheme"},
+		{"MySQL://x", `unknown scheme "MySQL"`}, // quoted as written
+		// Only the scheme is case-insensitive: a namespace is still a label.
+		{"KUBE://Default", "RFC 1123"},
+		{"SQLITE:catalog.db", "want sqlite://PATH"},
+		{"Sqlite://", "needs a file path"},
+		{"POSTGRES://:5432/db", "needs a host"},
 		{"catalog.db", "want sqlite://PATH"},
 		{"sqlite:catalog.db", "want sqlite://PATH"},
 		{"sqlite:memory:", "want sqlite://PATH"},
@@ -136,6 +153,36 @@ func TestOpenUnknownBackend(t *testing.T) {
 	}
 }
 
+// A DSN's scheme is case-insensitive end to end: "SQLITE://…" opens the
+// catalog "sqlite://…" names.
+func TestOpenSchemeAnyCase(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/c.db"
+	opts := switchboard.Options{Logger: slog.New(slog.DiscardHandler)}
+	cat, err := switchboard.Open(ctx, "sqlite://"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := service("cased")
+	in.TTL = time.Hour
+	stored, err := cat.Register(ctx, in)
+	cat.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []string{"SQLITE", "SQLite"} {
+		cat, err := switchboard.Open(ctx, scheme+"://"+path, opts)
+		if err != nil {
+			t.Fatalf("Open(%s://…): %v", scheme, err)
+		}
+		got, err := cat.Get(ctx, stored.ID)
+		cat.Close()
+		if err != nil || got.Name != "cased" {
+			t.Fatalf("%s://…: Get = %+v, %v", scheme, got, err)
+		}
+	}
+}
+
 // TestOpenDefaultTTLOverMax: a default TTL above the maximum is refused at
 // Open, before any file is created, not at every registration without a
 // TTL of its own.
@@ -177,6 +224,7 @@ func FuzzParseDSN(f *testing.F) {
 		"sqlite://", "sqlite://dir/", "sqlite://x?y", "postgres://u:p@h:5432/db?sslmode=disable",
 		"postgresql://h/db", "postgres://:5432/db", "postgres://", "kube://default", "kube://", "kube://A",
 		"mysql://x", "x", "sqlite://\x00", "http://127.0.0.1:7400", "https://h/p", "http://", "http://u@h",
+		"SQLITE:///X.db", "SQLite::memory:", "Postgres://h/db", "HTTPS://h:1/p", "Kube://ns", "KUBE://NS", "MySQL://x",
 	} {
 		f.Add(s)
 	}
@@ -190,6 +238,20 @@ func FuzzParseDSN(f *testing.F) {
 		}
 		if d.Raw != s {
 			t.Fatalf("ParseDSN(%q).Raw = %q", s, d.Raw)
+		}
+		// The scheme is case-insensitive: written in lower or upper case,
+		// the DSN parses the same (but for Raw), and Scheme is lower case.
+		if d.Scheme != strings.ToLower(d.Scheme) {
+			t.Fatalf("ParseDSN(%q).Scheme = %q, not lower case", s, d.Scheme)
+		}
+		if scheme, rest, ok := strings.Cut(s, ":"); ok {
+			for _, other := range []string{strings.ToLower(scheme), strings.ToUpper(scheme)} {
+				o, err := switchboard.ParseDSN(other + ":" + rest)
+				o.Raw = s
+				if err != nil || o != d {
+					t.Fatalf("ParseDSN(%q) = %+v, %v; ParseDSN(%q) = %+v", other+":"+rest, o, err, s, d)
+				}
+			}
 		}
 		if strings.TrimSpace(s) != s {
 			t.Fatalf("ParseDSN(%q) accepted surrounding whitespace", s)
@@ -212,7 +274,7 @@ func FuzzParseDSN(f *testing.F) {
 				t.Fatalf("ParseDSN(%q) = %+v", s, d)
 			}
 		case "http", "https":
-			if d.Path != "" || d.Memory || !strings.HasPrefix(s, d.Scheme+"://") {
+			if d.Path != "" || d.Memory || !strings.HasPrefix(strings.ToLower(s), d.Scheme+"://") {
 				t.Fatalf("ParseDSN(%q) = %+v", s, d)
 			}
 		case "kube":

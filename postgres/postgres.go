@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,8 @@ var (
 )
 
 // Open connects to the database of dsn (a postgres:// URL, passed to pgx
-// unchanged: pool_max_conns and the other pgx parameters apply), migrates
+// unchanged but for its scheme's case: pool_max_conns and the other pgx
+// parameters apply), migrates
 // its schema to the current version and returns the catalog. A server it
 // cannot reach is switchboard.ErrUnreachable. With opts.MustExist, a
 // current schema is only read (no migration lock, no DDL) and a database
@@ -96,7 +98,10 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		return nil, fmt.Errorf("postgres: %w: scheme %q is not postgres", switchboard.ErrInvalidDSN, dsn.Scheme)
 	}
 	opts = opts.WithDefaults()
-	cfg, err := pgxpool.ParseConfig(dsn.Raw)
+	// The default TTL is stored as every TTL is, in whole milliseconds
+	// rounded up: rounded once here, not at every registration.
+	opts.DefaultTTL = switchboard.RoundTTL(opts.DefaultTTL)
+	cfg, err := pgxpool.ParseConfig(connString(dsn.Raw))
 	if err != nil {
 		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err), dsn.Raw)
 	}
@@ -298,3 +303,17 @@ func (c *Catalog) tablesMissing(err error) error {
 
 // undefinedTable is the SQLSTATE of a table that does not exist.
 const undefinedTable = "42P01"
+
+// connString is a DSN as pgx reads it. The scheme is case-insensitive
+// (switchboard.ParseDSN accepts "Postgres://…"), but pgx tells a URL from
+// a keyword/value string by a lower-case "postgres://" or "postgresql://"
+// prefix and would read "POSTGRES://…" as keywords. Only such a scheme is
+// lowered: a keyword/value string is passed on as it is, a "://" in its
+// password included.
+func connString(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return strings.ToLower(scheme) + "://" + rest
+	}
+	return raw
+}
