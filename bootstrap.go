@@ -14,9 +14,12 @@ import (
 
 // BootstrapOptions tune Bootstrap. Zero values take the defaults.
 type BootstrapOptions struct {
-	// HeartbeatInterval is how often LastSeen is renewed (zero: 3 s). It
-	// must be at least MinHeartbeatInterval (10ms) and at most half the
-	// TTL (ValidateHeartbeat).
+	// HeartbeatInterval is how often LastSeen is renewed. It must be at
+	// least MinHeartbeatInterval (10ms) and at most half the TTL
+	// (ValidateHeartbeat). Zero derives it from the TTL as the CLI does
+	// (HeartbeatFor): min(3 s, TTL/3), at least 10ms, where the TTL is the
+	// instance's or, for an instance without one, the catalog's default as
+	// stored; so a 2 s TTL alone heartbeats every 666ms.
 	HeartbeatInterval time.Duration
 	// DisableReaper turns off this process's reaper (reaping is idempotent
 	// and safe in every process; it is on by default).
@@ -32,6 +35,20 @@ type RegistrationStats struct {
 	Reregistrations int64 // times the row was found gone and written again
 }
 
+// HeartbeatFor is the heartbeat interval Bootstrap (and the CLI) derives
+// for a TTL when none is given: DefaultHeartbeatInterval (3 s), or a third
+// of a TTL under 9 s, so that an instance survives two lost heartbeats,
+// but never under MinHeartbeatInterval (10ms). Every TTL some interval
+// fits (at least 20ms) then validates, and a shorter one is reported by
+// ValidateHeartbeat as the TTL's error. A TTL of zero or less (the
+// catalog's default, not known) gives DefaultHeartbeatInterval.
+func HeartbeatFor(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return DefaultHeartbeatInterval
+	}
+	return max(MinHeartbeatInterval, min(DefaultHeartbeatInterval, ttl/3))
+}
+
 // Registration is a live entry in the catalog, kept alive by heartbeats.
 // Close deregisters it.
 type Registration struct {
@@ -44,6 +61,9 @@ type Registration struct {
 	closed chan struct{}
 	once   sync.Once
 	err    error
+	// claim is this registration's entry in claims, when claimed.
+	claim   claimKey
+	claimed bool
 	// rereg is held while the heartbeat loop writes this registration
 	// again, so Close can wait for that write (and only that) before it
 	// deletes the row.
@@ -66,12 +86,16 @@ type Registration struct {
 // catalog has been reachable (since this process started or since its last
 // failed heartbeat) for that row's own TTL, so that after an outage
 // instances get the chance to heartbeat before anyone removes them.
+//
+// One id has at most one live Registration per catalog in a process: a
+// Bootstrap with the id of a Registration on the same catalog whose Close
+// has not returned is refused (an ErrInvalid "id" FieldError) before
+// anything is stored. Two would overwrite each other's row, and closing
+// either would delete the row the other still keeps alive. (A catalog that
+// is not comparable cannot be told equal to another: it is not checked.)
 func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOptions) (*Registration, error) {
 	if cat == nil {
 		return nil, fmt.Errorf("bootstrap: %w: nil catalog", ErrInvalid)
-	}
-	if opts.HeartbeatInterval == 0 {
-		opts.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -79,16 +103,30 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	// The interval is checked against the TTL before anything is stored
 	// (after the instance, whose errors come first), or, for the catalog's
 	// default TTL, against the TTL it stored; what it must be whatever the
-	// TTL (positive, at least MinHeartbeatInterval) is checked first.
+	// TTL (positive, at least MinHeartbeatInterval) is checked first. An
+	// interval not given is derived from the same TTL.
 	if _, err := Normalize(in); err != nil {
 		return nil, err
 	}
-	if err := checkInterval("HeartbeatInterval", opts.HeartbeatInterval); err != nil {
-		return nil, err
+	derive := opts.HeartbeatInterval == 0
+	if !derive {
+		if err := checkInterval("HeartbeatInterval", opts.HeartbeatInterval); err != nil {
+			return nil, err
+		}
 	}
 	if in.TTL != 0 {
+		if derive {
+			opts.HeartbeatInterval = HeartbeatFor(in.TTL)
+		}
 		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, in.TTL); err != nil {
 			return nil, err
+		}
+	}
+	r := &Registration{cat: cat, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}
+	if in.ID != "" {
+		if !r.takeClaim(in.ID) {
+			return nil, invalid(ErrInvalid, "id", in.ID, "is kept alive by another Registration of this process on this catalog: "+
+				"Close that one first (two would overwrite each other's row, and closing either would delete it)")
 		}
 	}
 	// With the catalog's default TTL, the check comes after the write:
@@ -101,7 +139,11 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	}
 	stored, err := cat.Register(ctx, in)
 	if err != nil {
+		r.dropClaim()
 		return nil, err
+	}
+	if in.TTL == 0 && derive {
+		opts.HeartbeatInterval = HeartbeatFor(stored.TTL)
 	}
 	if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
 		// Undone: a refused Bootstrap must not cost what was stored.
@@ -110,12 +152,18 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		} else {
 			_ = cat.Deregister(ctx, stored.ID)
 		}
+		r.dropClaim()
 		return nil, err
 	}
-	r := &Registration{cat: cat, inst: stored, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}
+	if in.ID == "" {
+		// The catalog chose the id: claim it now, so that a Bootstrap
+		// given this id while r lives is refused too.
+		r.takeClaim(stored.ID)
+	}
+	r.inst = stored
 	r.b = joinBeater(cat, opts, r)
 	opts.Logger.Info("registered", "id", stored.ID, "name", stored.Name, "type", stored.Type,
-		"address", stored.Address, "ttl", stored.TTL)
+		"address", stored.Address, "ttl", stored.TTL, "heartbeat", opts.HeartbeatInterval)
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -154,6 +202,10 @@ func (r *Registration) Close() error {
 	r.once.Do(func() {
 		close(r.closed)
 		r.b.leave(r)
+		// The id is free for another Bootstrap once its row is deleted
+		// (or the deletion failed), not before: that one's row must not
+		// be deleted by this Close.
+		defer r.dropClaim()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := r.cat.Deregister(ctx, r.ID()); err != nil && !errors.Is(err, ErrNotFound) {

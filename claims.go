@@ -1,0 +1,54 @@
+package switchboard
+
+import (
+	"reflect"
+	"sync"
+)
+
+// A process keeps at most one live Registration per id and catalog
+// (Bootstrap): two would overwrite each other's row, and closing either
+// would delete the row the other still keeps alive.
+
+// claimKey names one id on one catalog.
+type claimKey struct {
+	cat Catalog
+	id  string
+}
+
+// claims holds, for every id of a live Registration of this process on a
+// comparable catalog, that Registration: Bootstrap refuses a second one.
+var (
+	claimsMu sync.Mutex
+	claims   = map[claimKey]*Registration{}
+)
+
+// takeClaim claims id on r's catalog for r; false when another
+// Registration holds it. A catalog that cannot be a map key claims
+// nothing (and always succeeds).
+func (r *Registration) takeClaim(id string) bool {
+	if !reflect.ValueOf(r.cat).Comparable() {
+		return true
+	}
+	k := claimKey{r.cat, id}
+	claimsMu.Lock()
+	defer claimsMu.Unlock()
+	if _, held := claims[k]; held {
+		return false
+	}
+	claims[k] = r
+	r.claim, r.claimed = k, true
+	return true
+}
+
+// dropClaim gives r's claim up, if it holds one.
+func (r *Registration) dropClaim() {
+	if !r.claimed {
+		return
+	}
+	claimsMu.Lock()
+	defer claimsMu.Unlock()
+	if claims[r.claim] == r {
+		delete(claims, r.claim)
+	}
+	r.claim, r.claimed = claimKey{}, false
+}
