@@ -1,6 +1,7 @@
 package switchboard
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -76,19 +77,44 @@ func (n NodeName) FullName() string {
 	return n.Flow + "." + n.Module + "." + n.Node
 }
 
+// Limits of a full node name (ParseNodeName).
+const (
+	// MaxNodeNameLen bounds "<flow>.<module>.<node>", without the port:
+	// the TinySystems SDK's full node name is the Kubernetes name of the
+	// node's TinyNode resource (it creates it with the GenerateName
+	// "<flow hash>.<module>.<component>-", and a TinySignal's node is
+	// "the name of the TinyNode"), and a Kubernetes object name, a DNS
+	// subdomain, is at most 253 characters. No SDK node name is longer.
+	MaxNodeNameLen = 253
+	// MaxPortLen bounds the port. Nothing on the wire bounds an SDK port
+	// (a name a component declares in its code, such as "request" or
+	// "_settings", sent in the x-to header and the gRPC To field): the
+	// limit is a generous one, that of a Kubernetes name and of ids
+	// (MaxTokenLen), so that a whole "<node>:<port>" is at most 507 bytes.
+	MaxPortLen = 253
+)
+
 // ParseNodeName parses "<flow>.<module>.<node>[:<port>]" the way the
 // TinySystems SDK reads it: the module is the second dot-separated part and
 // everything after the second dot is the node, which may contain further
 // dots ("flow.module.node.sub:port"). Flow, port and every dot-separated
 // segment of the node are tokens of [A-Za-z0-9_-]; module must be a
-// sanitised name. The port is optional here; senders require it (see
-// RequirePort).
+// sanitised name. The name without the port is at most MaxNodeNameLen
+// (253) bytes, the port at most MaxPortLen (253). The port is optional
+// here; senders require it (see RequirePort).
 func ParseNodeName(s string) (NodeName, error) {
 	const field = "node name"
 	if s == "" {
 		return NodeName{}, invalid(ErrInvalidName, field, s, "is empty; want <flow>.<module>.<node>[:<port>]")
 	}
 	full, port, hasPort := strings.Cut(s, ":")
+	if len(full) > MaxNodeNameLen {
+		return NodeName{}, invalid(ErrInvalidName, field, s,
+			fmt.Sprintf("<flow>.<module>.<node> is %d bytes; at most %d (a node name is a Kubernetes object name)", len(full), MaxNodeNameLen))
+	}
+	if len(port) > MaxPortLen {
+		return NodeName{}, invalid(ErrInvalidName, field, s, fmt.Sprintf("port is %d bytes; at most %d", len(port), MaxPortLen))
+	}
 	if hasPort {
 		if port == "" {
 			return NodeName{}, invalid(ErrInvalidName, field, s, "has an empty port after ':'")

@@ -126,6 +126,13 @@ func TestParseNodeName(t *testing.T) {
 		{"a.b.c.d", switchboard.NodeName{Flow: "a", Module: "b", Node: "c.d"}},
 		{"flow.module.node.sub:port", switchboard.NodeName{Flow: "flow", Module: "module", Node: "node.sub", Port: "port"}},
 		{"f.common-module.router_1.2.x-y:_settings", switchboard.NodeName{Flow: "f", Module: "common-module", Node: "router_1.2.x-y", Port: "_settings"}},
+		// The longest: a 253-character Kubernetes name and a 253-byte port.
+		{"f.m." + strings.Repeat("n", 249) + ":" + strings.Repeat("p", 253),
+			switchboard.NodeName{Flow: "f", Module: "m", Node: strings.Repeat("n", 249), Port: strings.Repeat("p", 253)}},
+		// What the SDK creates: GenerateName "<8-char flow hash>.<module>.<component>-"
+		// plus 5 random characters, with the longest (48-character) module.
+		{"1a2b3c4d." + strings.Repeat("m", 48) + "." + strings.Repeat("c", 48) + "-x7k2q:_settings",
+			switchboard.NodeName{Flow: "1a2b3c4d", Module: strings.Repeat("m", 48), Node: strings.Repeat("c", 48) + "-x7k2q", Port: "_settings"}},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseNodeName(tt.in)
@@ -178,6 +185,11 @@ func TestParseNodeNameMalformed(t *testing.T) {
 		{"flow.module.no de", "node part"},
 		{"flow/x.module.node", "flow part"},
 		{":port", "three"},
+		// Longer than a Kubernetes name (253), or than a port may be.
+		{"f.m." + strings.Repeat("n", 250), "is 254 bytes; at most 253"},
+		{"f.m." + strings.Repeat("n", 250) + ":p", "is 254 bytes; at most 253"},
+		{"f.m.n:" + strings.Repeat("p", 254), "port is 254 bytes; at most 253"},
+		{"f.m." + strings.Repeat("n.", 4096) + "n", "at most 253"},
 	}
 	for _, tt := range tests {
 		got, err := switchboard.ParseNodeName(tt.in)
@@ -268,6 +280,9 @@ func FuzzParseNodeName(f *testing.F) {
 		}
 		if n.Flow == "" || n.Node == "" {
 			t.Fatalf("ParseNodeName(%q) = %+v: empty part", in, n)
+		}
+		if len(n.FullName()) > switchboard.MaxNodeNameLen || len(n.Port) > switchboard.MaxPortLen {
+			t.Fatalf("ParseNodeName(%q) accepted a name of %d bytes, port %d", in, len(n.FullName()), len(n.Port))
 		}
 		// The SDK's reading: the module is the second dot-separated part,
 		// and a port is present exactly when the name has a colon.
