@@ -102,7 +102,7 @@ func Normalize(in Instance) (Instance, error) {
 // moment on every backend and no instance expires before the TTL it asked
 // for (past the largest whole-millisecond Duration, about 292 years, it is
 // cut to that). Normalize applies it, and every backend to its default TTL
-// (Options.DefaultTTL). A backend with coarser storage rounds up further
+// (Options.DefaultTTL), once, when it opens. A backend with coarser storage rounds up further
 // (kube://: whole seconds, as Lease durations count them).
 func RoundTTL(ttl time.Duration) time.Duration {
 	if ttl <= 0 {

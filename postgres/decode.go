@@ -154,7 +154,7 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *switch
 	us := int64(binary.BigEndian.Uint64(vals[8])) +
 		int64(int32(binary.BigEndian.Uint32(vals[8][8:])))*microsPerDay +
 		int64(int32(binary.BigEndian.Uint32(vals[8][12:])))*microsPerMonth
-	in.TTL = time.Duration(us) * time.Microsecond
+	in.TTL = readTTL(time.Duration(us) * time.Microsecond)
 	if in.RegisteredAt, err = timestamptz(vals[9]); err != nil {
 		return fmt.Errorf("registered_at: %w", err)
 	}

@@ -39,8 +39,10 @@ func (r *row) dest() []any {
 
 // instance decodes r; metadata another tool wrote in another form is read
 // as switchboard.StoredMetadata says, and logged through ml (nil: not).
+// The TTL is reported in whole milliseconds (readTTL).
 func (r *row) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error) {
 	in := r.in
+	in.TTL = readTTL(in.TTL)
 	in.Metadata = nil
 	if len(r.metadata) > 0 && !bytes.Equal(r.metadata, []byte("{}")) {
 		in.Metadata = ml.Decode(in.ID, string(r.metadata))
@@ -55,6 +57,14 @@ func (r *row) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error
 	in.LastSeen = in.LastSeen.UTC()
 	return in, nil
 }
+
+// readTTL is a stored TTL as every read reports it: rounded up to whole
+// milliseconds (switchboard.RoundTTL), as Register stores TTLs. A row an
+// older version registered keeps microseconds until it is registered
+// again; its reads still show the TTL every backend would store for it.
+// (The database judges staleness and reaping by the TTL stored, which is
+// less than a millisecond shorter.)
+func readTTL(ttl time.Duration) time.Duration { return switchboard.RoundTTL(ttl) }
 
 func scanInstance(s pgx.Row, ml *switchboard.MetadataLog) (switchboard.Instance, error) {
 	var r row
@@ -117,12 +127,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if in.ID == "" {
 		in.ID = uuid.NewString()
 	}
+	// Whole milliseconds, as on every backend: Normalize rounded in.TTL,
+	// Open the default (an interval keeps them exactly).
 	if in.TTL == 0 {
 		in.TTL = c.opts.DefaultTTL
 	}
-	// Whole milliseconds, as on every backend (Normalize and WithDefaults
-	// round already; an interval keeps them exactly).
-	in.TTL = switchboard.RoundTTL(in.TTL)
 	args, err := params(in)
 	if err != nil {
 		return switchboard.Instance{}, c.wrap("register", err)

@@ -66,7 +66,7 @@ func decodeNotice(payload string) (hub.Batch, error) {
 		}
 		r := n.Row
 		in := switchboard.Instance{ID: n.ID, Name: r.Name, Type: r.Type, Address: r.Address,
-			Capabilities: r.Capabilities, Version: r.Version, TTL: time.Duration(r.TTLMicros) * time.Microsecond,
+			Capabilities: r.Capabilities, Version: r.Version, TTL: readTTL(time.Duration(r.TTLMicros) * time.Microsecond),
 			RegisteredAt: r.RegisteredAt.UTC(), LastSeen: r.LastSeen.UTC(), Stale: r.Stale}
 		if len(r.Metadata) > 0 {
 			in.Metadata = r.Metadata

@@ -78,13 +78,15 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
+	// Whole milliseconds either way: Normalize rounded in.TTL, Open the
+	// default (switchboard.RoundTTL).
 	ttl := in.TTL
 	if ttl == 0 {
 		ttl = c.opts.DefaultTTL
 	}
 	r := row{
 		id: in.ID, name: in.Name, typ: in.Type, address: in.Address, caps: string(caps),
-		version: in.Version, metadata: string(mdj), ttlMS: switchboard.RoundTTL(ttl).Milliseconds(),
+		version: in.Version, metadata: string(mdj), ttlMS: ttl.Milliseconds(),
 	}
 	if len(bytes.TrimSpace(in.Components)) > 0 {
 		r.components = sql.NullString{String: string(in.Components), Valid: true}

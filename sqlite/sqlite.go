@@ -163,6 +163,9 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		return nil, fmt.Errorf("sqlite: open %q: not a sqlite DSN", dsn.Raw)
 	}
 	opts = opts.WithDefaults()
+	// The default TTL is stored as every TTL is, in whole milliseconds
+	// rounded up: rounded once here, not at every registration.
+	opts.DefaultTTL = switchboard.RoundTTL(opts.DefaultTTL)
 	c := &Catalog{
 		opts:           opts,
 		ids:            idgen.New(),

@@ -26,4 +26,8 @@ func TestDefaultTTLRounded(t *testing.T) {
 	if want := 3*time.Second + time.Millisecond; out.TTL != want || got.TTL != want {
 		t.Fatalf("default TTL %v stored as %v (Register) and %v (Get), want %v", opts.DefaultTTL, out.TTL, got.TTL, want)
 	}
+	// Rounded once, when the catalog opens, not at every registration.
+	if want := 3*time.Second + time.Millisecond; c.opts.DefaultTTL != want {
+		t.Fatalf("Open kept the default TTL %v, want it rounded to %v", c.opts.DefaultTTL, want)
+	}
 }
