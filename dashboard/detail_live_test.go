@@ -101,6 +101,7 @@ func TestDashboardDetailAcrossRestart(t *testing.T) {
 	ctx := browser(t)
 	do(t, ctx, "open the page", chromedp.Navigate(s.url()+"/"), chromedp.WaitVisible(chromedp.ID("rows")))
 	waitJS(t, ctx, "the stream to be live with d-1", `document.getElementById("conn").dataset.state === "live" && `+row("d-1")+` !== null`)
+	waitJS(t, ctx, "the count in the singular", `document.getElementById("shown").textContent === "1 instance"`)
 	openDetailOf(t, ctx, "d-1")
 	waitJS(t, ctx, "version 1.0", detailField("version")+` === "1.0"`)
 

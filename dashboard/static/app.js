@@ -437,7 +437,7 @@ import { Store, parseFilter } from "./store.js";
     setText($("page"), (page + 1) + " / " + pages);
     $("prev").disabled = page === 0;
     $("next").disabled = page >= pages - 1;
-    setText($("shown"), n === all ? all + " instances" : n + " of " + all + " shown");
+    setText($("shown"), n === all ? all + (all === 1 ? " instance" : " instances") : n + " of " + all + " shown");
   }
   let capsHTML = "";
   function renderCaps() {
