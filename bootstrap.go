@@ -348,6 +348,11 @@ func (b *beater) run() {
 				err = cerr
 			}
 		}
+		if b.ctx.Err() != nil {
+			// The last registration left and cancelled the round in
+			// flight: an orderly shutdown, not a failed heartbeat.
+			return
+		}
 		switch {
 		case err != nil:
 			if failingSince.IsZero() {
@@ -426,7 +431,7 @@ func (b *beater) reap(ctx context.Context, healthyFor time.Duration, grace *bool
 	} else {
 		n, err = b.key.cat.Reap(ctx, 0)
 	}
-	if err != nil {
+	if err != nil && b.ctx.Err() == nil { // cancelled by the last Close: not a failure
 		b.log.Warn("reap failed", "err", err)
 	} else if n > 0 {
 		b.log.Info("reaped stale registrations", "rows", n)
