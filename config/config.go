@@ -23,6 +23,10 @@ type Config struct {
 	Discovery Discovery `toml:"discovery"`
 	HTTP      HTTP      `toml:"http"`
 	Transport Transport `toml:"transport"`
+
+	// src is where Load found each value (nil in a Config Load did not
+	// return), for NameSource.
+	src *sources
 }
 
 // Transport is the [transport] section: the module wire — TLS of the gRPC
@@ -92,33 +96,6 @@ func Default() Config {
 	}, HTTP: HTTP{Listen: DefaultListen}}
 }
 
-// fileConfig mirrors Config with durations as strings ("3s").
-type fileConfig struct {
-	Discovery struct {
-		DSN               *string `toml:"dsn"`
-		HeartbeatInterval *string `toml:"heartbeat_interval"`
-		PollInterval      *string `toml:"poll_interval"`
-		TTL               *string `toml:"ttl"`
-		MaxTTL            *string `toml:"max_ttl"`
-
-		SelfPreservationThreshold *float64 `toml:"self_preservation_threshold"`
-		SelfPreservationMin       *int     `toml:"self_preservation_min"`
-	} `toml:"discovery"`
-	HTTP struct {
-		Listen  *string `toml:"listen"`
-		Token   *string `toml:"token"`
-		TLSCert *string `toml:"tls_cert"`
-		TLSKey  *string `toml:"tls_key"`
-	} `toml:"http"`
-	Transport struct {
-		TLSCert       *string `toml:"tls_cert"`
-		TLSKey        *string `toml:"tls_key"`
-		TLSCA         *string `toml:"tls_ca"`
-		NATSURL       *string `toml:"nats_url"`
-		NATSTransport *string `toml:"nats_transport"`
-	} `toml:"transport"`
-}
-
 // Load returns the defaults overlaid with the file at path (DefaultFile
 // when path is empty and that file exists), the environment read through
 // getenv (os.Getenv when nil), and last the overrides (command-line flags),
@@ -130,7 +107,9 @@ type fileConfig struct {
 // file's key (wrapped with the file's path), or the key with "(default)";
 // a value an override changed keeps Validate's field name ("ttl"), for the
 // caller to name its flag. A value of the wrong TOML type is an error naming
-// its key, the value and the type wanted.
+// its key, the value and the type wanted. The Config returned names its
+// values' sources the same way in errors its caller finds later
+// (NameSource).
 func Load(path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -140,7 +119,7 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 	if !explicit {
 		path = DefaultFile
 	}
-	from := map[string]string{} // file key → where its value came from (an environment variable, or fileOrigin)
+	from := map[string]string{} // key → where its value came from (see sources)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -150,139 +129,30 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 	case explicit || !errors.Is(err, os.ErrNotExist):
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	env := []struct {
-		key string // the variable
-		cfg string // the file key it sets
-		set func(string) error
-	}{
-		{"SWITCHBOARD_DISCOVERY_DSN", "discovery.dsn", func(v string) error { c.Discovery.DSN = v; return nil }},
-		{"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", "discovery.heartbeat_interval", durSetter(&c.Discovery.HeartbeatInterval, "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL")},
-		{"SWITCHBOARD_DISCOVERY_POLL_INTERVAL", "discovery.poll_interval", durSetter(&c.Discovery.PollInterval, "SWITCHBOARD_DISCOVERY_POLL_INTERVAL")},
-		{"SWITCHBOARD_DISCOVERY_TTL", "discovery.ttl", durSetter(&c.Discovery.TTL, "SWITCHBOARD_DISCOVERY_TTL")},
-		{"SWITCHBOARD_DISCOVERY_MAX_TTL", "discovery.max_ttl", durSetter(&c.Discovery.MaxTTL, "SWITCHBOARD_DISCOVERY_MAX_TTL")},
-		{"SWITCHBOARD_HTTP_LISTEN", "http.listen", func(v string) error { c.HTTP.Listen = v; return nil }},
-		{"SWITCHBOARD_HTTP_TOKEN", "http.token", func(v string) error { c.HTTP.Token = v; return nil }},
-		{"SWITCHBOARD_HTTP_TLS_CERT", "http.tls_cert", func(v string) error { c.HTTP.TLSCert = v; return nil }},
-		{"SWITCHBOARD_HTTP_TLS_KEY", "http.tls_key", func(v string) error { c.HTTP.TLSKey = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_CERT", "transport.tls_cert", func(v string) error { c.Transport.TLSCert = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_KEY", "transport.tls_key", func(v string) error { c.Transport.TLSKey = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_TLS_CA", "transport.tls_ca", func(v string) error { c.Transport.TLSCA = v; return nil }},
-		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", "discovery.self_preservation_threshold", func(v string) error {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD", Value: v, Reason: "want a fraction such as 0.5 (0 disables)"}
+	for _, s := range settings {
+		for _, name := range s.vars() {
+			if v := getenv(name); v != "" {
+				if err := s.setEnv(&c, name, v); err != nil {
+					return Config{}, err
+				}
+				from[s.key] = name
 			}
-			c.Discovery.SelfPreservationThreshold = f
-			return nil
-		}},
-		{"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", "discovery.self_preservation_min", func(v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return &switchboard.FieldError{Field: "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", Value: v, Reason: "want a whole number of instances"}
-			}
-			c.Discovery.SelfPreservationMin = n
-			return nil
-		}},
-		{"TINY_NATS_URL", "transport.nats_url", func(v string) error { c.Transport.NATSURL = v; return nil }},
-		{"TINY_NATS_TRANSPORT", "transport.nats_transport", func(v string) error { c.Transport.NATSTransport = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_NATS_URL", "transport.nats_url", func(v string) error { c.Transport.NATSURL = v; return nil }},
-		{"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", "transport.nats_transport", func(v string) error { c.Transport.NATSTransport = v; return nil }},
-	}
-	for _, e := range env {
-		if v := getenv(e.key); v != "" {
-			if err := e.set(v); err != nil {
-				return Config{}, err
-			}
-			from[e.cfg] = e.key
 		}
 	}
 	before := c
 	for _, o := range overrides {
 		o(&c)
 	}
+	for _, s := range settings {
+		if fmt.Sprint(s.value(&before)) != fmt.Sprint(s.value(&c)) { // not !=: NaN is a value too
+			from[s.key] = overrideOrigin
+		}
+	}
+	c.src = &sources{path: path, from: from}
 	if err := c.Validate(); err != nil {
-		return Config{}, nameSource(err, path, from, before, c)
+		return Config{}, c.NameSource(err)
 	}
 	return c, nil
-}
-
-func durSetter(dst *time.Duration, field string) func(string) error {
-	return func(v string) error {
-		d, err := switchboard.ParseDuration(field, v)
-		if err != nil {
-			return err
-		}
-		*dst = d
-		return nil
-	}
-}
-
-// fileOrigin marks, in Load's record of where each value came from, a value
-// read from the file.
-const fileOrigin = "file"
-
-// settings are the file's keys, with what each wants (for an error on a
-// value of the wrong TOML type) and how to read it from a Config (to tell
-// whether an override changed it). A key's field in Validate's errors is
-// the key without "discovery." for that section, the key itself otherwise.
-var settings = []struct {
-	key  string
-	want string // "duration", "string", "fraction" or "count"
-	get  func(*Config) any
-}{
-	{"discovery.dsn", "string", func(c *Config) any { return c.Discovery.DSN }},
-	{"discovery.heartbeat_interval", "duration", func(c *Config) any { return c.Discovery.HeartbeatInterval }},
-	{"discovery.poll_interval", "duration", func(c *Config) any { return c.Discovery.PollInterval }},
-	{"discovery.ttl", "duration", func(c *Config) any { return c.Discovery.TTL }},
-	{"discovery.max_ttl", "duration", func(c *Config) any { return c.Discovery.MaxTTL }},
-	{"discovery.self_preservation_threshold", "fraction", func(c *Config) any { return c.Discovery.SelfPreservationThreshold }},
-	{"discovery.self_preservation_min", "count", func(c *Config) any { return c.Discovery.SelfPreservationMin }},
-	{"http.listen", "string", func(c *Config) any { return c.HTTP.Listen }},
-	{"http.token", "string", func(c *Config) any { return c.HTTP.Token }},
-	{"http.tls_cert", "string", func(c *Config) any { return c.HTTP.TLSCert }},
-	{"http.tls_key", "string", func(c *Config) any { return c.HTTP.TLSKey }},
-	{"transport.tls_cert", "string", func(c *Config) any { return c.Transport.TLSCert }},
-	{"transport.tls_key", "string", func(c *Config) any { return c.Transport.TLSKey }},
-	{"transport.tls_ca", "string", func(c *Config) any { return c.Transport.TLSCA }},
-	{"transport.nats_url", "string", func(c *Config) any { return c.Transport.NATSURL }},
-	{"transport.nats_transport", "string", func(c *Config) any { return c.Transport.NATSTransport }},
-}
-
-// nameSource names, in a validation error, where the wrong value came from:
-// the environment variable that set it, else the file's key (the error
-// then says which file), else the key marked "(default)". A value an
-// override (a command-line flag) changed keeps Validate's field name, for
-// the caller to name its flag. Errors that are not a *FieldError of a known
-// key are returned as they are.
-func nameSource(err error, path string, from map[string]string, before, after Config) error {
-	fe, ok := err.(*switchboard.FieldError)
-	if !ok {
-		return err
-	}
-	key := fe.Field
-	if !strings.Contains(key, ".") {
-		key = "discovery." + key
-	}
-	for _, s := range settings {
-		if s.key != key {
-			continue
-		}
-		if fmt.Sprint(s.get(&before)) != fmt.Sprint(s.get(&after)) { // not !=: NaN is a value too
-			return err // set by an override: the caller names it
-		}
-		out := *fe // keeps the sentinel it wraps
-		switch origin := from[key]; origin {
-		case "":
-			out.Field = key + " (default)"
-		case fileOrigin:
-			out.Field = key
-			return fmt.Errorf("config %s: %w", path, &out)
-		default:
-			out.Field = origin
-		}
-		return &out
-	}
-	return err
 }
 
 // Validate checks the DSN, the listen address, the TLS pairs, that

@@ -6,58 +6,11 @@ package config
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/switchboard-io/switchboard"
 )
-
-// checkTypes reports a key of the file whose TOML value is not of the type
-// it wants, and a section that is not a table, naming the key, the value
-// and what it wants (the TOML decoder's own message names Go types).
-func checkTypes(raw map[string]any) error {
-	for _, section := range []string{"discovery", "http", "transport"} {
-		v, ok := raw[section]
-		if !ok {
-			continue
-		}
-		tab, ok := v.(map[string]any)
-		if !ok {
-			return &switchboard.FieldError{Field: section, Reason: fmt.Sprintf("is %s; want a table: a [%s] line, then its keys", tomlValue(v), section)}
-		}
-		for _, s := range settings {
-			sec, name, _ := strings.Cut(s.key, ".")
-			v, ok := tab[name]
-			if sec != section || !ok {
-				continue
-			}
-			var want string
-			switch _, isInt := v.(int64); s.want {
-			case "duration":
-				if _, ok := v.(string); !ok {
-					want = `want a duration in quotes, such as "10s" or "250ms"`
-				}
-			case "string":
-				if _, ok := v.(string); !ok {
-					want = "want a string in quotes"
-				}
-			case "fraction":
-				if _, isFloat := v.(float64); !isFloat && !isInt {
-					want = "want a number such as 0.5"
-				}
-			case "count":
-				if !isInt {
-					want = "want a whole number, such as 10"
-				}
-			}
-			if want != "" {
-				return &switchboard.FieldError{Field: s.key, Reason: "is " + tomlValue(v) + "; " + want}
-			}
-		}
-	}
-	return nil
-}
 
 // tomlValue describes a decoded TOML value for an error: its type, and its
 // value when it is short.
@@ -89,69 +42,85 @@ func truncate(s string) string {
 	return s
 }
 
+// overlayFile lays the file's keys (b, read from path) over c, recording
+// in from the keys it set. The file is parsed once, into its plain TOML
+// values, which the settings check and read: first a section that is not a
+// table or a value of the wrong TOML type, then unknown keys, then values
+// that do not parse (a duration) are errors, each the first found.
 func (c *Config) overlayFile(path string, b []byte, from map[string]string) error {
-	var raw map[string]any
-	if _, err := toml.Decode(string(b), &raw); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := checkTypes(raw); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	var f fileConfig
-	md, err := toml.Decode(string(b), &f)
+	wrap := func(err error) error { return fmt.Errorf("config %s: %w", path, err) }
+	var file map[string]any
+	md, err := toml.Decode(string(b), &file)
 	if err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+		return wrap(err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	type found struct {
+		s setting
+		v any
 	}
-	for _, k := range md.Keys() {
-		if len(k) == 2 {
-			from[k.String()] = fileOrigin
-		}
-	}
-	for _, x := range []struct {
-		v   *string
-		dst *string
-	}{{f.HTTP.Listen, &c.HTTP.Listen}, {f.HTTP.Token, &c.HTTP.Token}, {f.HTTP.TLSCert, &c.HTTP.TLSCert}, {f.HTTP.TLSKey, &c.HTTP.TLSKey},
-		{f.Transport.TLSCert, &c.Transport.TLSCert}, {f.Transport.TLSKey, &c.Transport.TLSKey}, {f.Transport.TLSCA, &c.Transport.TLSCA},
-		{f.Transport.NATSURL, &c.Transport.NATSURL}, {f.Transport.NATSTransport, &c.Transport.NATSTransport}} {
-		if x.v != nil {
-			*x.dst = *x.v
-		}
-	}
-	d := f.Discovery
-	if d.DSN != nil {
-		c.Discovery.DSN = *d.DSN
-	}
-	if d.SelfPreservationThreshold != nil {
-		c.Discovery.SelfPreservationThreshold = *d.SelfPreservationThreshold
-	}
-	if d.SelfPreservationMin != nil {
-		c.Discovery.SelfPreservationMin = *d.SelfPreservationMin
-	}
-	for _, x := range []struct {
-		v     *string
-		dst   *time.Duration
-		field string
-	}{
-		{d.HeartbeatInterval, &c.Discovery.HeartbeatInterval, "discovery.heartbeat_interval"},
-		{d.PollInterval, &c.Discovery.PollInterval, "discovery.poll_interval"},
-		{d.TTL, &c.Discovery.TTL, "discovery.ttl"},
-		{d.MaxTTL, &c.Discovery.MaxTTL, "discovery.max_ttl"},
-	} {
-		if x.v == nil {
+	var values []found
+	for _, section := range sections {
+		v, ok := lookup(file, section)
+		if !ok {
 			continue
 		}
-		dur, err := switchboard.ParseDuration(x.field, *x.v)
-		if err != nil {
-			return fmt.Errorf("config %s: %w", path, err)
+		tab, ok := v.(map[string]any)
+		if !ok {
+			return wrap(&switchboard.FieldError{Field: section, Reason: fmt.Sprintf("is %s; want a table: a [%s] line, then its keys", tomlValue(v), section)})
 		}
-		*x.dst = dur
+		for _, s := range settings {
+			v, ok := lookup(tab, s.name())
+			if s.section() != section || !ok {
+				continue
+			}
+			if want := s.want(v); want != "" {
+				return wrap(&switchboard.FieldError{Field: s.key, Reason: "is " + tomlValue(v) + "; " + want})
+			}
+			values = append(values, found{s, v})
+		}
+	}
+	var unknown []string
+	for _, k := range md.Keys() {
+		if !known(k) {
+			unknown = append(unknown, k.String())
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(unknown, ", "))
+	}
+	for _, x := range values {
+		if err := x.s.setFile(c, x.v); err != nil {
+			return wrap(err)
+		}
+		from[x.s.key] = fileOrigin
 	}
 	return nil
+}
+
+// lookup finds a key of a table as the TOML decoder matches a Go struct's
+// fields: the key as it is spelled, else a spelling that differs only in
+// case (the first in byte order, when there are several).
+func lookup(tab map[string]any, key string) (any, bool) {
+	if v, ok := tab[key]; ok {
+		return v, true
+	}
+	var match string
+	for k := range tab {
+		if strings.EqualFold(k, key) && (match == "" || k < match) {
+			match = k
+		}
+	}
+	v, ok := tab[match]
+	return v, ok && match != ""
+}
+
+// known reports whether a key of the file is a section or a setting
+// (spelled as lookup matches them).
+func known(k toml.Key) bool {
+	for _, s := range settings {
+		if strings.EqualFold(k[0], s.section()) && (len(k) == 1 || len(k) == 2 && strings.EqualFold(k[1], s.name())) {
+			return true
+		}
+	}
+	return false
 }

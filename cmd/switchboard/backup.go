@@ -74,10 +74,10 @@ func (g *globals) existingCatalog(ctx context.Context) (config.Config, switchboa
 	}
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil {
-		return config.Config{}, nil, usage(g.nameSource(err))
+		return config.Config{}, nil, usage(g.nameSource(c, err))
 	}
 	if d.Memory {
-		return config.Config{}, nil, usage(g.nameSource(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
+		return config.Config{}, nil, usage(g.nameSource(c, &switchboard.FieldError{Field: "dsn", Value: d.Raw,
 			Reason: "an in-memory catalog lives in one process; use sqlite://PATH or postgres://… (only `demo` runs in one process)"}))
 	}
 	opts := c.Options()
@@ -86,7 +86,7 @@ func (g *globals) existingCatalog(ctx context.Context) (config.Config, switchboa
 	cat, err := openDSN(ctx, c, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
-			return config.Config{}, nil, usage(g.nameSource(err))
+			return config.Config{}, nil, usage(g.nameSource(c, err))
 		}
 		return config.Config{}, nil, err
 	}

@@ -84,7 +84,7 @@ terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/
 			if ttl > c.Discovery.MaxTTL {
 				// Only --ttl unset gets here: a --ttl above max_ttl failed
 				// the configuration's validation already.
-				return usage(g.nameSource(&switchboard.FieldError{Field: "max_ttl", Value: c.Discovery.MaxTTL.String(),
+				return usage(g.nameSource(c, &switchboard.FieldError{Field: "max_ttl", Value: c.Discovery.MaxTTL.String(),
 					Reason: fmt.Sprintf("is below the demo's ttl (%s, the default of --ttl); pass a --ttl of at most %s", ttl, c.Discovery.MaxTTL)}))
 			}
 			cat, err := g.open(ctx, c, false)

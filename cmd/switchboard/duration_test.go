@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,4 +38,29 @@ func TestDurationErrorsNameTheirSource(t *testing.T) {
 	t.Setenv("SWITCHBOARD_DISCOVERY_MAX_TTL", "1s")
 	check([]string{"demo", "--dsn", dsn}, `SWITCHBOARD_DISCOVERY_MAX_TTL "1s": is below the demo's ttl (2s, the default of --ttl); pass a --ttl of at most 1s`)
 	check([]string{"demo", "--dsn", dsn, "--ttl", "1500ms"}, `--ttl "1.5s": must be at most max_ttl (1s)`)
+}
+
+// A value from the config file that is refused after loading (an in-memory
+// DSN for a command in its own process, a max_ttl below the demo's ttl) is
+// named as config.Load names it: the file and its key.
+func TestErrorsAfterLoadingNameTheConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sb.toml")
+	if err := os.WriteFile(file, []byte("[discovery]\ndsn = \"sqlite::memory:\"\nttl = \"1s\"\nmax_ttl = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls", "--config", file}, "config " + file + `: discovery.dsn "sqlite::memory:": an in-memory catalog lives in one process`},
+		{[]string{"demo", "--config", file}, "config " + file + `: discovery.max_ttl "1s": is below the demo's ttl (2s, the default of --ttl)`},
+		// A flag is named as typed, whatever the file says.
+		{[]string{"ls", "--config", file, "--dsn", "sqlite::memory:"}, `--dsn "sqlite::memory:": an in-memory catalog`},
+	} {
+		code, stdout, stderr := cli(t, tc.args...)
+		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
 }

@@ -246,7 +246,7 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 		return os.Getenv(k)
 	}
 	return g.load(hide, append(flags, func(c *config.Config) {
-		c.Discovery.HeartbeatInterval = derivedHeartbeat(c.Discovery.TTL)
+		c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
 	})...)
 }
 
@@ -258,8 +258,10 @@ func (g *globals) load(getenv func(string) string, flags ...func(*config.Config)
 	}}, flags...)...)
 	if err != nil {
 		// A TTL too short for any heartbeat is the TTL's error
-		// (switchboard.ValidateHeartbeat), named as the user set it.
-		return config.Config{}, usage(g.nameSource(err))
+		// (switchboard.ValidateHeartbeat), named as the user set it:
+		// config.Load names the environment, the file and the defaults,
+		// and leaves a value a flag changed for nameSource to name.
+		return config.Config{}, usage(g.nameSource(config.Config{}, err))
 	}
 	return c, nil
 }
@@ -289,10 +291,10 @@ func (g *globals) readCatalog(ctx context.Context) (config.Config, switchboard.C
 func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (switchboard.Catalog, error) {
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil {
-		return nil, usage(g.nameSource(err))
+		return nil, usage(g.nameSource(c, err))
 	}
 	if standalone && d.Memory {
-		return nil, usage(g.nameSource(&switchboard.FieldError{Field: "dsn", Value: d.Raw,
+		return nil, usage(g.nameSource(c, &switchboard.FieldError{Field: "dsn", Value: d.Raw,
 			Reason: "an in-memory catalog lives in one process; use sqlite://PATH or postgres://… (only `demo` runs in one process)"}))
 	}
 	opts := c.Options()
@@ -300,7 +302,7 @@ func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (s
 	cat, err := openDSN(ctx, c, opts)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
-			return nil, usage(g.nameSource(err))
+			return nil, usage(g.nameSource(c, err))
 		}
 		return nil, err
 	}

@@ -81,7 +81,7 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 			// writes nothing, not even a new database file.
 			norm, err := switchboard.Normalize(in)
 			if err != nil {
-				return usage(g.nameSource(err))
+				return usage(g.nameSource(c, err))
 			}
 			noteSanitised(g, in.Name, norm.Name)
 			ctx := cmd.Context()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -176,62 +175,30 @@ var flagOf = map[string]string{
 	"http.listen": "listen",
 }
 
-// configSource maps a configuration field to its environment variable and
-// file key.
-var configSource = map[string]struct{ env, key string }{
-	"dsn":                {envDSN, "discovery.dsn"},
-	"heartbeat_interval": {envHeartbeat, "discovery.heartbeat_interval"},
-	"ttl":                {envTTL, "discovery.ttl"},
-	"max_ttl":            {"SWITCHBOARD_DISCOVERY_MAX_TTL", "discovery.max_ttl"},
-	"poll_interval":      {envPoll, "discovery.poll_interval"},
-	"http.listen":        {"SWITCHBOARD_HTTP_LISTEN", "http.listen"},
-}
-
 // nameSource rewrites the field of a validation error as the user set it:
-// the flag they typed (--ttl), else the environment variable, else the
-// config file key. Other errors are returned unchanged.
-func (g *globals) nameSource(err error) error {
+// the flag they typed (--ttl), else, for a setting of the configuration c,
+// where config.Load found it (c.NameSource: the environment variable, the
+// config file and key, or the key marked "(default)"). Other errors are
+// returned unchanged; so are errors about settings when c is the zero
+// Config (config.Load's own errors name their source already).
+func (g *globals) nameSource(c config.Config, err error) error {
 	fe, ok := err.(*switchboard.FieldError)
 	if !ok {
 		return err // wrapped ones say where they come from already
 	}
 	field, rest, _ := strings.Cut(fe.Field, " ")
-	var name string
 	if f, ok := flagOf[field]; ok && g.cmd != nil {
 		if fl := g.cmd.Flag(f); fl != nil && fl.Changed {
-			name = "--" + f
+			out := *fe // keeps the sentinel it wraps
+			out.Field = strings.TrimSpace("--" + f + " " + rest)
+			return &out
 		}
 	}
-	if src, ok := configSource[field]; name == "" && ok {
-		if os.Getenv(src.env) != "" {
-			name = src.env
-		} else {
-			name = src.key
-		}
-	}
-	if name == "" {
-		return err
-	}
-	out := *fe // keeps the sentinel it wraps
-	out.Field = strings.TrimSpace(name + " " + rest)
-	return &out
-}
-
-// derivedHeartbeat is the heartbeat used when none is given: the default
-// 3 s, or a third of a shorter TTL, so that an instance survives two lost
-// heartbeats, but never under switchboard.MinHeartbeatInterval (10ms): then
-// --ttl alone validates (heartbeat ≤ ttl/2) whenever some heartbeat fits
-// the TTL, and a TTL too short for any (under 20ms) is reported as the
-// TTL's error by switchboard.ValidateHeartbeat.
-func derivedHeartbeat(ttl time.Duration) time.Duration {
-	if ttl <= 0 {
-		return switchboard.DefaultHeartbeatInterval
-	}
-	return max(switchboard.MinHeartbeatInterval, min(switchboard.DefaultHeartbeatInterval, ttl/3))
+	return c.NameSource(err)
 }
 
 // deriveHeartbeat replaces a heartbeat nobody set (no --heartbeat, no
-// environment variable, and the default value) with derivedHeartbeat of the
+// environment variable, and the default value) with switchboard.HeartbeatFor of the
 // final TTL. A heartbeat of exactly 3s written in the config file cannot be
 // told from the default: it is derived too when the TTL is under 9s.
 func (g *globals) deriveHeartbeat(c *config.Config) {
@@ -243,5 +210,5 @@ func (g *globals) deriveHeartbeat(c *config.Config) {
 	if os.Getenv(envHeartbeat) != "" || c.Discovery.HeartbeatInterval != switchboard.DefaultHeartbeatInterval {
 		return
 	}
-	c.Discovery.HeartbeatInterval = derivedHeartbeat(c.Discovery.TTL)
+	c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
 }

@@ -1,0 +1,208 @@
+package config
+
+// The settings: every key of the file, with the field of Config it sets.
+// This table is the one list of the keys: the environment variables that
+// set them, what the file must hold for each, and where an error's value
+// came from are all derived from it.
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// setting is one key of the file.
+type setting struct {
+	key string // "section.name"
+	// alias is a variable that sets the key too, read before the
+	// SWITCHBOARD_ one, which wins when both are set.
+	alias string
+	// ptr returns the field of c the key sets: a *string, a
+	// *time.Duration (a duration in quotes in the file), a *float64 (a
+	// fraction) or an *int (a count).
+	ptr func(c *Config) any
+}
+
+var settings = []setting{
+	{key: "discovery.dsn", ptr: func(c *Config) any { return &c.Discovery.DSN }},
+	{key: "discovery.heartbeat_interval", ptr: func(c *Config) any { return &c.Discovery.HeartbeatInterval }},
+	{key: "discovery.poll_interval", ptr: func(c *Config) any { return &c.Discovery.PollInterval }},
+	{key: "discovery.ttl", ptr: func(c *Config) any { return &c.Discovery.TTL }},
+	{key: "discovery.max_ttl", ptr: func(c *Config) any { return &c.Discovery.MaxTTL }},
+	{key: "discovery.self_preservation_threshold", ptr: func(c *Config) any { return &c.Discovery.SelfPreservationThreshold }},
+	{key: "discovery.self_preservation_min", ptr: func(c *Config) any { return &c.Discovery.SelfPreservationMin }},
+	{key: "http.listen", ptr: func(c *Config) any { return &c.HTTP.Listen }},
+	{key: "http.token", ptr: func(c *Config) any { return &c.HTTP.Token }},
+	{key: "http.tls_cert", ptr: func(c *Config) any { return &c.HTTP.TLSCert }},
+	{key: "http.tls_key", ptr: func(c *Config) any { return &c.HTTP.TLSKey }},
+	{key: "transport.tls_cert", ptr: func(c *Config) any { return &c.Transport.TLSCert }},
+	{key: "transport.tls_key", ptr: func(c *Config) any { return &c.Transport.TLSKey }},
+	{key: "transport.tls_ca", ptr: func(c *Config) any { return &c.Transport.TLSCA }},
+	{key: "transport.nats_url", alias: "TINY_NATS_URL", ptr: func(c *Config) any { return &c.Transport.NATSURL }},
+	{key: "transport.nats_transport", alias: "TINY_NATS_TRANSPORT", ptr: func(c *Config) any { return &c.Transport.NATSTransport }},
+}
+
+// sections are the file's tables, in the order of settings.
+var sections = func() []string {
+	var out []string
+	for _, s := range settings {
+		if sec := s.section(); len(out) == 0 || out[len(out)-1] != sec {
+			out = append(out, sec)
+		}
+	}
+	return out
+}()
+
+func (s setting) section() string { sec, _, _ := strings.Cut(s.key, "."); return sec }
+func (s setting) name() string    { _, name, _ := strings.Cut(s.key, "."); return name }
+
+// env is the variable of the key: SWITCHBOARD_DISCOVERY_TTL for
+// discovery.ttl.
+func (s setting) env() string {
+	return "SWITCHBOARD_" + strings.ToUpper(strings.ReplaceAll(s.key, ".", "_"))
+}
+
+// vars are the variables that set the key, the one that wins last.
+func (s setting) vars() []string {
+	if s.alias != "" {
+		return []string{s.alias, s.env()}
+	}
+	return []string{s.env()}
+}
+
+// value is the key's value in c (to tell whether an override changed it).
+func (s setting) value(c *Config) any { return reflect.ValueOf(s.ptr(c)).Elem().Interface() }
+
+// setEnv sets the key in c from the value v of the variable name.
+func (s setting) setEnv(c *Config, name, v string) error {
+	switch p := s.ptr(c).(type) {
+	case *string:
+		*p = v
+	case *time.Duration:
+		d, err := switchboard.ParseDuration(name, v)
+		if err != nil {
+			return err
+		}
+		*p = d
+	case *float64:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return &switchboard.FieldError{Field: name, Value: v, Reason: "want a fraction such as 0.5 (0 disables)"}
+		}
+		*p = f
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return &switchboard.FieldError{Field: name, Value: v, Reason: "want a whole number of instances"}
+		}
+		*p = n
+	}
+	return nil
+}
+
+// want says what the file must hold for the key when v, its value as the
+// TOML decoder read it, is of the wrong TOML type; "" when v will do. (The
+// decoder's own message would name Go types.)
+func (s setting) want(v any) string {
+	_, isString := v.(string)
+	_, isInt := v.(int64)
+	switch s.ptr(&Config{}).(type) {
+	case *string:
+		if !isString {
+			return "want a string in quotes"
+		}
+	case *time.Duration:
+		if !isString {
+			return `want a duration in quotes, such as "10s" or "250ms"`
+		}
+	case *float64:
+		if _, isFloat := v.(float64); !isFloat && !isInt {
+			return "want a number such as 0.5"
+		}
+	case *int:
+		if n, _ := v.(int64); !isInt || n < math.MinInt || n > math.MaxInt {
+			return "want a whole number, such as 10"
+		}
+	}
+	return ""
+}
+
+// setFile sets the key in c from v, its value in the file, of the type
+// want accepts.
+func (s setting) setFile(c *Config, v any) error {
+	switch p := s.ptr(c).(type) {
+	case *string:
+		*p = v.(string)
+	case *time.Duration:
+		d, err := switchboard.ParseDuration(s.key, v.(string))
+		if err != nil {
+			return err
+		}
+		*p = d
+	case *float64:
+		if n, isInt := v.(int64); isInt {
+			*p = float64(n)
+		} else {
+			*p = v.(float64)
+		}
+	case *int:
+		*p = int(v.(int64))
+	}
+	return nil
+}
+
+// Where Load's record of the values' origins says a value came from, other
+// than an environment variable's name.
+const (
+	fileOrigin     = "file"     // the file
+	overrideOrigin = "override" // an override (a command-line flag) changed it
+)
+
+// sources is where each value of a loaded Config came from.
+type sources struct {
+	path string            // the file read, if any
+	from map[string]string // key → variable, fileOrigin or overrideOrigin; absent: the default
+}
+
+// NameSource names, in a *switchboard.FieldError about one of c's settings
+// (with Validate's field name: "ttl", "http.listen"), where the wrong value
+// came from, as Load's validation errors do: the environment variable that
+// set it, else the file's key (the error then says which file), else the
+// key marked "(default)". A value an override (a command-line flag) changed
+// keeps Validate's field name, for the caller to name its flag; so do the
+// fields of a Config that Load did not return. Errors that are not a
+// *FieldError of a known key are returned as they are.
+func (c Config) NameSource(err error) error {
+	fe, ok := err.(*switchboard.FieldError)
+	if !ok || c.src == nil {
+		return err
+	}
+	key := fe.Field
+	if !strings.Contains(key, ".") {
+		key = "discovery." + key
+	}
+	for _, s := range settings {
+		if s.key != key {
+			continue
+		}
+		out := *fe // keeps the sentinel it wraps
+		switch origin := c.src.from[key]; origin {
+		case overrideOrigin:
+			return err // the caller names it
+		case "":
+			out.Field = key + " (default)"
+		case fileOrigin:
+			out.Field = key
+			return fmt.Errorf("config %s: %w", c.src.path, &out)
+		default:
+			out.Field = origin
+		}
+		return &out
+	}
+	return err
+}
