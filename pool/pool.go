@@ -8,9 +8,10 @@
 // READY while one is; an instance that leaves stops receiving at once.
 // Connections are created single-flight (a thousand
 // concurrent first sends make one connection), pre-warmed in the background
-// on registration, kept alive (10 s / 3 s, permit without stream), closed as
-// soon as no module uses their address any more, and all closed when the
-// pool's run context ends. Addresses that are not host:port (nats://…) are
+// on registration, kept alive (10 s / 3 s, permit without stream), closed
+// when no module uses their address any more — after the new routes are in
+// place, and once the calls already under way on them have their answers —
+// and all closed at once when the pool's run context ends. Addresses that are not host:port (nats://…) are
 // never dialled. A new registration on an address whose connection waits
 // out a reconnect backoff retries it at once. Connections are plaintext, or
 // TLS / mutual TLS with Options.TLS; a send without a deadline gets
@@ -25,13 +26,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +43,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/grpcwire"
-	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -57,7 +54,9 @@ type Options struct {
 	// Logger receives the pool's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// DialOptions are appended to grpcwire.DialOptions() for every
-	// connection (a custom dialer, stats handler, …).
+	// connection (a custom dialer, stats handler, …). Transport
+	// credentials set here are used only without TLS: TLS, when set,
+	// always wins over them.
 	DialOptions []grpc.DialOption
 	// Lazy disables pre-warming: connections are made by the first send.
 	Lazy bool
@@ -86,7 +85,9 @@ const DefaultCallTimeout = 5 * time.Minute
 // Pool is the module address pool. It is safe for concurrent use.
 type Pool struct {
 	log      *slog.Logger
-	dialOpts []grpc.DialOption
+	dialOpts []grpc.DialOption // grpcwire.DialOptions and the otelgrpc handler
+	userOpts []grpc.DialOption // Options.DialOptions
+	tls      bool              // Options.TLS is set: its credentials come last
 	lazy     bool
 	timeout  time.Duration
 	creds    credentials.TransportCredentials
@@ -103,16 +104,10 @@ type Pool struct {
 	modules map[string]map[string]string // module → instance id → addr
 	conns   map[string]*conn             // addr → connection
 	refs    map[string]int               // addr → number of instances on it
+	drain   map[*conn]struct{}           // closed connections whose sends are still in flight
 	closed  bool
 
 	routes atomic.Pointer[map[string]*route] // immutable snapshot read by Send
-}
-
-// route is the send-side view of one module, immutable once published.
-type route struct {
-	targets []*conn  // dialable instances' connections, ordered by instance id
-	others  []string // addresses that cannot be dialled (nats://…)
-	next    atomic.Uint64
 }
 
 // New returns an empty pool. Call Start or Run to tie it to a run context;
@@ -129,7 +124,8 @@ func New(opts Options) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
 		log:      opts.Logger,
-		dialOpts: grpcwire.DialOptions(opts.DialOptions...),
+		dialOpts: grpcwire.DialOptions(),
+		userOpts: slices.Clip(opts.DialOptions),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
 		creds:    insecure.NewCredentials(),
@@ -139,9 +135,11 @@ func New(opts Options) *Pool {
 		modules:  map[string]map[string]string{},
 		conns:    map[string]*conn{},
 		refs:     map[string]int{},
+		drain:    map[*conn]struct{}{},
 	}
 	if opts.TLS != nil {
 		p.creds = opts.TLS.ClientCredentials()
+		p.tls = true
 	}
 	// Instrument connections only when spans can be recorded: any stats
 	// handler costs grpc-go allocations on every call. Without it, call
@@ -173,8 +171,8 @@ func (p *Pool) Start(ctx context.Context) {
 }
 
 // Close empties the table, waits for the pool's goroutines (Follow,
-// pre-warming, connection watches) to end and closes every connection;
-// later sends fail with CodeUnavailable. It is idempotent: a later or
+// pre-warming, connection watches) to end and closes every connection at
+// once, calls in flight included; later sends fail with CodeUnavailable. It is idempotent: a later or
 // concurrent call returns once the first has finished.
 func (p *Pool) Close() error {
 	p.mu.Lock()
@@ -186,6 +184,8 @@ func (p *Pool) Close() error {
 	p.closed = true
 	conns := p.conns
 	p.conns = map[string]*conn{}
+	draining := p.drain
+	p.drain = map[*conn]struct{}{}
 	p.modules = map[string]map[string]string{}
 	p.refs = map[string]int{}
 	empty := map[string]*route{}
@@ -196,7 +196,11 @@ func (p *Pool) Close() error {
 	p.bg.Wait()
 	for addr, c := range conns {
 		p.log.Info("address pool: closing connection", "module", c.module, "addr", addr, "reason", "pool closed")
-		c.close()
+		c.closeNow()
+	}
+	for c := range draining {
+		p.log.Info("address pool: closing connection", "module", c.module, "addr", c.addr, "reason", "pool closed while calls on it drained")
+		c.closeNow()
 	}
 	close(p.done)
 	return nil
@@ -268,7 +272,10 @@ func (p *Pool) set(module string, instances map[string]string) {
 }
 
 // apply replaces the instances of module with next (nil or empty: remove
-// the module), adjusting connections and the route snapshot. p.mu is held.
+// the module), adjusting connections and the route snapshot. The new route
+// is published before the connections it no longer uses are closed, so a
+// send that finds one closed takes the new route; a closed connection
+// lets the calls already on it finish (see conn). p.mu is held.
 func (p *Pool) apply(module string, next map[string]string) {
 	if p.closed {
 		p.log.Debug("address pool: closed; ignoring change", "module", module)
@@ -293,7 +300,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 		}
 		p.refs[addr]++
 		if p.refs[addr] == 1 && switchboard.IsDialable(addr) {
-			c := &conn{addr: addr, module: module}
+			c := &conn{addr: addr, module: module, drained: p.drained}
 			p.conns[addr] = c
 			if !p.lazy {
 				p.goLocked(func() { p.prewarm(c) })
@@ -307,6 +314,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 			c.retryNow()
 		}
 	}
+	var unused []*conn
 	for id, addr := range prev {
 		if naddr, ok := next[id]; ok && naddr == addr {
 			continue
@@ -318,8 +326,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 		delete(p.refs, addr)
 		if c, ok := p.conns[addr]; ok {
 			delete(p.conns, addr)
-			p.log.Info("address pool: closing connection", "module", module, "addr", addr)
-			c.close()
+			unused = append(unused, c)
 		}
 	}
 	if len(next) == 0 {
@@ -328,6 +335,21 @@ func (p *Pool) apply(module string, next map[string]string) {
 		p.modules[module] = next
 	}
 	p.publish(module)
+	for _, c := range unused {
+		p.log.Info("address pool: closing connection", "module", module, "addr", c.addr)
+		if c.close() {
+			// The last call in flight on it shuts it down (drained);
+			// until then Close must still find it.
+			p.drain[c] = struct{}{}
+		}
+	}
+}
+
+// drained forgets a closed connection whose last call has ended.
+func (p *Pool) drained(c *conn) {
+	p.mu.Lock()
+	delete(p.drain, c)
+	p.mu.Unlock()
 }
 
 // publish rebuilds the route of module and stores a new snapshot. p.mu is
@@ -355,116 +377,6 @@ func (p *Pool) publish(module string) {
 		routes[module] = rt
 	}
 	p.routes.Store(&routes)
-}
-
-// pick chooses the next target round-robin, skipping a connection that is
-// dialled but not READY (transient failure: a crashed replica, or
-// reconnecting) while another target is READY, so a dead replica does not
-// take 1/N of the sends until its registration expires. With no READY
-// target it returns the round-robin choice, whose call then fails fast or
-// waits for the connection as grpc-go decides. A target never dialled yet
-// (a lazy pool) is taken as chosen, so the send dials it.
-func (rt *route) pick() *conn {
-	n := uint64(len(rt.targets))
-	i := rt.next.Add(1) - 1
-	c := rt.targets[i%n]
-	if n == 1 {
-		return c
-	}
-	cc := c.cc.Load()
-	if cc == nil || cc.GetState() == connectivity.Ready {
-		return c
-	}
-	for j := uint64(1); j < n; j++ {
-		o := rt.targets[(i+j)%n]
-		if occ := o.cc.Load(); occ != nil && occ.GetState() == connectivity.Ready {
-			return o
-		}
-	}
-	return c
-}
-
-// Send delivers msg to a live instance of its destination module, chosen
-// round-robin (READY connections preferred; see pick), over the shared
-// connection of the instance's address, within CallTimeout when ctx has no
-// deadline. It implements router.Wire. Failures are *router.Error:
-// CodeModuleUnknown when the module has no address (retryable),
-// CodeNotDialable when it has only nats:// addresses, CodeUnavailable when
-// the connection fails, grpcwire.CodeTLS when the two sides' transport
-// security does not match (permanent), or the remote side's error as it
-// sent it.
-func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
-	if msg == nil {
-		return nil, router.NoMessage()
-	}
-	nn, err := router.ParseTo(msg.To)
-	if err != nil {
-		return nil, err
-	}
-	for try := 0; ; try++ {
-		rt := (*p.routes.Load())[nn.Module]
-		if rt == nil {
-			if p.ctx.Err() != nil {
-				return nil, router.Permanent(router.CodeUnavailable, "address pool is closed")
-			}
-			return nil, router.Transient(router.CodeModuleUnknown, fmt.Sprintf("module %q address is unknown (not discovered yet, or gone)", nn.Module))
-		}
-		if len(rt.targets) == 0 {
-			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s", nn.Module, undialable(rt.others)))
-		}
-		c := rt.pick()
-		client, err := p.client(c)
-		if err != nil {
-			if try < 2 && c.isClosed() {
-				continue // the module moved under us: take the new route
-			}
-			return nil, err
-		}
-		out, err := p.call(ctx, client, msg)
-		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
-			if herr, final := c.hs.Load().Err(); herr != nil {
-				// grpc-go reports a failed security handshake as Unavailable,
-				// like a peer that is down; it is not: no retry will help.
-				if final {
-					return nil, router.Permanent(grpcwire.CodeTLS, herr.Error())
-				}
-				return nil, router.Transient(router.CodeUnavailable, e.Message+"; "+herr.Error())
-			}
-		}
-		if err != nil && c.isClosed() && ctx.Err() == nil {
-			// The connection was closed during the call (the instance left).
-			return nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s closed during the call (instance of %q left): %v", c.addr, nn.Module, err))
-		}
-		return out, err
-	}
-}
-
-// undialable describes addresses the gRPC wire does not dial: NATS
-// subjects, and invalid addresses with what is wrong with them.
-func undialable(addrs []string) string {
-	parts := make([]string, len(addrs))
-	for i, a := range addrs {
-		if err := switchboard.ValidateAddress(a); err != nil {
-			parts[i] = "an invalid " + err.Error()
-		} else {
-			parts[i] = strconv.Quote(a) + ", which the gRPC wire does not dial"
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// call is one gRPC call, bounded by the pool's CallTimeout when ctx has no
-// deadline of its own.
-func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.timeout)
-		defer cancel()
-	}
-	if !p.otel {
-		ctx = grpcwire.PropagateTrace(ctx, p.prop)
-	}
-	return grpcwire.Call(ctx, client, msg)
 }
 
 // Modules returns the registered modules and their addresses (sorted), for
@@ -511,128 +423,4 @@ func (p *Pool) Connections() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// conn is one address's connection, created on first use.
-type conn struct {
-	addr   string
-	module string // the module that first registered the address (for logs)
-
-	cc     atomic.Pointer[grpc.ClientConn]
-	client atomic.Pointer[modulepb.ModuleServiceClient]
-	hs     atomic.Pointer[grpcwire.HandshakeWatch] // set with cc
-
-	mu     sync.Mutex
-	closed bool
-}
-
-func (c *conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// retryNow makes a connection in TRANSIENT_FAILURE reconnect at once.
-func (c *conn) retryNow() {
-	if cc := c.cc.Load(); cc != nil && cc.GetState() == connectivity.TransientFailure {
-		cc.ResetConnectBackoff()
-	}
-}
-
-func (c *conn) close() {
-	c.mu.Lock()
-	c.closed = true
-	cc := c.cc.Load()
-	c.mu.Unlock()
-	if cc != nil {
-		_ = cc.Close()
-	}
-}
-
-// client returns the connection's client, creating the *grpc.ClientConn
-// once (single-flight under c.mu) and connecting it at once.
-func (p *Pool) client(c *conn) (modulepb.ModuleServiceClient, error) {
-	if cl := c.client.Load(); cl != nil {
-		return *cl, nil
-	}
-	cl, cc, err := p.dial(c)
-	if cc != nil {
-		// Started outside c.mu: p.mu is taken before c.mu elsewhere. On a
-		// closed pool no watch is started; Close closes cc (cc was stored
-		// in c before c.close ran, or c.closed would have stopped dial).
-		p.mu.Lock()
-		p.goLocked(func() { p.watch(c, cc) })
-		p.mu.Unlock()
-	}
-	return cl, err
-}
-
-// dial is client's slow path under c.mu; cc is non-nil when it created the
-// connection.
-func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.client.Load(); cl != nil {
-		return *cl, nil, nil
-	}
-	if c.closed {
-		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
-	}
-	creds, hs := grpcwire.WatchHandshakes(p.creds)
-	cc, err := grpc.NewClient(dialTarget(c.addr), append(slices.Clip(p.dialOpts), grpc.WithTransportCredentials(creds))...)
-	if err != nil {
-		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
-		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
-	}
-	cc.Connect()
-	cl := modulepb.NewModuleServiceClient(cc)
-	c.hs.Store(hs)
-	c.cc.Store(cc)
-	c.client.Store(&cl)
-	return cl, cc, nil
-}
-
-// dialTarget is the gRPC target of a host:port address: always through the
-// DNS resolver (grpc.NewClient's default), so a host that happens to be a
-// resolver scheme ("unix:8080", "dns:53", "passthrough:9000") is not read as
-// one, and with the '%' of an IPv6 zone escaped ("[fe80::1%eth0]:8080"),
-// which the target's URL syntax would otherwise reject.
-func dialTarget(addr string) string {
-	return "dns:///" + strings.ReplaceAll(addr, "%", "%25")
-}
-
-// prewarm creates the connection in the background so the first message
-// does not pay the dial.
-func (p *Pool) prewarm(c *conn) {
-	_, _ = p.client(c)
-}
-
-// watch logs the connection's life: pre-warmed when it first becomes ready,
-// failed on every transition to TRANSIENT_FAILURE; it reconnects an idle
-// connection at once. It ends when the
-// connection is closed.
-func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
-	ready := false
-	for {
-		s := cc.GetState()
-		switch s {
-		case connectivity.Ready:
-			if !ready {
-				ready = true
-				p.log.Info("address pool: connection pre-warmed", "module", c.module, "addr", c.addr)
-			}
-		case connectivity.Idle:
-			// The connection went idle (the peer closed it or restarted):
-			// reconnect now, so a dead peer shows as TRANSIENT_FAILURE and is
-			// skipped, and a live one is ready before the next send.
-			cc.Connect()
-		case connectivity.TransientFailure:
-			p.log.Warn("grpc client: connection failed", "addr", c.addr, "module", c.module)
-		case connectivity.Shutdown:
-			return
-		}
-		if !cc.WaitForStateChange(p.ctx, s) {
-			return // pool closed; Close closes cc
-		}
-	}
 }

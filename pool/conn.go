@@ -1,0 +1,264 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// conn is one address's connection, created on first use.
+//
+// A connection no module uses any more is closed in two steps: close marks
+// it closed, so no new send takes it (the send takes the route published
+// before the close instead), and the *grpc.ClientConn is shut down once the
+// sends already on it have their answers. grpc-go's ClientConn.Close is not
+// graceful (it fails the calls in flight), so the pool drains them itself;
+// a call to a peer that is gone ends on its own (keepalive, deadline).
+// Pool.Close shuts every connection at once, draining or not.
+type conn struct {
+	addr   string
+	module string // the module that first registered the address (for logs)
+
+	cc     atomic.Pointer[grpc.ClientConn]
+	client atomic.Pointer[modulepb.ModuleServiceClient]
+	hs     atomic.Pointer[grpcwire.HandshakeWatch] // set with cc
+
+	// users counts the sends on the connection; closedBit is set in it
+	// when the connection is closed, and the send that brings the count
+	// of a closed connection to zero shuts it down.
+	users    atomic.Int64
+	shut     sync.Once
+	draining atomic.Bool // closed while sends were on it
+	drained  func(*conn) // called when the last of them ends (p.mu not held)
+	mu       sync.Mutex
+	closed   bool // no new dial; under mu, set before closedBit
+}
+
+const closedBit = 1 << 62
+
+func (c *conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// use takes the connection for one send; false when it is closed (its
+// module moved or left). A true use is ended with done.
+func (c *conn) use() bool {
+	if c.users.Add(1)&closedBit != 0 {
+		c.done()
+		return false
+	}
+	return true
+}
+
+// done ends one use; the last use of a closed connection shuts it down.
+func (c *conn) done() {
+	if c.users.Add(-1) == closedBit {
+		c.shutdown()
+		if c.draining.Load() && c.drained != nil {
+			c.drained(c)
+		}
+	}
+}
+
+// close stops new sends from taking the connection and shuts it down now
+// when none is in flight; it reports whether sends are still draining (the
+// last of them shuts it down and calls drained).
+func (c *conn) close() (draining bool) {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	// Set first, so that the send ending the drain sees it; cleared when
+	// there is nothing to drain, so that a send that merely finds the
+	// connection closed does not call drained.
+	c.draining.Store(true)
+	if old := c.users.Or(closedBit); old&^closedBit == 0 {
+		c.draining.Store(false)
+		c.shutdown()
+		return false
+	}
+	return true
+}
+
+// closeNow closes the connection at once, failing the calls in flight
+// (the pool is closing).
+func (c *conn) closeNow() {
+	c.close()
+	c.shutdown()
+}
+
+func (c *conn) shutdown() {
+	c.shut.Do(func() {
+		// Under mu: a dial either stored its cc before, or sees closed.
+		c.mu.Lock()
+		cc := c.cc.Load()
+		c.mu.Unlock()
+		if cc != nil {
+			_ = cc.Close()
+		}
+	})
+}
+
+// retryNow makes a connection in TRANSIENT_FAILURE reconnect at once.
+func (c *conn) retryNow() {
+	if cc := c.cc.Load(); cc != nil && cc.GetState() == connectivity.TransientFailure {
+		cc.ResetConnectBackoff()
+	}
+}
+
+// client returns the connection's client, creating the *grpc.ClientConn
+// once (single-flight under c.mu) and connecting it at once.
+func (p *Pool) client(c *conn) (modulepb.ModuleServiceClient, error) {
+	if cl := c.client.Load(); cl != nil {
+		return *cl, nil
+	}
+	cl, cc, err := p.dial(c)
+	if cc != nil {
+		// Started outside c.mu: p.mu is taken before c.mu elsewhere. On a
+		// closed pool no watch is started; Close closes cc (cc was stored
+		// in c before c.close ran, or c.closed would have stopped dial).
+		p.mu.Lock()
+		p.goLocked(func() { p.watch(c, cc) })
+		p.mu.Unlock()
+	}
+	return cl, err
+}
+
+// dial is client's slow path under c.mu; cc is non-nil when it created the
+// connection.
+func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.client.Load(); cl != nil {
+		return *cl, nil, nil
+	}
+	if c.closed {
+		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
+	}
+	creds, hs := grpcwire.WatchHandshakes(p.creds)
+	cc, err := grpc.NewClient(dialTarget(c.addr), p.dialOptions(grpc.WithTransportCredentials(creds))...)
+	if err != nil {
+		p.log.Warn("grpc client: connection failed", "addr", c.addr, "err", err)
+		return nil, nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("cannot create a client for %s: %v", c.addr, err))
+	}
+	cc.Connect()
+	cl := modulepb.NewModuleServiceClient(cc)
+	c.hs.Store(hs)
+	c.cc.Store(cc)
+	c.client.Store(&cl)
+	return cl, cc, nil
+}
+
+// dialOptions are the options of one connection with the pool's transport
+// credentials creds. With Options.TLS they come last, so TLS wins over any
+// credentials in Options.DialOptions; without it, plaintext comes before
+// Options.DialOptions, so credentials set there are used (grpc-go keeps the
+// last of several).
+func (p *Pool) dialOptions(creds grpc.DialOption) []grpc.DialOption {
+	opts := slices.Clip(p.dialOpts)
+	if p.tls {
+		opts = append(append(opts, p.userOpts...), creds)
+	} else {
+		opts = append(append(opts, creds), p.userOpts...)
+	}
+	return opts
+}
+
+// dialTarget is the gRPC target of a host:port address: always through the
+// DNS resolver (grpc.NewClient's default), so a host that happens to be a
+// resolver scheme ("unix:8080", "dns:53", "passthrough:9000") is not read as
+// one, and with the '%' of an IPv6 zone escaped ("[fe80::1%eth0]:8080"),
+// which the target's URL syntax would otherwise reject.
+func dialTarget(addr string) string {
+	return "dns:///" + strings.ReplaceAll(addr, "%", "%25")
+}
+
+// prewarm creates the connection in the background so the first message
+// does not pay the dial.
+func (p *Pool) prewarm(c *conn) {
+	_, _ = p.client(c)
+}
+
+// watch logs the connection's life: pre-warmed when it first becomes ready,
+// failed on every transition to TRANSIENT_FAILURE; it reconnects an idle
+// connection at once. It ends when the
+// connection is closed.
+func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
+	ready := false
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			if !ready {
+				ready = true
+				p.log.Info("address pool: connection pre-warmed", "module", c.module, "addr", c.addr)
+			}
+		case connectivity.Idle:
+			// The connection went idle (the peer closed it or restarted):
+			// reconnect now, so a dead peer shows as TRANSIENT_FAILURE and is
+			// skipped, and a live one is ready before the next send.
+			cc.Connect()
+		case connectivity.TransientFailure:
+			p.log.Warn("grpc client: connection failed", "addr", c.addr, "module", c.module)
+		case connectivity.Shutdown:
+			return
+		}
+		if !cc.WaitForStateChange(p.ctx, s) {
+			return // pool closed; Close closes cc
+		}
+	}
+}
+
+// answerClient wraps a connection's client for one call and records
+// whether the call's outcome is the remote side's answer — a response, or
+// a status its server sent — rather than the transport failing under the
+// call, which grpc-go reports as Unavailable, or Canceled when the
+// connection is closed, without Switchboard's error detail or trailers.
+type answerClient struct {
+	modulepb.ModuleServiceClient
+	answered bool
+}
+
+func (a *answerClient) Message(ctx context.Context, in *modulepb.MessageRequest, opts ...grpc.CallOption) (*modulepb.MessageResponse, error) {
+	resp, err := a.ModuleServiceClient.Message(ctx, in, opts...)
+	a.answered = err == nil || isAnswer(err, opts)
+	return resp, err
+}
+
+// isAnswer reports whether err, the error of a call made with opts, is not
+// the transport's: a status with a Switchboard error detail or error-code
+// trailer, or with a code the transport does not produce (a remote
+// handler's error, the caller's deadline, a message over a size limit).
+func isAnswer(err error, opts []grpc.CallOption) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false // not a status: nothing came back
+	}
+	if c := st.Code(); c != codes.Unavailable && c != codes.Canceled {
+		return true
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*modulepb.ErrorDetail); ok {
+			return true
+		}
+	}
+	for _, o := range opts {
+		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil && len(t.TrailerAddr.Get(grpcwire.ErrorCodeTrailer)) > 0 {
+			return true
+		}
+	}
+	return false
+}
