@@ -7,6 +7,14 @@
 // margin before the lease could expire counted from the moment it sent its
 // last successful acquire or renew. A stalled process, a slow catalog or a
 // wall-clock jump can cost leadership, never give two leaders.
+//
+// A lease given back on the way out is given back within ReleaseTimeout
+// (at most 5 s, and no more than half the TTL): a catalog that hangs then
+// costs the other contenders one TTL, as if the process had been killed,
+// and never holds up the return of Run. An acquire cut short by the end of
+// Run's ctx may have taken the lease at the catalog all the same, with the
+// reply lost; Run then looks the lease up (Leaser.Leases) and gives it back
+// if it is held under this identity.
 package election
 
 import (
@@ -26,6 +34,10 @@ const (
 	DefaultTTL        = 15 * time.Second
 	DefaultRetryEvery = 2 * time.Second
 )
+
+// MaxReleaseTimeout bounds the release of a lease on the way out; see
+// Elector.ReleaseTimeout.
+const MaxReleaseTimeout = 5 * time.Second
 
 // Config tunes an Elector. Zero values take the defaults.
 type Config struct {
@@ -145,7 +157,12 @@ func (e *Elector) Leader() (switchboard.Lease, bool) {
 // under way and the acquire succeeds all the same, Run does not lead
 // (OnElected and OnLost are not called) and releases that lease at once;
 // so too with a lease acquired too late to lead safely (held, not led,
-// until the next try) when ctx ends before that try.
+// until the next try) when ctx ends before that try, and with a lease an
+// acquire took at the catalog although it failed or was cut short by the
+// end of ctx (the reply lost): Run then lists the leases and releases this
+// one if the catalog says this identity holds it. Each of these releases
+// is bounded by ReleaseTimeout, after which Run logs that it gave up (the
+// lease then expires a TTL later) and returns.
 // It returns nil when ctx ends. It returns an error when an acquire fails
 // in a way no retry can mend (the Leaser refuses the lease as invalid,
 // switchboard.ErrInvalid, or its catalog was closed, switchboard.ErrClosed),
@@ -158,6 +175,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	defer e.running.Store(false)
 	for ctx.Err() == nil {
 		var late *switchboard.Lease // acquired too late to lead: held, not led
+		unsure := false             // the acquire failed, but may have taken the lease all the same
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, e.cfg.TTL-e.cfg.Margin)
 		l, err := e.leaser.Acquire(actx, e.name, e.identity, e.cfg.TTL)
@@ -175,20 +193,31 @@ func (e *Elector) Run(ctx context.Context) error {
 		case err == nil:
 			e.log.Warn("election: lease acquired too late to lead safely; retrying", "took", time.Since(start))
 			late = &l
-		case errors.Is(err, switchboard.ErrLeaseHeld), ctx.Err() != nil:
+		case errors.Is(err, switchboard.ErrLeaseHeld):
+		case ctx.Err() != nil:
+			// Stopped during the acquire: it may have committed at the
+			// catalog with the reply lost.
+			unsure = !errors.Is(err, switchboard.ErrInvalid) && !errors.Is(err, switchboard.ErrClosed)
 		case errors.Is(err, switchboard.ErrInvalid), errors.Is(err, switchboard.ErrClosed):
 			// Retrying cannot help: say what is wrong instead of warning
 			// forever.
 			return fmt.Errorf("election: acquire lease %q: %w", e.name, err)
 		default:
+			// A timeout or a lost connection may hide a lease taken: the
+			// next acquire takes it over (same holder), unless ctx ends
+			// first.
+			unsure = true
 			e.log.Warn("election: acquire failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			if late != nil {
+			switch {
+			case late != nil:
 				// Stopped before the retry that would have led with it:
 				// give it back rather than keep the others waiting a TTL.
 				e.release(ctx, *late)
+			case unsure:
+				e.releaseHeld(ctx)
 			}
 		case <-time.After(e.cfg.RetryEvery):
 		}
@@ -297,13 +326,63 @@ loop:
 	}
 }
 
+// ReleaseTimeout is how long a release on the way out may take: half the
+// TTL, at most MaxReleaseTimeout. It is the deadline of the Leaser calls
+// (Release, and Leases when an acquire's outcome is unknown), which every
+// catalog of this module honours. The call is not abandoned to run on
+// past it: a Release landing late could free a later term of this same
+// identity (an acquire by the holder keeps the token), two leaders.
+func (e *Elector) ReleaseTimeout() time.Duration {
+	return min(e.cfg.TTL/2, MaxReleaseTimeout)
+}
+
+// releaseContext bounds a release by ReleaseTimeout, whether or not ctx
+// has ended.
+func (e *Elector) releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.ReleaseTimeout())
+}
+
 // release gives l back, best effort, so that another contender takes it
-// at once instead of at expiry. It runs to its own timeout (TTL), whether
-// or not ctx has ended.
+// at once instead of at expiry.
 func (e *Elector) release(ctx context.Context, l switchboard.Lease) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
+	rctx, cancel := e.releaseContext(ctx)
 	defer cancel()
-	if err := e.leaser.Release(rctx, l); err != nil {
-		e.log.Warn("election: release failed; the lease will expire", "err", err)
+	e.releaseWithin(rctx, l)
+}
+
+func (e *Elector) releaseWithin(rctx context.Context, l switchboard.Lease) {
+	err := e.leaser.Release(rctx, l)
+	switch {
+	case err == nil:
+	case rctx.Err() != nil:
+		e.log.Warn("election: release gave up; the lease will expire", "timeout", e.ReleaseTimeout(), "token", l.Token, "err", err)
+	default:
+		e.log.Warn("election: release failed; the lease will expire", "token", l.Token, "err", err)
+	}
+}
+
+// releaseHeld releases the lease if the catalog says this identity holds
+// it: after an acquire that failed or was cut short, which may have taken
+// it with the reply lost. The token read with it makes the release exact:
+// a term begun since (another holder's) is left alone (ErrLeaseLost).
+func (e *Elector) releaseHeld(ctx context.Context) {
+	rctx, cancel := e.releaseContext(ctx)
+	defer cancel()
+	leases, err := e.leaser.Leases(rctx)
+	if err != nil {
+		what := "failed"
+		if rctx.Err() != nil {
+			what = "gave up"
+		}
+		e.log.Warn("election: looking up the lease after an interrupted acquire "+what+"; if that acquire took it, it will expire",
+			"timeout", e.ReleaseTimeout(), "err", err)
+		return
+	}
+	for _, l := range leases {
+		if l.Name == e.name && l.Holder == e.identity {
+			e.log.Info("election: the catalog lists the lease under this identity after an interrupted acquire; releasing it", "token", l.Token)
+			e.releaseWithin(rctx, l)
+			return
+		}
 	}
 }

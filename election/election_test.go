@@ -24,6 +24,7 @@ import (
 // process cut off from the catalog.
 type fakeLeaser struct {
 	mu          sync.Mutex
+	name        string // of the last acquire
 	holder      string
 	token       int64
 	expires     time.Time
@@ -65,7 +66,7 @@ func (f *fakeLeaser) Acquire(ctx context.Context, name, holder string, ttl time.
 	default:
 		return switchboard.Lease{}, switchboard.ErrLeaseHeld
 	}
-	f.holder, f.expires = holder, now.Add(ttl)
+	f.name, f.holder, f.expires = name, holder, now.Add(ttl)
 	f.holders = append(f.holders, holder)
 	return switchboard.Lease{Name: name, Holder: holder, Token: f.token, TTL: ttl, ExpiresAt: f.expires}, nil
 }
@@ -103,7 +104,10 @@ func (f *fakeLeaser) Release(ctx context.Context, l switchboard.Lease) error {
 func (f *fakeLeaser) Leases(context.Context) ([]switchboard.Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return []switchboard.Lease{{Name: "x", Holder: f.holder, Token: f.token, ExpiresAt: f.expires}}, nil
+	if f.name == "" {
+		return []switchboard.Lease{}, nil
+	}
+	return []switchboard.Lease{{Name: f.name, Holder: f.holder, Token: f.token, ExpiresAt: f.expires}}, nil
 }
 
 func (f *fakeLeaser) state() (holder string, token int64, expires time.Time, renews int) {

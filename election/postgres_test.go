@@ -52,6 +52,14 @@ func (k *killable) Release(ctx context.Context, l switchboard.Lease) error {
 	return k.Leaser.Release(ctx, l)
 }
 
+func (k *killable) Leases(ctx context.Context) ([]switchboard.Lease, error) {
+	if k.dead.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return k.Leaser.Leases(ctx)
+}
+
 type contender struct {
 	id     string
 	e      *Elector
