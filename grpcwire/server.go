@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -63,7 +64,10 @@ type ServerOptions struct {
 	// DisableReflection leaves the server reflection service out (it is
 	// on by default, so grpcurl and similar tools can list the service).
 	DisableReflection bool
-	// GRPCOptions are appended to the server's own options.
+	// GRPCOptions are appended to the server's own options. Credentials
+	// set here (grpc.Creds) are used when TLS is nil and ignored when it
+	// is set: TLS always decides (grpc-go keeps the last credentials given,
+	// and cannot tell which option sets them, so TLS's go last).
 	GRPCOptions []grpc.ServerOption
 }
 
@@ -98,13 +102,15 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
-	var sopts []grpc.ServerOption
+	var sopts, last []grpc.ServerOption
 	if opts.TLS != nil {
 		creds, err := opts.TLS.ServerCredentials()
 		if err != nil {
 			return nil, err
 		}
-		sopts = append(sopts, grpc.Creds(creds))
+		// After GRPCOptions: a grpc.Creds among them must not turn a TLS
+		// server into a plaintext one.
+		last = append(last, grpc.Creds(creds))
 	}
 	// Instrument only when spans can be recorded: any stats handler costs
 	// grpc-go allocations on every call (see ServerStatsHandler).
@@ -119,7 +125,7 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 		}),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
-	), opts.GRPCOptions...)...)
+	), append(slices.Clip(opts.GRPCOptions), last...)...)...)
 	modulepb.RegisterModuleServiceServer(gs, &service{h: h, otel: otel})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -2,11 +2,14 @@ package pool
 
 import (
 	"context"
+	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
 )
@@ -39,5 +42,45 @@ func TestTLSWinsOverDialOptionsCredentials(t *testing.T) {
 				t.Fatalf("send = %q, %v; want a mutual TLS call (the client certificate's serial %s)", out, err, cliLeaf.Serial)
 			}
 		})
+	}
+}
+
+// TestServerTLSWinsOverGRPCOptionsCredentials: a module server with TLS
+// set serves TLS even when its raw gRPC options carry credentials of their
+// own (plaintext here): a plaintext client is refused, a mutual TLS client
+// gets through with its certificate.
+func TestServerTLSWinsOverGRPCOptionsCredentials(t *testing.T) {
+	dir := t.TempDir()
+	ca := testkit.NewCA(t, "switchboard test CA")
+	srvLeaf, cliLeaf := ca.IssueValid(t, "server"), ca.IssueValid(t, "client")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- grpcwire.Serve(sctx, lis, peerSerial, grpcwire.ServerOptions{Logger: quiet, GracePeriod: time.Second,
+			TLS: newTLS(t, dir, ca, &srvLeaf, "srv-"), GRPCOptions: []grpc.ServerOption{grpc.Creds(insecure.NewCredentials())}})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	addr := lis.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+
+	plain := newPool(t, Options{})
+	plain.Register("secure", addr)
+	if out, err := plain.Send(ctx, &router.Message{To: "f.secure.n:in"}); err == nil {
+		t.Fatalf("a plaintext client got %q from a server configured for TLS", out)
+	}
+	secure := newPool(t, Options{TLS: newTLS(t, dir, ca, &cliLeaf, "cli-")})
+	secure.Register("secure", addr)
+	if out, err := secure.Send(ctx, &router.Message{To: "f.secure.n:in"}); err != nil || string(out) != cliLeaf.Serial.String() {
+		t.Fatalf("send = %q, %v; want a mutual TLS call (the client certificate's serial %s)", out, err, cliLeaf.Serial)
 	}
 }
