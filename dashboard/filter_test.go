@@ -14,10 +14,13 @@ import (
 // filterCases checks parseFilter and matches (store.js) on instances whose
 // capabilities contain one another: cap: is one whole capability, spelled
 // as the catalog spells it; free words match part of any field, ignoring
-// case.
+// case. Several terms of one kind all apply, in any order (an instance
+// must match each), as free words do; a term with nothing after its colon
+// is ignored.
 const filterCases = `import("/store.js").then(({ parseFilter, matches }) => {
-  const inst = (id, caps) => ({ id, name: "svc", type: "Writer", address: "127.0.0.1:1", capabilities: caps });
-  const all = [inst("s-1", ["store"]), inst("s-2", ["storage"]), inst("s-3", ["object_store"]), inst("s-4", ["Store"]), inst("s-5", ["store", "x"]), inst("s-6", ["store.v2"])];
+  const inst = (id, caps, name = "svc", type = "Writer") => ({ id, name, type, address: "127.0.0.1:1", capabilities: caps });
+  const all = [inst("s-1", ["store"]), inst("s-2", ["storage"]), inst("s-3", ["object_store"]), inst("s-4", ["Store"]), inst("s-5", ["store", "x"]), inst("s-6", ["store.v2"]),
+    inst("s-7", ["x"], "svc-x", "Reader")];
   const cases = [
     ["cap:store", "s-1 s-5"],
     ["capability:store", "s-1 s-5"],
@@ -31,6 +34,22 @@ const filterCases = `import("/store.js").then(({ parseFilter, matches }) => {
     ["storage", "s-2"],
     ["type:writ cap:storage", "s-2"],
     ["s-3", "s-3"],
+    ["cap:store cap:x", "s-5"],
+    ["cap:x cap:store", "s-5"],
+    ["capability:x CAP:store", "s-5"],
+    ["cap:store cap:storage", ""],
+    ["cap:x cap:x", "s-5 s-7"],
+    ["name:svc name:-x", "s-7"],
+    ["name:-x name:svc", "s-7"],
+    ["type:writ type:read", ""],
+    ["type:read type:er", "s-7"],
+    ["type:er type:READ", "s-7"],
+    ["cap:x name:-x type:writ", ""],
+    ["cap:x type:writ", "s-5"],
+    ["cap:", "s-1 s-2 s-3 s-4 s-5 s-6 s-7"],
+    ["cap:x cap:", "s-5 s-7"],
+    ["cap: cap:x", "s-5 s-7"],
+    ["name: x", "s-5 s-7"],
   ];
   const bad = [];
   for (const [q, want] of cases) {

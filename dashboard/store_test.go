@@ -21,7 +21,7 @@ import (
 const storeModel = `import("/store.js").then(({ Store, parseFilter, matches }) => {
   let seed = 7;
   const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
-  const filters = ["", "svc-1", "cap:c1", "i-3 svc", "type:w", "name:svc-2 cap:c0"];
+  const filters = ["", "svc-1", "cap:c1", "i-3 svc", "type:w", "name:svc-2 cap:c0", "name:svc name:-1 type:w type:w"];
   const byNameId = (a, b) => a.inst.name < b.inst.name ? -1 : a.inst.name > b.inst.name ? 1 : a.inst.id < b.inst.id ? -1 : a.inst.id > b.inst.id ? 1 : 0;
   const key = (e) => e.inst.id + "/" + e.inst.name + "/" + e.state;
   for (let round = 0; round < 100; round++) {

@@ -20,7 +20,7 @@
 //	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
 //	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
 //	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
-//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed; with a Token set, the catalog's error only to a request carrying it)
+//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed; with a Token set, the catalog's error and its code only to a request carrying it)
 //	GET    /metrics                       Prometheus
 //	/                                     Options.UI, when set
 //
@@ -89,7 +89,11 @@
 // gets a last "error" event saying so and ends, so its client reconnects
 // (behind a load balancer, to another server; this one answers new
 // watches with 503). An outage the server's watch recovers from ends no
-// stream: "error", then "synced" once it has caught up.
+// stream: "error", then "synced" once it has caught up. A watch the server
+// cannot serve (its mirror has stopped, or has not read the catalog within
+// 10 s) is answered 503 with the code of the mirror's last error, as any
+// request gets it: no_catalog when the catalog is missing, busy, else
+// unavailable.
 //
 // Reconnecting with Last-Event-ID (or ?last_event_id=) resumes without
 // loss: the server replays the events after that id from its history

@@ -92,6 +92,21 @@ func classify(err error) (int, ErrorBody) {
 	return http.StatusServiceUnavailable, body
 }
 
+// catalogDown is a 503 saying msg, for an endpoint that found the catalog
+// unable to serve because of cause: its code is classify's for cause when
+// that is a 503 (no_catalog, busy: writeError adds busy's Retry-After),
+// else unavailable (cause nil, unknown, or an error classify answers with
+// another status: the catalog still failed).
+func catalogDown(msg string, cause error) error {
+	code := CodeUnavailable
+	if cause != nil {
+		if status, body := classify(cause); status == http.StatusServiceUnavailable {
+			code = body.Code
+		}
+	}
+	return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: msg, Code: code}}
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -41,6 +41,7 @@ type feed struct {
 	healthy      bool
 	healthySince time.Time // when healthy last became true by a sync (zero: never synced)
 	lastErr      string
+	lastCause    error         // the error lastErr is the text of (nil when lastErr is "")
 	wake         chan struct{} // closed and replaced when entries are appended
 	readyCh      chan struct{}
 	done         chan struct{}
@@ -83,7 +84,7 @@ func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
 	if err != nil {
 		f.log.Error("server mirror: watch failed", "err", err)
 		f.mu.Lock()
-		f.healthy, f.lastErr = false, err.Error()
+		f.healthy, f.lastErr, f.lastCause = false, err.Error(), err
 		f.mu.Unlock()
 		return
 	}
@@ -142,7 +143,7 @@ func (f *feed) apply(ev switchboard.Event) {
 		if !f.healthy || f.healthySince.IsZero() {
 			f.healthySince = time.Now()
 		}
-		f.healthy, f.lastErr = true, ""
+		f.healthy, f.lastErr, f.lastCause = true, "", nil
 		if !f.ready {
 			f.ready = true
 			close(f.readyCh)
@@ -151,7 +152,7 @@ func (f *feed) apply(ev switchboard.Event) {
 	case switchboard.EventError:
 		f.healthy = false
 		if ev.Err != nil {
-			f.lastErr = ev.Err.Error()
+			f.lastErr, f.lastCause = ev.Err.Error(), ev.Err
 		}
 		e.errMsg = f.lastErr
 	default:
@@ -234,6 +235,18 @@ func (f *feed) health() (ready, healthy bool, lastErr string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.ready, f.healthy, f.lastErr
+}
+
+// lastError is the mirror's last error while it cannot read the catalog
+// (the catalog's own, or errMirrorStopped once its watch has ended), nil
+// when it can or has had no error yet.
+func (f *feed) lastError() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.healthy {
+		return nil
+	}
+	return f.lastCause
 }
 
 // view is what one subscriber sees: its query decides which instances are

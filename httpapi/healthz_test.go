@@ -2,7 +2,11 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +55,76 @@ func TestHealthzDetailNeedsToken(t *testing.T) {
 	if code, b := call(t, "GET", ok.url+"/healthz", nil); code != 200 || strings.TrimSpace(string(b)) != `{"status":"ok"}` {
 		t.Errorf("healthz of a healthy server without the token: %d %s", code, b)
 	}
+}
+
+// failingNow is a catalog whose clock read fails with err.
+type failingNow struct {
+	switchboard.Catalog
+	err error
+}
+
+func (f failingNow) Now(context.Context) (time.Time, error) { return time.Time{}, f.err }
+
+// TestHealthzCodes: the detail of /healthz (with the token, or none
+// configured) has the code any endpoint gives the catalog's error: a
+// missing catalog is no_catalog, a busy one busy (with Retry-After), any
+// other failure unavailable. A request without the configured token still
+// gets the status alone.
+func TestHealthzCodes(t *testing.T) {
+	const token = "healthz-token"
+	for _, tc := range []struct {
+		err        error
+		code       string
+		retryAfter bool
+	}{
+		{fmt.Errorf("%w at /data/sb.db (nothing has registered there yet)", switchboard.ErrNoCatalog), httpapi.CodeNoCatalog, false},
+		{fmt.Errorf("sqlite: gave up after waiting 5s for the write lock: %w", switchboard.ErrBusy), httpapi.CodeBusy, true},
+		{errors.New(leakyError), httpapi.CodeUnavailable, false},
+		// An error the API answers with another status elsewhere is
+		// still the catalog failing here.
+		{fmt.Errorf("odd: %w", switchboard.ErrNotFound), httpapi.CodeUnavailable, false},
+	} {
+		for _, tok := range []string{token, ""} {
+			s := serveOn(t, failingNow{testkit.OpenSQLite(t), tc.err}, httpapi.Options{Token: tok, ReapInterval: -1})
+			hdr := []string{}
+			if tok != "" {
+				code, b := call(t, "GET", s.url+"/healthz", nil)
+				if code != 503 || strings.TrimSpace(string(b)) != `{"status":"unavailable"}` {
+					t.Errorf("%v: healthz without the token: %d %s; want 503 with the status alone", tc.err, code, b)
+				}
+				hdr = []string{"Authorization", "Bearer " + tok}
+			}
+			resp := get(t, s.url+"/healthz", hdr...)
+			var body httpapi.ErrorBody
+			json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode != 503 || body.Code != tc.code || !strings.Contains(body.Error, tc.err.Error()) {
+				t.Errorf("%v (token %q): healthz %d %+v; want 503 with code %q and the error", tc.err, tok, resp.StatusCode, body, tc.code)
+			}
+			ra := resp.Header.Get("Retry-After")
+			if n, err := strconv.Atoi(ra); tc.retryAfter != (err == nil && n >= 1 && n <= 10) || (!tc.retryAfter && ra != "") {
+				t.Errorf("%v (token %q): Retry-After %q; want a few seconds: %v", tc.err, tok, ra, tc.retryAfter)
+			}
+		}
+	}
+}
+
+// get does one GET with headers (name, value, …) and returns the response,
+// its body unread.
+func get(t *testing.T, url string, hdr ...string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

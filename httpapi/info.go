@@ -39,7 +39,9 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 // handleHealthz answers 200 when the catalog answers a read within 2 s,
 // 503 otherwise. It needs no token, but when a Token is configured only a
 // request that carries it hears why the catalog failed (the error can
-// name hosts, parts of the DSN, SQL); any other gets the status alone.
+// name hosts, parts of the DSN, SQL), with the code any endpoint gives
+// that error (no_catalog, busy, else unavailable); any other gets the
+// status alone.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -48,7 +50,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 			return nil
 		}
-		return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: "catalog unreachable: " + err.Error(), Code: CodeUnavailable}}
+		return catalogDown("catalog unavailable: "+err.Error(), err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil

@@ -31,7 +31,14 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	err = s.feed.waitReady(rctx)
 	cancel()
 	if err != nil {
-		return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: "the server has not read the catalog yet: " + err.Error(), Code: CodeUnavailable}}
+		// Not read yet, or its watch has ended: the code is the one of
+		// the mirror's last error (no_catalog when the catalog is missing).
+		msg := "the server has not read the catalog yet: " + err.Error()
+		cause := s.feed.lastError()
+		if cause != nil && cause.Error() != err.Error() {
+			msg += " (the catalog's last error: " + cause.Error() + ")"
+		}
+		return catalogDown(msg, cause)
 	}
 	v := view{q}
 	rc := http.NewResponseController(w)

@@ -10,25 +10,33 @@
 // of a field, ignoring case; cap: names one whole capability, as the
 // catalog spells it (capabilities are case-sensitive tokens, and a click on
 // one in the capabilities panel must show the instances counted there:
-// cap:store is not storage nor object_store).
+// cap:store is not storage nor object_store). Every term applies: an
+// instance must match all the words and all the name:, type: and cap:
+// terms, however many of one kind there are (cap:storage cap:query is the
+// instances with both). A term with nothing after its colon (cap:) is
+// ignored.
 export function parseFilter(q) {
-  const f = { q, text: [], name: "", type: "", cap: "" };
+  const f = { q, text: [], name: [], type: [], cap: [] };
   for (const tok of q.trim().split(/\s+/).filter(Boolean)) {
     const m = /^(name|type|cap|capability):(.*)$/i.exec(tok);
     if (!m) { f.text.push(tok.toLowerCase()); continue; }
+    if (!m[2]) continue;
     const field = m[1].toLowerCase();
-    if (field === "cap" || field === "capability") f.cap = m[2];
-    else f[field] = m[2].toLowerCase();
+    if (field === "cap" || field === "capability") f.cap.push(m[2]);
+    else f[field].push(m[2].toLowerCase());
   }
-  f.any = !!(f.text.length || f.name || f.type || f.cap);
+  f.any = !!(f.text.length || f.name.length || f.type.length || f.cap.length);
   return f;
 }
 
 export function matches(f, i) {
   if (!f.any) return true;
-  if (f.name && !i.name.includes(f.name)) return false;
-  if (f.type && !(i.type || "").toLowerCase().includes(f.type)) return false;
-  if (f.cap && !i.capabilities.includes(f.cap)) return false;
+  for (const n of f.name) if (!i.name.includes(n)) return false;
+  if (f.type.length) {
+    const type = (i.type || "").toLowerCase();
+    for (const t of f.type) if (!type.includes(t)) return false;
+  }
+  for (const c of f.cap) if (!i.capabilities.includes(c)) return false;
   for (const t of f.text) {
     if (!(i.name.includes(t) || i.id.toLowerCase().includes(t) || (i.type || "").toLowerCase().includes(t) ||
       (i.address || "").toLowerCase().includes(t) || i.capabilities.some((c) => c.toLowerCase().includes(t)))) return false;
