@@ -3,7 +3,8 @@ package switchboard
 import (
 	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -66,15 +67,7 @@ func invalid(kind error, field, value, reason string) error {
 	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
 }
 
-// truncate cuts s to at most n bytes and marks the cut, never inside a
-// UTF-8 sequence (which an error would show as \xNN escapes).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for i := 1; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// truncate cuts s to at most n bytes and marks the cut with "…" (on top of
+// the n bytes), never inside a UTF-8 sequence (which an error would show
+// as \xNN escapes).
+func truncate(s string, n int) string { return textcut.Cut(s, n) }

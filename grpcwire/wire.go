@@ -45,6 +45,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/internal/textcut"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -306,33 +307,21 @@ const (
 // cut to MaxErrorCodeLen and MaxErrorMessageLen, and CodeInternal for an
 // empty code.
 func wireText(e *router.Error) (code, msg string) {
-	msg, n := cut(strings.ToValidUTF8(e.Message, "\uFFFD"), MaxErrorMessageLen)
-	if n > 0 {
-		msg += fmt.Sprintf("… (%d more bytes cut)", n)
+	full := strings.ToValidUTF8(e.Message, "\uFFFD")
+	msg = textcut.Prefix(full, MaxErrorMessageLen)
+	if n := len(full) - len(msg); n > 0 {
+		msg += fmt.Sprintf("%s (%d more bytes cut)", textcut.Marker, n)
 	}
 	return wireCode(e), msg
 }
 
 // wireCode is the code of e as wireText sends it.
 func wireCode(e *router.Error) string {
-	code, _ := cut(strings.ToValidUTF8(e.Code, "\uFFFD"), MaxErrorCodeLen)
+	code := textcut.Prefix(strings.ToValidUTF8(e.Code, "\uFFFD"), MaxErrorCodeLen)
 	if code == "" {
 		return router.CodeInternal
 	}
 	return code
-}
-
-// cut shortens valid UTF-8 s to at most max bytes, at a character
-// boundary, and says how many bytes it cut.
-func cut(s string, max int) (string, int) {
-	if len(s) <= max {
-		return s, 0
-	}
-	i := max
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i], len(s) - i
 }
 
 func toGRPCCode(code string) codes.Code {

@@ -13,12 +13,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/textcut"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -325,7 +325,7 @@ func replyHeader(out []byte, err error) nats.Header {
 			msg = router.CodeInternal
 		}
 		return nats.Header{
-			HeaderError:          {truncate(headerValue(msg), maxErrorText)},
+			HeaderError:          {textcut.Fit(headerValue(msg), maxErrorText)},
 			HeaderErrorCode:      {headerValue(code)},
 			HeaderErrorRetryable: {strconv.FormatBool(e.Retryable)},
 		}
@@ -408,7 +408,8 @@ func asPubAck(m *nats.Msg) (pubAck, bool) {
 
 // validJSName reports whether s is a name the broker accepts for a stream
 // (or, domain set, for a JetStream domain): not empty, none of the
-// characters it refuses.
+// characters it refuses. It mirrors nats-server's unexported
+// isValidAssetName (streams) and isValidName (domains); nats.go exports none.
 func validJSName(s string, domain bool) bool {
 	bad := " \t\r\n\f.*>/\\"
 	if domain {
@@ -420,19 +421,6 @@ func validJSName(s string, domain bool) bool {
 // maxErrorText bounds the x-error text of a reply: an error message as
 // long as the broker's max_payload would make the reply undeliverable.
 const maxErrorText = 4096
-
-// truncate shortens s to at most n bytes without splitting a UTF-8
-// character, marking the cut with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
 
 // headerValue makes s safe for a NATS header value: CR and LF (which would
 // end the header) become spaces.

@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // Retry policy defaults and limits (SPEC §7).
@@ -227,18 +228,10 @@ func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// shortJSON is v for an error message: at most 64 bytes, cut at a UTF-8
-// character boundary and marked with "…".
+// shortJSON is v for an error message: cut after at most 64 bytes, at a
+// UTF-8 character boundary, and marked with "…".
 func shortJSON(v json.RawMessage) string {
-	const n = 64
-	if len(v) <= n {
-		return string(v)
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return string(v[:cut]) + "…"
+	return textcut.Cut(string(v), 64)
 }
 
 // unknownPolicyKeys refuses the keys of raw the JSON form does not have,
