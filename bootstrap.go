@@ -158,6 +158,8 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	if in.ID == "" {
 		// The catalog chose the id: claim it now, so that a Bootstrap
 		// given this id while r lives is refused too.
+		// (It cannot be held: a live Registration's id is in the catalog,
+		// which does not hand it out again.)
 		r.takeClaim(stored.ID)
 	}
 	r.inst = stored
@@ -386,14 +388,17 @@ func (b *beater) run() {
 
 // renew heartbeats one call's worth of ids (at most MaxHeartbeatIDs) and
 // registers again those whose rows are gone. On failure it counts a failure
-// for each of them and returns the error.
+// for each of them (unless the last Close cancelled the call: that is a
+// shutdown, not a failure) and returns the error.
 func (b *beater) renew(timeout time.Duration, ids []string, regs map[string]*Registration) error {
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
 	defer cancel()
 	missing, err := b.key.cat.Heartbeat(ctx, ids...)
 	if err != nil {
-		for _, id := range ids {
-			regs[id].failures.Add(1)
+		if b.ctx.Err() == nil {
+			for _, id := range ids {
+				regs[id].failures.Add(1)
+			}
 		}
 		return err
 	}

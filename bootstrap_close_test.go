@@ -33,4 +33,7 @@ func TestBootstrapCloseDoesNotLogTheHeartbeatItCancels(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "level=WARN") || strings.Contains(out, "level=ERROR") {
 		t.Fatalf("Close logged the heartbeat it cancelled:\n%s", out)
 	}
+	if st := reg.Stats(); st.Failures != 0 {
+		t.Fatalf("Close counted the heartbeat it cancelled as a failure: %+v", st)
+	}
 }
