@@ -3,11 +3,15 @@ package remote
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"syscall"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
@@ -21,7 +25,8 @@ import (
 // switchboard.ErrNoCatalog, which the next registration or heartbeat
 // creates again), it did not answer within Config.RequestTimeout, or it
 // could not be reached at all (also switchboard.ErrUnreachable: refused,
-// reset or failed connections, unknown hosts).
+// reset or failed connections, unknown hosts; not a TLS or certificate
+// failure, which no retry cures).
 var (
 	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
 	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
@@ -142,12 +147,38 @@ func (e *unreachableError) Unwrap() []error {
 }
 
 // transportError is the error of a request to base whose transport
-// failed with err under ctx: the caller's own end (its cancel or
-// deadline, or the request timeout, which the caller turns into its own
-// error) as it is, anything else as unreachable.
+// failed with err under ctx: unreachable when the connection could not be
+// made or was lost (see unreachable); anything else — the caller's own end
+// (its cancel or deadline, or the request timeout, which the caller turns
+// into its own error), a certificate or TLS failure, an https:// DSN for
+// a plain HTTP server — as it is, which no retry cures.
 func transportError(ctx context.Context, base string, err error) error {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !unreachable(err) {
 		return fmt.Errorf("switchboard server %s: %w", base, err)
 	}
 	return &unreachableError{base: base, err: err}
+}
+
+// unreachable reports whether err says the server could not be reached or
+// the connection to it was lost: a refused, reset or failed connection
+// (dial, read or write), a name that did not resolve, a connection closed
+// before the answer. A TLS alert, a certificate the client does not trust
+// and a protocol mismatch are not: they are the same at every retry.
+func unreachable(err error) bool {
+	var (
+		alert    tls.AlertError
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	if errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &header) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

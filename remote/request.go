@@ -41,7 +41,10 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any,
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	err := c.send(ctx, method, path, body, out, hdr)
-	if err != nil && errors.Is(context.Cause(ctx), errNoAnswer) {
+	var answered *APIError
+	if err != nil && errors.Is(context.Cause(ctx), errNoAnswer) && !errors.As(err, &answered) {
+		// An error the server answered whole (a 404, a 409) is its answer,
+		// even when the timeout fires as it is read.
 		return c.noAnswer(method, c.base+path)
 	}
 	return err

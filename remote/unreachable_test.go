@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -45,5 +47,34 @@ func TestUnreachableServer(t *testing.T) {
 	_, err = c.Get(ctx, "x")
 	if err == nil || errors.Is(err, switchboard.ErrUnreachable) || errors.Is(err, remote.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Get: %v", err)
+	}
+}
+
+// TestTLSFailureIsNotUnreachable: a server whose certificate the client
+// does not trust, or a plain HTTP server behind an https:// DSN, is
+// reached: its error is neither ErrUnreachable nor ErrUnavailable, since
+// no retry cures it.
+func TestTLSFailureIsNotUnreachable(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	untrusted := httptest.NewTLSServer(h)
+	defer untrusted.Close()
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	for name, base := range map[string]string{
+		"unknown CA":          untrusted.URL,
+		"https to plain HTTP": strings.Replace(plain.URL, "http://", "https://", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := remote.Open(t.Context(), base, remote.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Get(t.Context(), "x")
+			if err == nil || errors.Is(err, switchboard.ErrUnreachable) || errors.Is(err, remote.ErrUnavailable) || !strings.Contains(err.Error(), base) {
+				t.Fatalf("Get: %v (unreachable %v, unavailable %v)", err,
+					errors.Is(err, switchboard.ErrUnreachable), errors.Is(err, remote.ErrUnavailable))
+			}
+		})
 	}
 }
