@@ -56,7 +56,9 @@ type Options struct {
 	// DialOptions are appended to grpcwire.DialOptions() for every
 	// connection (a custom dialer, stats handler, …). Transport
 	// credentials set here are used only without TLS: TLS, when set,
-	// always wins over them.
+	// always wins over them. The pool watches only its own handshakes, so
+	// a TLS failure under credentials set here is a retryable
+	// "unavailable", not the permanent grpcwire.CodeTLS that TLS gives.
 	DialOptions []grpc.DialOption
 	// Lazy disables pre-warming: connections are made by the first send.
 	Lazy bool
