@@ -1,10 +1,13 @@
 package config
 
 // The switchboard.toml file: its keys laid over the defaults, and errors
-// that name the key, its value and the type it wants.
+// that name the key, its value and the type it wants. A section or key may
+// be spelled in another case ([Discovery], TTL), once: two spellings of one
+// are an error.
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -44,9 +47,10 @@ func truncate(s string) string {
 
 // overlayFile lays the file's keys (b, read from path) over c, recording
 // in from the keys it set. The file is parsed once, into its plain TOML
-// values, which the settings check and read: first a section that is not a
-// table or a value of the wrong TOML type, then unknown keys, then values
-// that do not parse (a duration) are errors, each the first found.
+// values, which the settings check and read: first a section or key spelled
+// twice (in different cases), a section that is not a table or a value of
+// the wrong TOML type, then unknown keys, then values that do not parse (a
+// duration) are errors, each the first found.
 func (c *Config) overlayFile(path string, b []byte, from map[string]string) error {
 	wrap := func(err error) error { return fmt.Errorf("config %s: %w", path, err) }
 	var file map[string]any
@@ -60,19 +64,30 @@ func (c *Config) overlayFile(path string, b []byte, from map[string]string) erro
 	}
 	var values []found
 	for _, section := range sections {
-		v, ok := lookup(file, section)
-		if !ok {
+		spelt := spellings(file, section)
+		switch {
+		case len(spelt) == 0:
 			continue
+		case len(spelt) > 1:
+			return wrap(fmt.Errorf("%s are the same section; keep one", and(spelt, "[%s]")))
 		}
+		v := file[spelt[0]]
 		tab, ok := v.(map[string]any)
 		if !ok {
 			return wrap(&switchboard.FieldError{Field: section, Reason: fmt.Sprintf("is %s; want a table: a [%s] line, then its keys", tomlValue(v), section)})
 		}
 		for _, s := range settings {
-			v, ok := lookup(tab, s.name())
-			if s.section() != section || !ok {
+			if s.section() != section {
 				continue
 			}
+			names := spellings(tab, s.name())
+			switch {
+			case len(names) == 0:
+				continue
+			case len(names) > 1:
+				return wrap(fmt.Errorf("%s are the same key of [%s]; keep one", and(names, "%s"), spelt[0]))
+			}
+			v := tab[names[0]]
 			if want := s.want(v); want != "" {
 				return wrap(&switchboard.FieldError{Field: s.key, Reason: "is " + tomlValue(v) + "; " + want})
 			}
@@ -97,25 +112,35 @@ func (c *Config) overlayFile(path string, b []byte, from map[string]string) erro
 	return nil
 }
 
-// lookup finds a key of a table as the TOML decoder matches a Go struct's
-// fields: the key as it is spelled, else a spelling that differs only in
-// case (the first in byte order, when there are several).
-func lookup(tab map[string]any, key string) (any, bool) {
-	if v, ok := tab[key]; ok {
-		return v, true
-	}
-	var match string
+// spellings are the keys of a table that are key in any case ("ttl",
+// "TTL"), in byte order. The file may spell a key in another case, as the
+// TOML decoder matches a Go struct's fields, but only once: two spellings
+// are an error rather than one of them silently ignored.
+func spellings(tab map[string]any, key string) []string {
+	var out []string
 	for k := range tab {
-		if strings.EqualFold(k, key) && (match == "" || k < match) {
-			match = k
+		if strings.EqualFold(k, key) {
+			out = append(out, k)
 		}
 	}
-	v, ok := tab[match]
-	return v, ok && match != ""
+	slices.Sort(out)
+	return out
 }
 
-// known reports whether a key of the file is a section or a setting
-// (spelled as lookup matches them).
+// and lists keys, each formatted with format: "a and b", "a, b and c".
+func and(keys []string, format string) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf(format, k)
+	}
+	if len(out) < 2 {
+		return strings.Join(out, "")
+	}
+	return strings.Join(out[:len(out)-1], ", ") + " and " + out[len(out)-1]
+}
+
+// known reports whether a key of the file is a section or a setting, in
+// any case.
 func known(k toml.Key) bool {
 	for _, s := range settings {
 		if strings.EqualFold(k[0], s.section()) && (len(k) == 1 || len(k) == 2 && strings.EqualFold(k[1], s.name())) {

@@ -58,3 +58,28 @@ func TestNameSource(t *testing.T) {
 		t.Errorf("Default().NameSource: %q", err)
 	}
 }
+
+// A section or key spelled twice, in different cases, is an error naming
+// both spellings and the file, not one of them silently ignored.
+func TestLoadFileSpelledTwice(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"[discovery]\nttl = \"8s\"\n[Discovery]\nttl = \"9s\"\n", "[Discovery] and [discovery] are the same section; keep one"},
+		{"[Discovery]\nttl = \"8s\"\n[discovery]\nmax_ttl = \"2h\"\n[DISCOVERY]\n", "[DISCOVERY], [Discovery] and [discovery] are the same section; keep one"},
+		{"[discovery]\nttl = \"8s\"\nTTL = \"9s\"\n", "TTL and ttl are the same key of [discovery]; keep one"},
+		{"[Transport]\ntls_ca = \"a.pem\"\nTLS_CA = \"b.pem\"\n", "TLS_CA and tls_ca are the same key of [Transport]; keep one"},
+		// Dotted keys make the same tables.
+		{"discovery.ttl = \"8s\"\nDiscovery.ttl = \"9s\"\n", "[Discovery] and [discovery] are the same section; keep one"},
+		{"http.listen = \":1\"\nhttp.Listen = \":2\"\n", "Listen and listen are the same key of [http]; keep one"},
+	} {
+		p := writeFile(t, t.TempDir(), tc.file)
+		c, err := config.Load(p, env{}.get)
+		if err == nil || err.Error() != "config "+p+": "+tc.want {
+			t.Errorf("%q: %+v, %v; want the error %q", tc.file, c, err, "config "+p+": "+tc.want)
+		}
+	}
+	// Once, in any case, is fine.
+	c, err := config.Load(writeFile(t, t.TempDir(), "[Discovery]\nTTL = \"8s\"\n[http]\nlisten = \":1\"\n"), env{}.get)
+	if err != nil || c.Discovery.TTL != 8*time.Second || c.HTTP.Listen != ":1" {
+		t.Fatalf("[Discovery] TTL, [http] listen: %+v %v", c, err)
+	}
+}

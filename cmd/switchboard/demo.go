@@ -105,6 +105,7 @@ terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 2*time.Second, "TTL of the demo's instances (at least 20ms, at most max_ttl)")
 	cmd.Flags().DurationVar(&hb, "heartbeat", 500*time.Millisecond, "heartbeat interval of the demo's instances (at least 10ms, at most ttl/2; with only --ttl: min(500ms, ttl/3), at least 10ms)")
+	bindKey(cmd.Flags(), "ttl", "discovery.ttl") // --heartbeat is the demo's own, not the configuration's
 	return cmd
 }
 

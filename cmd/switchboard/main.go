@@ -176,6 +176,7 @@ when several hosts share one catalog.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dsn, "dsn", "", "catalog DSN: sqlite://PATH, sqlite::memory:, postgres://… (default from config: "+switchboard.DefaultDSN+")")
+	bindKey(pf, "dsn", "discovery.dsn")
 	pf.StringVar(&g.file, "config", "", "config file (default ./"+config.DefaultFile+" when present)")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
@@ -233,7 +234,7 @@ func finish(root *cobra.Command, g *globals) {
 // anywhere, it is derived from the TTL (see deriveHeartbeat), so --ttl 2s
 // alone works.
 func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
-	return g.load(os.Getenv, append(flags, g.deriveHeartbeat)...)
+	return g.load(os.Getenv, flags, g.deriveHeartbeat)
 }
 
 // readConfig loads the configuration for a command that does not
@@ -245,17 +246,35 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 		}
 		return os.Getenv(k)
 	}
-	return g.load(hide, append(flags, func(c *config.Config) {
+	return g.load(hide, flags, func(c *config.Config) {
 		c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
-	})...)
+	})
 }
 
-func (g *globals) load(getenv func(string) string, flags ...func(*config.Config)) (config.Config, error) {
-	c, err := config.Load(g.file, getenv, append([]func(*config.Config){func(c *config.Config) {
+// flagsHook, when set (by tests), is handed the configuration before and
+// after --dsn and the command's flags were applied; an error it returns
+// replaces config.Load's result, as an error of config.Load would.
+var flagsHook func(before, after config.Config) error
+
+// load loads the configuration with --dsn and flags applied over it, then
+// derive (which works out what the flags leave unset).
+func (g *globals) load(getenv func(string) string, flags []func(*config.Config), derive func(*config.Config)) (config.Config, error) {
+	overrides := append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
-	}}, flags...)...)
+	}}, flags...)
+	var before, after *config.Config
+	if flagsHook != nil {
+		overrides = append([]func(*config.Config){func(c *config.Config) { b := *c; before = &b }}, overrides...)
+		overrides = append(overrides, func(c *config.Config) { a := *c; after = &a })
+	}
+	c, err := config.Load(g.file, getenv, append(overrides, derive)...)
+	if flagsHook != nil && after != nil {
+		if herr := flagsHook(*before, *after); herr != nil {
+			c, err = config.Config{}, herr
+		}
+	}
 	if err != nil {
 		// A TTL too short for any heartbeat is the TTL's error
 		// (switchboard.ValidateHeartbeat), named as the user set it:

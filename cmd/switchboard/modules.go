@@ -53,7 +53,10 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 				return err
 			}
 			if tlsm != nil && c.Transport.TLSCert == "" {
-				return usage(&switchboard.FieldError{Field: "tls-cert", Reason: "a TLS server needs --tls-cert and --tls-key (transport.tls_cert, tls_key)"})
+				// A CA alone: named as it was set (--tls-ca, the
+				// environment or the file).
+				return usage(g.nameSource(c, &switchboard.FieldError{Field: "transport.tls_ca", Value: c.Transport.TLSCA,
+					Reason: "a TLS server needs its certificate too: --tls-cert and --tls-key (transport.tls_cert, tls_key)"}))
 			}
 			// Spans are exported when the OTEL_* environment says so.
 			tr, flush, err := g.setupTracing(ctx, module, false)

@@ -105,6 +105,10 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN)")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate PEM file ([http] tls_cert)")
 	f.StringVar(&key, "tls-key", "", "TLS key PEM file ([http] tls_key)")
+	bindKey(f, "listen", "http.listen")
+	bindKey(f, "token", "http.token")
+	bindKey(f, "tls-cert", "http.tls_cert")
+	bindKey(f, "tls-key", "http.tls_key")
 	f.StringVar(&natsListen, "nats", "", "also run an embedded NATS broker (JetStream, store in the data directory) on ADDR: --nats or --nats=127.0.0.1:4222")
 	f.Lookup("nats").NoOptDefVal = "127.0.0.1:4222"
 	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go (all deregistered when the server stops, crashed ones included)")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
@@ -167,12 +168,60 @@ Exit codes:
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
 
-// flagOf maps a validation field to the flag that sets it.
+// flagOf maps a validation field of an instance (switchboard.Normalize's
+// fields) to the flag that sets it. A flag that sets a key of the
+// configuration says so itself (bindKey); nameSource finds it there.
 var flagOf = map[string]string{
-	"dsn": "dsn", "heartbeat_interval": "heartbeat", "ttl": "ttl",
 	"name": "name", "type": "type", "address": "address", "capability": "capability",
 	"version": "version", "id": "id", "metadata": "meta", "components": "components",
-	"http.listen": "listen",
+}
+
+// annKey is the annotation of a flag that sets a key of the configuration:
+// the key ("http.tls_cert").
+const annKey = "switchboard/config-key"
+
+// bindKey records that the flag name of fs sets the configuration key (its
+// command's config override copies the flag's value there), so that an
+// error about the key's value names the flag when the user typed it. Every
+// flag whose value reaches the configuration must be bound
+// (TestConfigFlagsBound checks every command).
+func bindKey(fs *pflag.FlagSet, name, key string) {
+	if err := fs.SetAnnotation(name, annKey, []string{key}); err != nil {
+		panic(fmt.Sprintf("bindKey %s: %v", name, err)) // a flag defined after its binding: a bug of this program
+	}
+}
+
+// keyOf is the configuration key of a validation field: config.Validate
+// names the keys of [discovery] without their section ("ttl").
+func keyOf(field string) string {
+	if strings.Contains(field, ".") {
+		return field
+	}
+	return "discovery." + field
+}
+
+// flagFor is the flag of the command being run, typed by the user, that
+// set the validation field: a flag bound to the field's configuration key,
+// else one flagOf names; "" when there is none.
+func (g *globals) flagFor(field string) string {
+	if g.cmd == nil {
+		return ""
+	}
+	key, name := keyOf(field), ""
+	g.cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if k := fl.Annotations[annKey]; name == "" && fl.Changed && len(k) == 1 && k[0] == key {
+			name = fl.Name
+		}
+	})
+	if name != "" {
+		return name
+	}
+	if f, ok := flagOf[field]; ok {
+		if fl := g.cmd.Flag(f); fl != nil && fl.Changed {
+			return f
+		}
+	}
+	return ""
 }
 
 // nameSource rewrites the field of a validation error as the user set it:
@@ -187,12 +236,10 @@ func (g *globals) nameSource(c config.Config, err error) error {
 		return err // wrapped ones say where they come from already
 	}
 	field, rest, _ := strings.Cut(fe.Field, " ")
-	if f, ok := flagOf[field]; ok && g.cmd != nil {
-		if fl := g.cmd.Flag(f); fl != nil && fl.Changed {
-			out := *fe // keeps the sentinel it wraps
-			out.Field = strings.TrimSpace("--" + f + " " + rest)
-			return &out
-		}
+	if f := g.flagFor(field); f != "" {
+		out := *fe // keeps the sentinel it wraps
+		out.Field = strings.TrimSpace("--" + f + " " + rest)
+		return &out
 	}
 	return c.NameSource(err)
 }

@@ -21,6 +21,9 @@ func (f *tlsFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cert, "tls-cert", "", "PEM certificate of this side of the module wire (default from config: transport.tls_cert)")
 	fs.StringVar(&f.key, "tls-key", "", "PEM key of --tls-cert (default from config: transport.tls_key)")
 	fs.StringVar(&f.ca, "tls-ca", "", "PEM CA bundle that signs the peers' certificates; servers then require client certificates (default from config: transport.tls_ca)")
+	bindKey(fs, "tls-cert", "transport.tls_cert")
+	bindKey(fs, "tls-key", "transport.tls_key")
+	bindKey(fs, "tls-ca", "transport.tls_ca")
 }
 
 // apply is a config override: set flags win over the file and environment.
