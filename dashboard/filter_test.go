@@ -1,14 +1,9 @@
 package dashboard_test
 
 import (
-	"context"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/switchboard-io/switchboard/dashboard"
 )
 
 // filterCases checks parseFilter and matches (store.js) on instances whose
@@ -62,23 +57,7 @@ const filterCases = `import("/store.js").then(({ parseFilter, matches }) => {
 
 // TestFilter runs filterCases in headless Chromium against the page's own
 // store.js.
-func TestFilter(t *testing.T) {
-	srv := httptest.NewServer(dashboard.Handler())
-	defer srv.Close()
-	ctx := browser(t)
-	nctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/favicon.svg")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := chromedp.Run(nctx, chromedp.Evaluate[string](filterCases, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != "ok" {
-		t.Fatal(got)
-	}
-}
+func TestFilter(t *testing.T) { runPageScript(t, filterCases) }
 
 // TestDashboardCapabilityClick: a click on a capability in the
 // capabilities panel shows the instances that have that capability, not

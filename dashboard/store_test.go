@@ -66,7 +66,14 @@ const storeModel = `import("/store.js").then(({ Store, parseFilter, matches }) =
 
 // TestStore runs storeModel in headless Chromium against the page's own
 // store.js (served by Handler, under its Content-Security-Policy).
-func TestStore(t *testing.T) {
+func TestStore(t *testing.T) { runPageScript(t, storeModel) }
+
+// runPageScript runs script (an async function that imports the page's
+// modules and answers "ok" or what is wrong) in headless Chromium, on a
+// page of Handler's origin (under its Content-Security-Policy), and fails
+// t with its answer unless it is "ok".
+func runPageScript(t *testing.T, script string) {
+	t.Helper()
 	srv := httptest.NewServer(dashboard.Handler())
 	defer srv.Close()
 	ctx := browser(t)
@@ -75,7 +82,7 @@ func TestStore(t *testing.T) {
 	if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/favicon.svg")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := chromedp.Run(nctx, chromedp.Evaluate[string](storeModel, chromedp.EvalAwaitPromise))
+	got, err := chromedp.Run(nctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}

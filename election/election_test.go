@@ -14,8 +14,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
-	"github.com/switchboard-io/switchboard/postgres"
-	"github.com/switchboard-io/switchboard/postgres/pgtest"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
@@ -525,26 +523,7 @@ func (c *cancelInAcquire) Acquire(ctx context.Context, name, holder string, ttl 
 // the lease must be released at once, so that another contender does not
 // wait a TTL (a minute here) for it.
 func TestStoppedDuringAcquireDoesNotLead(t *testing.T) {
-	backends := []struct {
-		name string
-		open func(t *testing.T) switchboard.Leaser
-	}{
-		{"fake", func(*testing.T) switchboard.Leaser { return newFake() }},
-		{"sqlite", func(t *testing.T) switchboard.Leaser { return testkit.OpenSQLite(t).(switchboard.Leaser) }},
-		{"postgres", func(t *testing.T) switchboard.Leaser {
-			d, err := switchboard.ParseDSN(pgtest.Schema(t, testDSN))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cat, err := postgres.Open(context.Background(), d, switchboard.Options{Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cat.Close() })
-			return cat
-		}},
-	}
-	for _, b := range backends {
+	for _, b := range leaserBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			leaser := b.open(t)
 			cfg := Config{TTL: time.Minute}
