@@ -2,9 +2,7 @@ package pool
 
 import (
 	"context"
-	"net"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -53,23 +51,8 @@ func TestServerTLSWinsOverGRPCOptionsCredentials(t *testing.T) {
 	dir := t.TempDir()
 	ca := testkit.NewCA(t, "switchboard test CA")
 	srvLeaf, cliLeaf := ca.IssueValid(t, "server"), ca.IssueValid(t, "client")
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- grpcwire.Serve(sctx, lis, peerSerial, grpcwire.ServerOptions{Logger: quiet, GracePeriod: time.Second,
-			TLS: newTLS(t, dir, ca, &srvLeaf, "srv-"), GRPCOptions: []grpc.ServerOption{grpc.Creds(insecure.NewCredentials())}})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	addr := lis.Addr().String()
+	addr := serveWith(t, peerSerial, grpcwire.ServerOptions{TLS: newTLS(t, dir, ca, &srvLeaf, "srv-"),
+		GRPCOptions: []grpc.ServerOption{grpc.Creds(insecure.NewCredentials())}})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 

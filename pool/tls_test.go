@@ -35,6 +35,13 @@ func peerSerial(ctx context.Context, m *router.Message) ([]byte, error) {
 // startTLS serves h on loopback with TLS material t (plaintext when nil).
 func startTLS(tb testing.TB, h router.Handler, t *grpcwire.TLS) string {
 	tb.Helper()
+	return serveWith(tb, h, grpcwire.ServerOptions{TLS: t})
+}
+
+// serveWith serves h on loopback with opts (quiet, a one-second grace).
+func serveWith(tb testing.TB, h router.Handler, opts grpcwire.ServerOptions) string {
+	tb.Helper()
+	opts.Logger, opts.GracePeriod = quiet, time.Second
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -42,7 +49,7 @@ func startTLS(tb testing.TB, h router.Handler, t *grpcwire.TLS) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- grpcwire.Serve(ctx, lis, h, grpcwire.ServerOptions{Logger: quiet, GracePeriod: time.Second, TLS: t})
+		done <- grpcwire.Serve(ctx, lis, h, opts)
 	}()
 	tb.Cleanup(func() {
 		cancel()
