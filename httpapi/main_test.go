@@ -46,6 +46,17 @@ func serveOn(t *testing.T, cat switchboard.Catalog, opts httpapi.Options) *srv {
 // call does one request and returns the status and body.
 func call(t *testing.T, method, url string, body any, hdr ...string) (int, []byte) {
 	t.Helper()
+	resp := request(t, method, url, body, hdr...)
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// request does one request with body (nil, a string, bytes or a value to
+// encode as JSON) and headers (name, value, …) and returns the response,
+// its body unread (it can be read until the test ends).
+func request(t *testing.T, method, url string, body any, hdr ...string) *http.Response {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -58,7 +69,7 @@ func call(t *testing.T, method, url string, body any, hdr ...string) (int, []byt
 		rd = bytes.NewReader(j)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +81,7 @@ func call(t *testing.T, method, url string, body any, hdr ...string) (int, []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return resp
 }
 
 // sse reads a watch stream in the background.
