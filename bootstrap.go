@@ -61,9 +61,9 @@ type Registration struct {
 	closed chan struct{}
 	once   sync.Once
 	err    error
-	// claim is this registration's entry in claims, when claimed.
-	claim   claimKey
-	claimed bool
+	// claim is this registration's entry in claims (zero when it holds
+	// none: a claim's catalog is never nil).
+	claim claimKey
 	// rereg is held while the heartbeat loop writes this registration
 	// again, so Close can wait for that write (and only that) before it
 	// deletes the row.
@@ -233,11 +233,11 @@ type beater struct {
 	mu   sync.Mutex
 	regs map[*Registration]struct{}
 	// ctx is the parent of every call the loop makes; the last
-	// registration to leave cancels it, so its Close does not wait for a
-	// heartbeat stuck on an unreachable catalog (up to half the TTL).
+	// registration to leave cancels it, which also stops the loop, so its
+	// Close does not wait for a heartbeat stuck on an unreachable catalog
+	// (up to half the TTL).
 	ctx    context.Context
 	cancel context.CancelFunc
-	stop   chan struct{}
 	done   chan struct{}
 	// shared says the beater is in beaters, for every registration of its
 	// key (false: it serves one registration of a catalog that cannot be
@@ -269,7 +269,7 @@ func joinBeater(cat Catalog, opts BootstrapOptions, r *Registration) *beater {
 	}
 	if b == nil {
 		b = &beater{key: key, log: opts.Logger, regs: map[*Registration]struct{}{},
-			stop: make(chan struct{}), done: make(chan struct{}), shared: shared}
+			done: make(chan struct{}), shared: shared}
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 		if shared {
 			beaters[key] = b
@@ -294,7 +294,6 @@ func (b *beater) leave(r *Registration) {
 	beatersMu.Unlock()
 	if last {
 		b.cancel()
-		close(b.stop)
 		<-b.done
 		return
 	}
@@ -315,7 +314,7 @@ func (b *beater) run() {
 	grace := true // rows may still be inside their post-outage grace
 	for {
 		select {
-		case <-b.stop:
+		case <-b.ctx.Done():
 			return
 		case <-t.C:
 		}

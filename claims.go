@@ -36,19 +36,18 @@ func (r *Registration) takeClaim(id string) bool {
 		return false
 	}
 	claims[k] = r
-	r.claim, r.claimed = k, true
+	r.claim = k
 	return true
 }
 
 // dropClaim gives r's claim up, if it holds one.
 func (r *Registration) dropClaim() {
-	if !r.claimed {
+	if r.claim.cat == nil {
 		return
 	}
 	claimsMu.Lock()
 	defer claimsMu.Unlock()
-	if claims[r.claim] == r {
-		delete(claims, r.claim)
-	}
-	r.claim, r.claimed = claimKey{}, false
+	// Held by r: takeClaim gives a key to one Registration at a time.
+	delete(claims, r.claim)
+	r.claim = claimKey{}
 }
