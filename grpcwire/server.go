@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"time"
 
@@ -102,30 +101,36 @@ func NewServer(h router.Handler, opts ServerOptions) (*Server, error) {
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
-	var sopts, last []grpc.ServerOption
+	var tlsCreds grpc.ServerOption
 	if opts.TLS != nil {
 		creds, err := opts.TLS.ServerCredentials()
 		if err != nil {
 			return nil, err
 		}
-		// After GRPCOptions: a grpc.Creds among them must not turn a TLS
-		// server into a plaintext one.
-		last = append(last, grpc.Creds(creds))
+		tlsCreds = grpc.Creds(creds)
 	}
+	var sopts []grpc.ServerOption
 	// Instrument only when spans can be recorded: any stats handler costs
 	// grpc-go allocations on every call (see ServerStatsHandler).
 	otel := router.Recording(opts.TracerProvider)
 	if otel {
 		sopts = append(sopts, grpc.StatsHandler(ServerStatsHandler(opts.TracerProvider, opts.Propagator)))
 	}
-	gs := grpc.NewServer(append(append(sopts,
+	sopts = append(sopts,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             KeepaliveMinTime,
 			PermitWithoutStream: true,
 		}),
 		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(recoverUnary(opts.Logger)),
-	), append(slices.Clip(opts.GRPCOptions), last...)...)...)
+	)
+	sopts = append(sopts, opts.GRPCOptions...)
+	if tlsCreds != nil {
+		// After GRPCOptions: a grpc.Creds among them must not turn a TLS
+		// server into a plaintext one (grpc-go keeps the last).
+		sopts = append(sopts, tlsCreds)
+	}
+	gs := grpc.NewServer(sopts...)
 	modulepb.RegisterModuleServiceServer(gs, &service{h: h, otel: otel})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

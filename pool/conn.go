@@ -68,7 +68,7 @@ func (c *conn) use() bool {
 func (c *conn) done() {
 	if c.users.Add(-1) == closedBit {
 		c.shutdown()
-		if c.draining.Load() && c.drained != nil {
+		if c.draining.Load() {
 			c.drained(c)
 		}
 	}
