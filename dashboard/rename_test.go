@@ -1,9 +1,7 @@
 package dashboard_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -17,12 +15,7 @@ func TestDashboardRename(t *testing.T) {
 	secret := s.register(map[string]any{"id": "x-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "30m"})
 	s.register(map[string]any{"id": "x-2", "name": "api", "type": "router", "address": "127.0.0.1:9002", "ttl": "30m"})
 	ctx := browser(t)
-	nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := chromedp.Do(nctx, chromedp.Navigate(s.url()+"/?q=name:api"), chromedp.WaitVisible(chromedp.ID("rows")))
-	cancel()
-	if err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
+	do(t, ctx, "open the page", chromedp.Navigate(s.url()+"/?q=name:api"), chromedp.WaitVisible(chromedp.ID("rows")))
 	waitJS(t, ctx, "both rows under the filter", row("x-1")+` !== null && `+row("x-2")+` !== null && document.getElementById("conn").dataset.state === "live"`)
 
 	// x-1 becomes a "worker": the filter name:api no longer matches it.
