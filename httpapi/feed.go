@@ -39,9 +39,8 @@ type feed struct {
 	head         int64 // seq of the newest entry; 0 before any
 	ready        bool  // the initial snapshot is in
 	healthy      bool
-	healthySince time.Time // when healthy last became true by a sync (zero: never synced)
-	lastErr      string
-	lastCause    error         // the error lastErr is the text of (nil when lastErr is "")
+	healthySince time.Time     // when healthy last became true by a sync (zero: never synced)
+	lastErr      error         // why the mirror cannot read the catalog (nil once it can)
 	wake         chan struct{} // closed and replaced when entries are appended
 	readyCh      chan struct{}
 	done         chan struct{}
@@ -84,7 +83,7 @@ func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
 	if err != nil {
 		f.log.Error("server mirror: watch failed", "err", err)
 		f.mu.Lock()
-		f.healthy, f.lastErr, f.lastCause = false, err.Error(), err
+		f.healthy, f.lastErr = false, err
 		f.mu.Unlock()
 		return
 	}
@@ -143,7 +142,7 @@ func (f *feed) apply(ev switchboard.Event) {
 		if !f.healthy || f.healthySince.IsZero() {
 			f.healthySince = time.Now()
 		}
-		f.healthy, f.lastErr, f.lastCause = true, "", nil
+		f.healthy, f.lastErr = true, nil
 		if !f.ready {
 			f.ready = true
 			close(f.readyCh)
@@ -152,9 +151,9 @@ func (f *feed) apply(ev switchboard.Event) {
 	case switchboard.EventError:
 		f.healthy = false
 		if ev.Err != nil {
-			f.lastErr, f.lastCause = ev.Err.Error(), ev.Err
+			f.lastErr = ev.Err
 		}
-		e.errMsg = f.lastErr
+		e.errMsg = f.errText()
 	default:
 		return
 	}
@@ -234,7 +233,15 @@ func (f *feed) reachableFor() time.Duration {
 func (f *feed) health() (ready, healthy bool, lastErr string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.ready, f.healthy, f.lastErr
+	return f.ready, f.healthy, f.errText()
+}
+
+// errText is the text of the mirror's last error, "" when none (f.mu held).
+func (f *feed) errText() string {
+	if f.lastErr == nil {
+		return ""
+	}
+	return f.lastErr.Error()
 }
 
 // lastError is the mirror's last error while it cannot read the catalog
@@ -246,7 +253,7 @@ func (f *feed) lastError() error {
 	if f.healthy {
 		return nil
 	}
-	return f.lastCause
+	return f.lastErr
 }
 
 // view is what one subscriber sees: its query decides which instances are
@@ -308,7 +315,7 @@ func (f *feed) downLocked() string {
 	if f.healthy {
 		return ""
 	}
-	return cmp.Or(f.lastErr, "the catalog is unreachable")
+	return cmp.Or(f.errText(), "the catalog is unreachable")
 }
 
 func (f *feed) snapshotLocked(v view) []*state {

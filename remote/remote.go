@@ -418,8 +418,7 @@ func (c *Client) WatchStats() switchboard.WatchStats {
 	if sp := info.SelfPreservation; sp != nil {
 		st.Preserving, st.HeldExpirations, st.SelfPreservationEvents = sp.Active, sp.HeldExpirations, sp.Events
 	}
-	last := st
-	last.LastError = nil
+	last := st // its LastError is replaced when it is reported
 	c.lastStats.Store(&last)
 	return st
 }
