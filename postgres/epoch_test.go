@@ -48,26 +48,29 @@ func TestEpochRestoredCatalog(t *testing.T) {
 	if err := bconn.QueryRow(ctxT(t), `SELECT current_schema()`).Scan(&src); err != nil {
 		t.Fatal(err)
 	}
-	// Its contents replace the watched catalog's in one transaction.
-	tx, err := conn.Begin(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
-		`TRUNCATE instances, changes, change_log, leases`,
-		`INSERT INTO instances SELECT * FROM ` + src + `.instances`,
-		`INSERT INTO changes SELECT * FROM ` + src + `.changes`,
-		`INSERT INTO change_log SELECT * FROM ` + src + `.change_log`,
-		`SELECT setval('changes_seq_seq', (SELECT last_value FROM ` + src + `.changes_seq_seq))`,
-		`SELECT pg_notify('` + Channel + `', '')`,
-	} {
-		if _, err := tx.Exec(ctxT(t), stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
+	// Its contents replace the watched catalog's in one transaction
+	// (again if PostgreSQL ends it as a deadlock's victim: the catalog's
+	// heartbeats lock the same tables in another order).
+	retryDeadlock(t, "restore the catalog", func() error {
+		tx, err := conn.Begin(ctxT(t))
+		if err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+		defer tx.Rollback(ctxT(t))
+		for _, stmt := range []string{
+			`TRUNCATE instances, changes, change_log, leases`,
+			`INSERT INTO instances SELECT * FROM ` + src + `.instances`,
+			`INSERT INTO changes SELECT * FROM ` + src + `.changes`,
+			`INSERT INTO change_log SELECT * FROM ` + src + `.change_log`,
+			`SELECT setval('changes_seq_seq', (SELECT last_value FROM ` + src + `.changes_seq_seq))`,
+			`SELECT pg_notify('` + Channel + `', '')`,
+		} {
+			if _, err := tx.Exec(ctxT(t), stmt); err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		return tx.Commit(ctxT(t))
+	})
 	start := time.Now()
 	set.WaitForSet(t, "the restored catalog's rows", func() string {
 		ins, err := a.List(ctxT(t), switchboard.Query{})
