@@ -4,42 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
-
-// FuzzStoredMetadata: whatever a row holds, StoredMetadata reads it
-// without panicking into a map (never nil); a JSON object of strings is
-// read exactly and without a note, and anything else it reads comes with
-// one.
-func FuzzStoredMetadata(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":"1"}`, `{"a":1,"b":true,"c":{"x":[1]}}`, `{"a":null}`, `null`, `[]`, `"x"`, ``,
-		`{"a":"\u00e9","b":"null"}`, `{"a":"1","a":"2"}`, `{"a":"\ud800"}`, `{"a": "x" }`, `{`, `{"a":"1"} x`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		md, note := switchboard.StoredMetadata(s)
-		if md == nil {
-			t.Fatalf("StoredMetadata(%q) = nil map", s)
-		}
-		var want map[string]string
-		if err := json.Unmarshal([]byte(s), &want); err == nil && want != nil && !strings.Contains(s, "null") {
-			if note != "" || !reflect.DeepEqual(md, want) {
-				t.Fatalf("StoredMetadata(%q) = %v, %q; want %v and no note", s, md, note, want)
-			}
-			return
-		}
-		var anyJSON any
-		if err := json.Unmarshal([]byte(s), &anyJSON); err != nil {
-			if len(md) != 0 || note == "" {
-				t.Fatalf("StoredMetadata(%q) = %v, %q: want no metadata and a note for what is not JSON", s, md, note)
-			}
-		}
-	})
-}
 
 // FuzzInstanceJSON: Instance.UnmarshalJSON never panics, and what it reads
 // it writes back to the same instance (times to the millisecond, the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // Bulk reads (List, Snapshot) decode the rows of cols by hand from their
@@ -69,8 +70,8 @@ func rowDigest(vals [][]byte) uint64 {
 // slice and one map across the rows it decoded (read-only instances only:
 // Snapshot's, which the hub shares with watchers as read-only anyway).
 // Metadata in another form than this package writes is read as
-// switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *switchboard.MetadataLog) error {
+// storedmeta.Read says and logged through ml (nil: not logged).
+func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *storedmeta.Log) error {
 	if len(vals) != 12 {
 		return fmt.Errorf("%w: %d columns", errWire, len(vals))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // cols is the instance row as every read returns it; stale is judged by the
@@ -38,9 +39,9 @@ func (r *row) dest() []any {
 }
 
 // instance decodes r; metadata another tool wrote in another form is read
-// as switchboard.StoredMetadata says, and logged through ml (nil: not).
+// as storedmeta.Read says, and logged through ml (nil: not).
 // The TTL is reported in whole milliseconds (readTTL).
-func (r *row) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error) {
+func (r *row) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	in := r.in
 	in.TTL = readTTL(in.TTL)
 	in.Metadata = nil
@@ -66,7 +67,7 @@ func (r *row) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error
 // less than a millisecond shorter.)
 func readTTL(ttl time.Duration) time.Duration { return switchboard.RoundTTL(ttl) }
 
-func scanInstance(s pgx.Row, ml *switchboard.MetadataLog) (switchboard.Instance, error) {
+func scanInstance(s pgx.Row, ml *storedmeta.Log) (switchboard.Instance, error) {
 	var r row
 	if err := s.Scan(r.dest()...); err != nil {
 		return switchboard.Instance{}, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 func init() {
@@ -49,8 +50,8 @@ type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
 	// md logs the first row whose metadata another tool wrote in another
-	// form (see switchboard.MetadataLog).
-	md switchboard.MetadataLog
+	// form (see storedmeta.Log).
+	md storedmeta.Log
 
 	keepEntries int64
 	keepAge     time.Duration

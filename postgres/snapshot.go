@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // Snapshot's read of every row (readAll, which List uses too). The server
@@ -114,7 +115,7 @@ type readOpts struct {
 	share bool
 	// md logs metadata in another form than this package writes (nil:
 	// not logged).
-	md *switchboard.MetadataLog
+	md *storedmeta.Log
 }
 
 // readAll reads every row of rows (a query of cols run with binaryResults)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // Watch streams the instances selected by q; see switchboard.Catalog. All
@@ -467,7 +468,7 @@ func (r *nullableRow) dest() []any {
 		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale}
 }
 
-func (r *nullableRow) instance(ml *switchboard.MetadataLog) (switchboard.Instance, error) {
+func (r *nullableRow) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	full := row{metadata: r.metadata, components: r.components}
 	full.in = switchboard.Instance{ID: *r.id, Name: *r.name, Type: *r.typ, Address: *r.address,
 		Capabilities: r.caps, Version: *r.version, TTL: *r.ttl, RegisteredAt: *r.registeredAt,

@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // instanceCols are the columns scanInstance reads, in order.
@@ -37,8 +38,8 @@ func scanRow(s scanner, before ...any) (row, error) {
 
 // instance decodes r; now (µs, catalog clock) decides Stale. Metadata in
 // another form than this package writes is read as
-// switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func (r row) instance(now int64, ml *switchboard.MetadataLog) (switchboard.Instance, error) {
+// storedmeta.Read says and logged through ml (nil: not logged).
+func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, error) {
 	in := switchboard.Instance{
 		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
 		TTL:          time.Duration(r.ttlMS) * time.Millisecond,

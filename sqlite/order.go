@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // queryInstances runs query, which selects packedCols in any order, and
@@ -16,8 +17,8 @@ import (
 // the packed rows (a capability's). The rows are sorted before they are
 // decoded (their id and name lead the packed form), so each instance is
 // written once, in place. sh shares decoded forms (nil: none); ml logs
-// metadata in another form (see switchboard.MetadataLog); n is a capacity hint.
-func queryInstances(ctx context.Context, tx *txn, sh *sharer, ml *switchboard.MetadataLog, now int64, n int, query string, args ...any) ([]switchboard.Instance, error) {
+// metadata in another form (see storedmeta.Log); n is a capacity hint.
+func queryInstances(ctx context.Context, tx *txn, sh *sharer, ml *storedmeta.Log, now int64, n int, query string, args ...any) ([]switchboard.Instance, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

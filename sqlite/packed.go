@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // The packed form of a row: what a List or a snapshot returns of it but
@@ -51,8 +52,8 @@ func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.compo
 
 // decode fills in from p; now (µs, catalog clock) decides Stale. Metadata
 // in another form than this package writes is read as
-// switchboard.StoredMetadata says and logged through ml (nil: not logged).
-func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *switchboard.MetadataLog, now int64) error {
+// storedmeta.Read says and logged through ml (nil: not logged).
+func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.Log, now int64) error {
 	var ttlMS, registeredAt int64
 	if err := unpack(p.packed, in, sh, ml, &ttlMS, &registeredAt); err != nil {
 		return fmt.Errorf("instance %q: packed row: %w", in.ID, err)
@@ -103,8 +104,8 @@ var errPacked = errors.New("not a packed row")
 // components and staleness). The strings of in share s's memory; with sh,
 // its capabilities and metadata may be shared with other instances.
 // Metadata another tool wrote in another form than an object of strings
-// is read, not refused (see switchboard.MetadataLog).
-func unpack(s string, in *switchboard.Instance, sh *sharer, ml *switchboard.MetadataLog, ttlMS, registeredAt *int64) error {
+// is read, not refused (see storedmeta.Log).
+func unpack(s string, in *switchboard.Instance, sh *sharer, ml *storedmeta.Log, ttlMS, registeredAt *int64) error {
 	i, ok := expect(s, 0, '[')
 	if !ok {
 		return errPacked
@@ -248,8 +249,8 @@ func (sh *sharer) strings(s string) ([]string, error) {
 	return shared(sh.caps, s, jsonfast.Strings)
 }
 
-// stringMap decodes the metadata s of instance id (see switchboard.MetadataLog).
-func (sh *sharer) stringMap(s string, ml *switchboard.MetadataLog, id string) map[string]string {
+// stringMap decodes the metadata s of instance id (see storedmeta.Log).
+func (sh *sharer) stringMap(s string, ml *storedmeta.Log, id string) map[string]string {
 	if sh == nil {
 		return ml.Decode(id, s)
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/idgen"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -85,8 +86,8 @@ type Catalog struct {
 	opts switchboard.Options
 	log  *slog.Logger
 	// md logs the first row whose metadata another tool wrote in another
-	// form (see switchboard.MetadataLog).
-	md  switchboard.MetadataLog
+	// form (see storedmeta.Log).
+	md  storedmeta.Log
 	ids idgen.Source // generates the ids of registrations without one (clustered by handle)
 	// path is the absolute database file; empty for an in-memory catalog.
 	path string

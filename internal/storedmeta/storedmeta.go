@@ -1,4 +1,8 @@
-package switchboard
+// Package storedmeta reads the metadata of a stored row for the SQL
+// backends, which write it as a JSON object of strings: a row another tool
+// wrote is read, not refused, and the first such row per catalog handle is
+// logged.
+package storedmeta
 
 import (
 	"bytes"
@@ -10,9 +14,10 @@ import (
 	"sync/atomic"
 
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
+	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
-// StoredMetadata decodes the metadata of a stored row, which every backend
+// Read decodes the metadata of a stored row, which every backend
 // writes as a JSON object of strings. A row written by another tool (an
 // SQL shell, a migration script) may hold something else; it is read, not
 // refused, so that one such row does not fail every List, Get and Watch of
@@ -22,7 +27,7 @@ import (
 // (null, as always, is no metadata too). note is empty for an object of
 // strings; otherwise it says what was read differently, for the backend to
 // log.
-func StoredMetadata(s string) (md map[string]string, note string) {
+func Read(s string) (md map[string]string, note string) {
 	// The fast path, unless a null may be in it: encoding/json, which
 	// jsonfast falls back to, reads a null value as "".
 	if !strings.Contains(s, "null") {
@@ -32,7 +37,7 @@ func StoredMetadata(s string) (md map[string]string, note string) {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {
-		return map[string]string{}, fmt.Sprintf("metadata %q is not a JSON object: read as no metadata", truncate(s, 80))
+		return map[string]string{}, fmt.Sprintf("metadata %q is not a JSON object: read as no metadata", textcut.Cut(s, 80))
 	}
 	md = make(map[string]string, len(raw))
 	var texts, nulls []string
@@ -70,19 +75,19 @@ func StoredMetadata(s string) (md map[string]string, note string) {
 	return md, "metadata holds " + strings.Join(parts, "; and ")
 }
 
-// MetadataLog is how a backend reads the metadata of its stored rows: as
-// StoredMetadata does, logging through Logger, once per catalog handle,
+// Log is how a backend reads the metadata of its stored rows: as Read
+// does, logging through Logger, once per catalog handle,
 // the first row whose metadata is not the JSON object of strings the
-// backends write (another tool wrote it). A nil *MetadataLog, or one
+// backends write (another tool wrote it). A nil *Log, or one
 // without a Logger, reads the same and logs nothing.
-type MetadataLog struct {
+type Log struct {
 	Logger *slog.Logger
 	logged atomic.Bool
 }
 
 // Decode returns the metadata s of the row of instance id.
-func (m *MetadataLog) Decode(id, s string) map[string]string {
-	md, note := StoredMetadata(s)
+func (m *Log) Decode(id, s string) map[string]string {
+	md, note := Read(s)
 	if note != "" && m != nil && m.Logger != nil && m.logged.CompareAndSwap(false, true) {
 		m.Logger.Warn(fmt.Sprintf("instance %q: %s (written by another tool?); registering the instance again rewrites it. Further rows like it are not logged.", id, note),
 			"id", id)
@@ -96,7 +101,7 @@ func keyList(keys []string) string {
 	const show = 3
 	q := make([]string, 0, show)
 	for _, k := range keys[:min(len(keys), show)] {
-		q = append(q, fmt.Sprintf("%q", truncate(k, 40)))
+		q = append(q, fmt.Sprintf("%q", textcut.Cut(k, 40)))
 	}
 	s := "key " + q[0]
 	if len(keys) > 1 {

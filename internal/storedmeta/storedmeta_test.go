@@ -1,17 +1,17 @@
-package switchboard_test
+package storedmeta_test
 
 import (
 	"maps"
 	"strings"
 	"testing"
 
-	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
-// TestStoredMetadata: a stored metadata document that is not an object of
+// TestRead: a stored metadata document that is not an object of
 // strings (written by another tool) is read, not refused, and the note
 // says what was read differently.
-func TestStoredMetadata(t *testing.T) {
+func TestRead(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want map[string]string
@@ -30,27 +30,27 @@ func TestStoredMetadata(t *testing.T) {
 		{`"x"`, map[string]string{}, []string{"not a JSON object"}},
 		{`not json`, map[string]string{}, []string{"not a JSON object"}},
 	} {
-		got, note := switchboard.StoredMetadata(tc.in)
+		got, note := storedmeta.Read(tc.in)
 		if !maps.Equal(got, tc.want) || got == nil {
-			t.Errorf("StoredMetadata(%s) = %#v, want %#v", tc.in, got, tc.want)
+			t.Errorf("Read(%s) = %#v, want %#v", tc.in, got, tc.want)
 		}
 		if tc.note == nil && note != "" {
-			t.Errorf("StoredMetadata(%s): note %q, want none", tc.in, note)
+			t.Errorf("Read(%s): note %q, want none", tc.in, note)
 		}
 		if tc.note != nil && note == "" {
-			t.Errorf("StoredMetadata(%s): no note", tc.in)
+			t.Errorf("Read(%s): no note", tc.in)
 		}
 		for _, s := range tc.note {
 			if !strings.Contains(note, s) {
-				t.Errorf("StoredMetadata(%s): note %q does not say %q", tc.in, note, s)
+				t.Errorf("Read(%s): note %q does not say %q", tc.in, note, s)
 			}
 		}
 	}
 }
 
-// TestStoredMetadataNullText: the text "null" inside a string is a string.
-func TestStoredMetadataNullText(t *testing.T) {
-	got, note := switchboard.StoredMetadata(`{"k":"null","nullable":"x"}`)
+// TestReadNullText: the text "null" inside a string is a string.
+func TestReadNullText(t *testing.T) {
+	got, note := storedmeta.Read(`{"k":"null","nullable":"x"}`)
 	if !maps.Equal(got, map[string]string{"k": "null", "nullable": "x"}) || note != "" {
 		t.Fatalf("got %#v, note %q", got, note)
 	}
