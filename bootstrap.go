@@ -101,9 +101,10 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		opts.Logger = slog.Default()
 	}
 	// The interval is checked against the TTL before anything is stored
-	// (after the instance, whose errors come first), or, for the catalog's
-	// default TTL, against the TTL it stored; what it must be whatever the
-	// TTL (positive, at least MinHeartbeatInterval) is checked first. An
+	// (after the instance, whose errors come first): the instance's own, or
+	// the catalog's default when it says which (TTLDefaulter); otherwise
+	// against the TTL the catalog stored. What it must be whatever the TTL
+	// (positive, at least MinHeartbeatInterval) is checked first. An
 	// interval not given is derived from the same TTL.
 	if _, err := Normalize(in); err != nil {
 		return nil, err
@@ -114,11 +115,15 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 			return nil, err
 		}
 	}
-	if in.TTL != 0 {
+	ttl := in.TTL
+	if d, ok := cat.(TTLDefaulter); ok && ttl == 0 {
+		ttl = d.DefaultTTL()
+	}
+	if ttl != 0 {
 		if derive {
-			opts.HeartbeatInterval = HeartbeatFor(in.TTL)
+			opts.HeartbeatInterval = HeartbeatFor(ttl)
 		}
-		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, in.TTL); err != nil {
+		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, ttl); err != nil {
 			return nil, err
 		}
 	}
@@ -129,10 +134,11 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 				"Close that one first (two would overwrite each other's row, and closing either would delete it)")
 		}
 	}
-	// With the catalog's default TTL, the check comes after the write:
-	// keep what the id held before, to put it back if the check fails.
+	// With a default TTL the catalog does not tell, the check comes after
+	// the write: keep what the id held before, to put it back if the check
+	// fails.
 	var prev *Instance
-	if in.TTL == 0 && in.ID != "" {
+	if ttl == 0 && in.ID != "" {
 		if p, err := cat.Get(ctx, in.ID); err == nil {
 			prev = &p
 		}
@@ -142,18 +148,20 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		r.dropClaim()
 		return nil, err
 	}
-	if in.TTL == 0 && derive {
-		opts.HeartbeatInterval = HeartbeatFor(stored.TTL)
-	}
-	if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
-		// Undone: a refused Bootstrap must not cost what was stored.
-		if prev != nil {
-			_, _ = cat.Register(ctx, *prev)
-		} else {
-			_ = cat.Deregister(ctx, stored.ID)
+	if ttl == 0 {
+		if derive {
+			opts.HeartbeatInterval = HeartbeatFor(stored.TTL)
 		}
-		r.dropClaim()
-		return nil, err
+		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
+			// Undone: a refused Bootstrap must not cost what was stored.
+			if prev != nil {
+				_, _ = cat.Register(ctx, *prev)
+			} else {
+				_ = cat.Deregister(ctx, stored.ID)
+			}
+			r.dropClaim()
+			return nil, err
+		}
 	}
 	if in.ID == "" {
 		// The catalog chose the id: claim it now, so that a Bootstrap

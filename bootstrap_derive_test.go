@@ -43,7 +43,7 @@ func TestHeartbeatFor(t *testing.T) {
 // the catalog's default as stored) as the CLI does, min(3s, ttl/3): a TTL
 // under 6 s alone used to be refused (the 3 s default is over half of it),
 // and, with the catalog's default TTL, only after storing and undoing the
-// registration.
+// registration (now checked before, see TestBootstrapRefusedKeepsWhatWasStored).
 func TestBootstrapDerivesHeartbeatFromTTL(t *testing.T) {
 	ctx := context.Background()
 	logs := &testkit.SyncBuffer{}

@@ -101,39 +101,85 @@ func TestBootstrapInvalidInputWritesNothing(t *testing.T) {
 	}
 }
 
+// writeCounter counts Register calls and, being a struct that embeds
+// only the Catalog interface, hides the catalog's TTLDefaulter.
+type writeCounter struct {
+	switchboard.Catalog
+	registers atomic.Int64
+}
+
+func (c *writeCounter) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
+	c.registers.Add(1)
+	return c.Catalog.Register(ctx, in)
+}
+
+// tellingCatalog is a writeCounter that tells the default TTL of the
+// catalog under it.
+type tellingCatalog struct{ *writeCounter }
+
+func (c tellingCatalog) DefaultTTL() time.Duration {
+	return c.Catalog.(switchboard.TTLDefaulter).DefaultTTL()
+}
+
 // TestBootstrapRefusedKeepsWhatWasStored: a Bootstrap with the catalog's
-// default TTL can check its heartbeat interval only after the write; when
-// the check fails, the row its id held before is put back, not deleted.
+// default TTL and a heartbeat interval too long for it is refused, and the
+// row its id held before is kept, not deleted. A catalog that tells its
+// default TTL (TTLDefaulter, as SQLite does) is not written at all; with
+// one that does not, the check comes after the write, and the row is put
+// back.
 func TestBootstrapRefusedKeepsWhatWasStored(t *testing.T) {
-	ctx := context.Background()
-	cat, err := switchboard.Open(ctx, "sqlite://"+t.TempDir()+"/c.db",
-		switchboard.Options{DefaultTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	before := service("kept")
-	before.ID, before.TTL, before.Version = "fixed", time.Hour, "1"
-	if _, err := cat.Register(ctx, before); err != nil {
-		t.Fatal(err)
-	}
-	again := service("other-name")
-	again.ID, again.TTL, again.Version = "fixed", 0, "2" // the default TTL: 2 s
-	if _, err := switchboard.Bootstrap(ctx, cat, again, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) {
-		t.Fatalf("Bootstrap with a heartbeat longer than half the default TTL: %v", err)
-	}
-	got, err := cat.Get(ctx, "fixed")
-	if err != nil || got.Name != "kept" || got.TTL != time.Hour || got.Version != "1" {
-		t.Fatalf("the row the id held before: %+v, %v", got, err)
-	}
-	// Without a row before, nothing is left behind.
-	fresh := service("fresh")
-	fresh.ID, fresh.TTL = "new-id", 0
-	if _, err := switchboard.Bootstrap(ctx, cat, fresh, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) {
-		t.Fatalf("Bootstrap: %v", err)
-	}
-	if _, err := cat.Get(ctx, "new-id"); !errors.Is(err, switchboard.ErrNotFound) {
-		t.Fatalf("a refused Bootstrap left its row: %v", err)
+	for _, tc := range []struct {
+		name      string
+		hide      bool
+		registers int64 // the Bootstrap's writes
+	}{
+		{"TTLDefaulter", false, 0},
+		{"default TTL unknown before the write", true, 3}, // stored, put back; stored, deleted
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			sq, err := switchboard.Open(ctx, "sqlite://"+t.TempDir()+"/c.db",
+				switchboard.Options{DefaultTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sq.Close()
+			if _, ok := sq.(switchboard.TTLDefaulter); !ok {
+				t.Fatal("the SQLite catalog does not tell its default TTL")
+			}
+			counted := &writeCounter{Catalog: sq}
+			var cat switchboard.Catalog = tellingCatalog{counted}
+			if tc.hide {
+				cat = counted
+			}
+			before := service("kept")
+			before.ID, before.TTL, before.Version = "fixed", time.Hour, "1"
+			if _, err := sq.Register(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			again := service("other-name")
+			again.ID, again.TTL, again.Version = "fixed", 0, "2" // the default TTL: 2 s
+			if _, err := switchboard.Bootstrap(ctx, cat, again, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) ||
+				!strings.Contains(err.Error(), "HeartbeatInterval") {
+				t.Fatalf("Bootstrap with a heartbeat longer than half the default TTL: %v", err)
+			}
+			got, err := sq.Get(ctx, "fixed")
+			if err != nil || got.Name != "kept" || got.TTL != time.Hour || got.Version != "1" {
+				t.Fatalf("the row the id held before: %+v, %v", got, err)
+			}
+			// Without a row before, nothing is left behind.
+			fresh := service("fresh")
+			fresh.ID, fresh.TTL = "new-id", 0
+			if _, err := switchboard.Bootstrap(ctx, cat, fresh, switchboard.BootstrapOptions{HeartbeatInterval: 3 * time.Second}); !errors.Is(err, switchboard.ErrInvalid) {
+				t.Fatalf("Bootstrap: %v", err)
+			}
+			if _, err := sq.Get(ctx, "new-id"); !errors.Is(err, switchboard.ErrNotFound) {
+				t.Fatalf("a refused Bootstrap left its row: %v", err)
+			}
+			if n := counted.registers.Load(); n != tc.registers {
+				t.Fatalf("the refused Bootstraps wrote %d times, want %d", n, tc.registers)
+			}
+		})
 	}
 }
 

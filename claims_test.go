@@ -57,8 +57,8 @@ func TestBootstrapRefusesALiveID(t *testing.T) {
 		t.Fatalf("the same id on another catalog: %v", err)
 	}
 	other.Close()
-	// Closed, the id is free; a Bootstrap refused for its interval (after
-	// storing, with the catalog's default TTL of 10 s) does not keep it.
+	// Closed, the id is free; a Bootstrap refused for its interval (too
+	// long for the catalog's default TTL of 10 s) does not keep it.
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -176,6 +176,16 @@ type Catalog interface {
 	Close() error
 }
 
+// TTLDefaulter is implemented by catalogs that know, before they store an
+// instance registered without a TTL, the TTL they give it (both SQL
+// backends and kube: Options.DefaultTTL as stored). Bootstrap checks a
+// heartbeat interval against it before anything is written; with a
+// catalog that does not implement it (remote: its server decides), the
+// check can come only after the write, which a refusal then undoes.
+type TTLDefaulter interface {
+	DefaultTTL() time.Duration
+}
+
 // Lease is a named, time-bounded claim held by one holder. Token grows with
 // every new term (fencing): a write carrying an older token is stale. A term
 // starts when a holder takes a free, released or expired lease, the same

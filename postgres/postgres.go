@@ -318,3 +318,9 @@ func connString(raw string) string {
 	}
 	return raw
 }
+
+// DefaultTTL is the TTL an instance registered without one is given
+// (switchboard.TTLDefaulter).
+func (c *Catalog) DefaultTTL() time.Duration { return c.opts.DefaultTTL }
+
+var _ switchboard.TTLDefaulter = (*Catalog)(nil)

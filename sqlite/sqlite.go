@@ -554,3 +554,9 @@ func (c *Catalog) notify() {
 		h.Notify()
 	}
 }
+
+// DefaultTTL is the TTL an instance registered without one is given
+// (switchboard.TTLDefaulter).
+func (c *Catalog) DefaultTTL() time.Duration { return c.opts.DefaultTTL }
+
+var _ switchboard.TTLDefaulter = (*Catalog)(nil)
