@@ -24,9 +24,14 @@ import (
 // it closed, so no new send takes it (the send takes the route published
 // before the close instead), and the *grpc.ClientConn is shut down once the
 // sends already on it have their answers. grpc-go's ClientConn.Close is not
-// graceful (it fails the calls in flight), so the pool drains them itself;
-// a call to a peer that is gone ends on its own (keepalive, deadline).
-// Pool.Close shuts every connection at once, draining or not.
+// graceful (it fails the calls in flight), so the pool drains them itself:
+// the last send to end closes idle, and the pool's drain goroutine
+// (Pool.drainConn) shuts the connection down, off that send's path. A call
+// to a peer that is gone ends on its own (keepalive, deadline), but one to
+// a peer that hangs may not: after the drain timeout the drain goroutine
+// shuts the connection down all the same, and marks it expired so that the
+// calls it cuts say why. Pool.Close shuts every connection at once,
+// draining or not.
 type conn struct {
 	addr   string
 	module string // the module that first registered the address (for logs)
@@ -37,13 +42,18 @@ type conn struct {
 
 	// users counts the sends on the connection; closedBit is set in it
 	// when the connection is closed, and the send that brings the count
-	// of a closed connection to zero shuts it down.
+	// of a closed connection to zero closes idle.
 	users    atomic.Int64
+	idle     chan struct{} // closed when no send is left on the closed connection
+	idleOnce sync.Once
+	expired  atomic.Bool // shut down by the drain timeout with sends still on it
 	shut     sync.Once
-	draining atomic.Bool // closed while sends were on it
-	drained  func(*conn) // called when the last of them ends (p.mu not held)
 	mu       sync.Mutex
 	closed   bool // no new dial; under mu, set before closedBit
+}
+
+func newConn(addr, module string) *conn {
+	return &conn{addr: addr, module: module, idle: make(chan struct{})}
 }
 
 const closedBit = 1 << 62
@@ -64,29 +74,30 @@ func (c *conn) use() bool {
 	return true
 }
 
-// done ends one use; the last use of a closed connection shuts it down.
+// done ends one use; the last use of a closed connection closes idle (it
+// does not wait for the shutdown: Pool.drainConn does it).
 func (c *conn) done() {
 	if c.users.Add(-1) == closedBit {
-		c.shutdown()
-		if c.draining.Load() {
-			c.drained(c)
-		}
+		// Also reached by a send that merely found the connection closed,
+		// possibly one closed with nothing to drain: idle is then closed
+		// with no drain goroutine waiting on it, which is harmless.
+		c.idleOnce.Do(func() { close(c.idle) })
 	}
+}
+
+// inFlight is the number of sends on the connection.
+func (c *conn) inFlight() int64 {
+	return c.users.Load() &^ closedBit
 }
 
 // close stops new sends from taking the connection and shuts it down now
 // when none is in flight; it reports whether sends are still draining (the
-// last of them shuts it down and calls drained).
+// last of them closes idle; the caller starts Pool.drainConn).
 func (c *conn) close() (draining bool) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	// Set first, so that the send ending the drain sees it; cleared when
-	// there is nothing to drain, so that a send that merely finds the
-	// connection closed does not call drained.
-	c.draining.Store(true)
 	if old := c.users.Or(closedBit); old&^closedBit == 0 {
-		c.draining.Store(false)
 		c.shutdown()
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,6 +161,9 @@ func TestAnswerKeptWhenTheModuleLeavesDuringTheCall(t *testing.T) {
 						t.Fatalf("the old address still has a connection entry: %v", p.Connections())
 					}
 				}
+				if !slices.Contains(p.ConnectionList(), Connection{Addr: addr, Draining: true, Calls: 1}) {
+					t.Fatalf("ConnectionList = %+v; want %s draining, one call on it", p.ConnectionList(), addr)
+				}
 				if n := lis.Open.Load(); n != 1 {
 					t.Fatalf("%d connections open at the old address during the call, want 1 (kept until the call ends)", n)
 				}
@@ -175,13 +179,9 @@ func TestAnswerKeptWhenTheModuleLeavesDuringTheCall(t *testing.T) {
 						t.Fatalf("send error = %#v (%v); want code %q retryable %v, as the remote side sent it", e, r.err, tc.want.code, tc.want.retryable)
 					}
 				}
-				testkit.WaitUntil(t, "the old connection closed once its call ended", func() bool { return lis.Open.Load() == 0 })
-				p.mu.Lock()
-				n := len(p.drain)
-				p.mu.Unlock()
-				if n != 0 {
-					t.Fatalf("%d drained connections still tracked", n)
-				}
+				testkit.WaitUntil(t, "the old connection closed once its call ended, and forgotten", func() bool {
+					return lis.Open.Load() == 0 && !slices.ContainsFunc(p.ConnectionList(), func(c Connection) bool { return c.Draining })
+				})
 			})
 		}
 	}

@@ -10,8 +10,11 @@
 // concurrent first sends make one connection), pre-warmed in the background
 // on registration, kept alive (10 s / 3 s, permit without stream), closed
 // when no module uses their address any more — after the new routes are in
-// place, and once the calls already under way on them have their answers —
-// and all closed at once when the pool's run context ends. Addresses that are not host:port (nats://…) are
+// place, and once the calls already under way on them have their answers,
+// or after Options.DrainTimeout (DefaultDrainTimeout), which fails the
+// calls still in flight with a retryable CodeUnavailable — and all closed
+// at once when the pool's run context ends. ConnectionList shows the
+// connections still draining. Addresses that are not host:port (nats://…) are
 // never dialled. A new registration on an address whose connection waits
 // out a reconnect backoff retries it at once. Connections are plaintext, or
 // TLS / mutual TLS with Options.TLS; a send without a deadline gets
@@ -37,7 +40,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -77,12 +79,24 @@ type Options struct {
 	// negative with a warning: DefaultCallTimeout). A caller's own
 	// deadline, or a retry policy's per-attempt timeout, is used as is.
 	CallTimeout time.Duration
+	// DrainTimeout bounds how long a connection no module uses any more
+	// (its instances left the catalog or moved) stays open for the calls
+	// already on it (zero, or negative with a warning:
+	// DefaultDrainTimeout). The calls still in flight then fail with a
+	// retryable CodeUnavailable, whatever their own deadline.
+	DrainTimeout time.Duration
 }
 
 // DefaultCallTimeout bounds a send whose context has no deadline: the same
 // 5 minutes the TinySystems SDK gives a NATS request, so a peer that never
 // answers cannot hold a caller forever on either wire.
 const DefaultCallTimeout = 5 * time.Minute
+
+// DefaultDrainTimeout bounds the drain of a connection whose instances
+// left: the 30 s commonly given to a grpc-go server's GracefulStop before
+// Stop (and Kubernetes' default termination grace period), so a peer that
+// hangs does not keep a connection, and its callers, past it.
+const DefaultDrainTimeout = 30 * time.Second
 
 // Pool is the module address pool. It is safe for concurrent use.
 type Pool struct {
@@ -91,7 +105,8 @@ type Pool struct {
 	userOpts []grpc.DialOption // Options.DialOptions
 	tls      bool              // Options.TLS is set: its credentials come last
 	lazy     bool
-	timeout  time.Duration
+	timeout  time.Duration // Options.CallTimeout
+	drainFor time.Duration // Options.DrainTimeout
 	creds    credentials.TransportCredentials
 	otel     bool                          // connections carry the otelgrpc client handler
 	prop     propagation.TextMapPropagator // for PropagateTrace when !otel
@@ -99,7 +114,7 @@ type Pool struct {
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
 	follows sync.WaitGroup // Follow calls and goroutines; Add under mu while !closed; Close waits for them
-	bg      sync.WaitGroup // pre-warm and connection-watch goroutines; Add under mu while !closed; Close waits for them
+	bg      sync.WaitGroup // pre-warm, connection-watch and drain goroutines; Add under mu while !closed; Close waits for them
 	done    chan struct{}  // closed when the first Close has returned
 
 	mu      sync.Mutex                   // serialises writers
@@ -123,6 +138,11 @@ func New(opts Options) *Pool {
 		opts.Logger.Warn("address pool: negative CallTimeout; using the default", "call_timeout", opts.CallTimeout, "default", DefaultCallTimeout)
 		opts.CallTimeout = 0
 	}
+	if opts.DrainTimeout < 0 {
+		// It would cut every call in flight on a connection at once.
+		opts.Logger.Warn("address pool: negative DrainTimeout; using the default", "drain_timeout", opts.DrainTimeout, "default", DefaultDrainTimeout)
+		opts.DrainTimeout = 0
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
 		log:      opts.Logger,
@@ -130,6 +150,7 @@ func New(opts Options) *Pool {
 		userOpts: slices.Clip(opts.DialOptions),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
+		drainFor: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
 		creds:    insecure.NewCredentials(),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -173,7 +194,7 @@ func (p *Pool) Start(ctx context.Context) {
 }
 
 // Close empties the table, waits for the pool's goroutines (Follow,
-// pre-warming, connection watches) to end and closes every connection at
+// pre-warming, connection watches, drains) to end and closes every connection at
 // once, calls in flight included; later sends fail with CodeUnavailable. It is idempotent: a later or
 // concurrent call returns once the first has finished.
 func (p *Pool) Close() error {
@@ -277,7 +298,8 @@ func (p *Pool) set(module string, instances map[string]string) {
 // the module), adjusting connections and the route snapshot. The new route
 // is published before the connections it no longer uses are closed, so a
 // send that finds one closed takes the new route; a closed connection
-// lets the calls already on it finish (see conn). p.mu is held.
+// lets the calls already on it finish, within the drain timeout (see conn,
+// drainConn). p.mu is held.
 func (p *Pool) apply(module string, next map[string]string) {
 	if p.closed {
 		p.log.Debug("address pool: closed; ignoring change", "module", module)
@@ -302,7 +324,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 		}
 		p.refs[addr]++
 		if p.refs[addr] == 1 && switchboard.IsDialable(addr) {
-			c := &conn{addr: addr, module: module, drained: p.drained}
+			c := newConn(addr, module)
 			p.conns[addr] = c
 			if !p.lazy {
 				p.goLocked(func() { p.prewarm(c) })
@@ -340,15 +362,35 @@ func (p *Pool) apply(module string, next map[string]string) {
 	for _, c := range unused {
 		p.log.Info("address pool: closing connection", "module", module, "addr", c.addr)
 		if c.close() {
-			// The last call in flight on it shuts it down (drained);
-			// until then Close must still find it.
+			// drainConn shuts it down once the calls in flight on it
+			// end; until then Close must still find it.
 			p.drain[c] = struct{}{}
+			p.goLocked(func() { p.drainConn(c) })
 		}
 	}
 }
 
-// drained forgets a closed connection whose last call has ended.
-func (p *Pool) drained(c *conn) {
+// drainConn shuts down c, a closed connection with calls still in flight
+// on it, once the last of them has ended (so that the call's reply does
+// not wait for ClientConn.Close), or after the drain timeout, cutting those
+// still in flight (c is marked expired first, so that they say why), and
+// then forgets it. It runs under p.bg, so it does not outlive Close; when
+// the pool closes first it leaves c to Close.
+func (p *Pool) drainConn(c *conn) {
+	t := time.NewTimer(p.drainFor)
+	defer t.Stop()
+	select {
+	case <-c.idle:
+	case <-t.C:
+		if n := c.inFlight(); n > 0 {
+			p.log.Warn("address pool: calls on a connection no module uses did not end within the drain timeout; closing it",
+				"module", c.module, "addr", c.addr, "calls", n, "drain_timeout", p.drainFor)
+			c.expired.Store(true)
+		}
+	case <-p.ctx.Done():
+		return // Close shuts it down
+	}
+	c.shutdown()
 	p.mu.Lock()
 	delete(p.drain, c)
 	p.mu.Unlock()
@@ -379,50 +421,4 @@ func (p *Pool) publish(module string) {
 		routes[module] = rt
 	}
 	p.routes.Store(&routes)
-}
-
-// Modules returns the registered modules and their addresses (sorted), for
-// inspection.
-func (p *Pool) Modules() map[string][]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string][]string, len(p.modules))
-	for m, insts := range p.modules {
-		var addrs []string
-		for _, a := range insts {
-			if !slices.Contains(addrs, a) {
-				addrs = append(addrs, a)
-			}
-		}
-		sort.Strings(addrs)
-		out[m] = addrs
-	}
-	return out
-}
-
-// States returns the connectivity state of every dialled connection, by
-// address (for inspection and health pages).
-func (p *Pool) States() map[string]connectivity.State {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]connectivity.State, len(p.conns))
-	for a, c := range p.conns {
-		if cc := c.cc.Load(); cc != nil {
-			out[a] = cc.GetState()
-		}
-	}
-	return out
-}
-
-// Connections returns the addresses that currently have a connection entry
-// (dialled or about to be), sorted.
-func (p *Pool) Connections() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.conns))
-	for a := range p.conns {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -55,11 +55,12 @@ func (rt *route) pick() *conn {
 // deadline. It implements router.Wire. Failures are *router.Error:
 // CodeModuleUnknown when the module has no address (retryable),
 // CodeNotDialable when it has only nats:// addresses, CodeUnavailable when
-// the connection fails, grpcwire.CodeTLS when the two sides' transport
-// security does not match (permanent), or the remote side's error as it
-// sent it — also when the instance leaves or moves as it answers. A send
-// that finds its connection closed (the module moved or left) takes the
-// module's new route.
+// the connection fails (retryable too when the instance left and did not
+// answer within Options.DrainTimeout), grpcwire.CodeTLS when the two sides'
+// transport security does not match (permanent), or the remote side's
+// error as it sent it — also when the instance leaves or moves as it
+// answers. A send that finds its connection closed (the module moved or
+// left) takes the module's new route.
 func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 	if msg == nil {
 		return nil, router.NoMessage()
@@ -133,7 +134,12 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 	}
 	if c.isClosed() && ctx.Err() == nil {
 		// The transport failed under the call on a connection that was
-		// closed meanwhile: the instance left, or the pool closed.
+		// closed meanwhile: the instance left and the drain timeout cut
+		// the call, or the pool closed.
+		if c.expired.Load() {
+			return nil, false, router.Transient(router.CodeUnavailable, fmt.Sprintf(
+				"instance of %q at %s left the catalog and did not answer within the drain timeout (%s): %v", module, c.addr, p.drainFor, err))
+		}
 		why := fmt.Sprintf("instance of %q left", module)
 		if p.ctx.Err() != nil {
 			why = "address pool closed"

@@ -1,0 +1,101 @@
+package pool
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	"google.golang.org/grpc/connectivity"
+)
+
+// Modules returns the registered modules and their addresses (sorted), for
+// inspection.
+func (p *Pool) Modules() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string, len(p.modules))
+	for m, insts := range p.modules {
+		var addrs []string
+		for _, a := range insts {
+			if !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		}
+		sort.Strings(addrs)
+		out[m] = addrs
+	}
+	return out
+}
+
+// States returns the connectivity state of every dialled connection, by
+// address (for inspection and health pages).
+func (p *Pool) States() map[string]connectivity.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]connectivity.State, len(p.conns))
+	for a, c := range p.conns {
+		if cc := c.cc.Load(); cc != nil {
+			out[a] = cc.GetState()
+		}
+	}
+	return out
+}
+
+// Connections returns the addresses that currently have a connection entry
+// (dialled or about to be), sorted. Connections still draining after their
+// module left are not among them: ConnectionList lists them too.
+func (p *Pool) Connections() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.conns))
+	for a := range p.conns {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Connection is one connection of the pool, as ConnectionList shows it.
+type Connection struct {
+	Addr string
+	// Draining is set on a connection no module uses any more (its
+	// instances left or moved) that stays open for the calls in flight on
+	// it, until they end or the drain timeout (Options.DrainTimeout).
+	Draining bool
+	// Calls is the number of sends in flight on the connection.
+	Calls int64
+}
+
+// ConnectionList returns every connection entry, for inspection: those of
+// Connections, and the draining ones, marked Draining (an address can have
+// both: a module back on it while calls to its old instance drain), sorted
+// by address, the live entry first.
+func (p *Pool) ConnectionList() []Connection {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Connection, 0, len(p.conns)+len(p.drain))
+	for a, c := range p.conns {
+		out = append(out, Connection{Addr: a, Calls: c.inFlight()})
+	}
+	for c := range p.drain {
+		out = append(out, Connection{Addr: c.addr, Draining: true, Calls: c.inFlight()})
+	}
+	slices.SortFunc(out, func(a, b Connection) int {
+		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
+			return c
+		}
+		return compareBool(a.Draining, b.Draining)
+	})
+	return out
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
