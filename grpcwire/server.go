@@ -282,8 +282,12 @@ func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
+// statusWithTrailer is ToStatus(err) with the error's code and retryable
+// flag also set in the call's trailers (ErrorCodeTrailer,
+// ErrorRetryableTrailer); err is not nil.
 func statusWithTrailer(ctx context.Context, err error) error {
 	e := router.AsError(err)
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(wireCode(e)), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
-	return ToStatus(e)
+	code, msg := wireText(e) // once, for the trailer and the status
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ErrorCodeTrailer, trailerValue(code), ErrorRetryableTrailer, strconv.FormatBool(e.Retryable)))
+	return statusOf(e, code, msg)
 }

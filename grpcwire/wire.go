@@ -285,6 +285,12 @@ func ToStatus(err error) error {
 		return nil
 	}
 	code, msg := wireText(e)
+	return statusOf(e, code, msg)
+}
+
+// statusOf is ToStatus of e, whose code and message as they are sent
+// (wireText) are code and msg.
+func statusOf(e *router.Error, code, msg string) error {
 	st := status.New(toGRPCCode(code), msg)
 	if withDetail, derr := st.WithDetails(&modulepb.ErrorDetail{Code: code, Retryable: e.Retryable, Message: msg}); derr == nil {
 		st = withDetail
