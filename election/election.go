@@ -351,14 +351,18 @@ func (e *Elector) release(ctx context.Context, l switchboard.Lease) {
 }
 
 func (e *Elector) releaseWithin(rctx context.Context, l switchboard.Lease) {
-	err := e.leaser.Release(rctx, l)
-	switch {
-	case err == nil:
-	case rctx.Err() != nil:
-		e.log.Warn("election: release gave up; the lease will expire", "timeout", e.ReleaseTimeout(), "token", l.Token, "err", err)
-	default:
-		e.log.Warn("election: release failed; the lease will expire", "token", l.Token, "err", err)
+	if err := e.leaser.Release(rctx, l); err != nil {
+		e.log.Warn("election: release "+failed(rctx)+"; the lease will expire", "timeout", e.ReleaseTimeout(), "token", l.Token, "err", err)
 	}
+}
+
+// failed is the word a log uses for a release step under rctx that
+// failed: "gave up" when rctx ended (ReleaseTimeout), "failed" otherwise.
+func failed(rctx context.Context) string {
+	if rctx.Err() != nil {
+		return "gave up"
+	}
+	return "failed"
 }
 
 // releaseHeld releases the lease if the catalog says this identity holds
@@ -370,11 +374,7 @@ func (e *Elector) releaseHeld(ctx context.Context) {
 	defer cancel()
 	leases, err := e.leaser.Leases(rctx)
 	if err != nil {
-		what := "failed"
-		if rctx.Err() != nil {
-			what = "gave up"
-		}
-		e.log.Warn("election: looking up the lease after an interrupted acquire "+what+"; if that acquire took it, it will expire",
+		e.log.Warn("election: looking up the lease after an interrupted acquire "+failed(rctx)+"; if that acquire took it, it will expire",
 			"timeout", e.ReleaseTimeout(), "err", err)
 		return
 	}

@@ -201,14 +201,14 @@ func TestReleaseOnTheWayOutIsBounded(t *testing.T) {
 	}
 }
 
-func leaserBackends() []struct {
+// leaserBackend is a Leaser the election tests run on.
+type leaserBackend struct {
 	name string
 	open func(t *testing.T) switchboard.Leaser
-} {
-	return []struct {
-		name string
-		open func(t *testing.T) switchboard.Leaser
-	}{
+}
+
+func leaserBackends() []leaserBackend {
+	return []leaserBackend{
 		{"fake", func(*testing.T) switchboard.Leaser { return newFake() }},
 		{"sqlite", func(t *testing.T) switchboard.Leaser { return testkit.OpenSQLite(t).(switchboard.Leaser) }},
 		{"postgres", func(t *testing.T) switchboard.Leaser {
