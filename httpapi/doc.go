@@ -20,7 +20,7 @@
 //	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
 //	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
 //	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
-//	GET    /healthz                       200 when the catalog answers, else 503 (no token needed; with a Token set, the catalog's error and its code only to a request carrying it)
+//	GET    /healthz                       200 when the catalog answers (its clock and a read of its rows), else 503: no_catalog when its tables are gone (no token needed; with a Token set, the catalog's error and its code only to a request carrying it)
 //	GET    /metrics                       Prometheus
 //	/                                     Options.UI, when set
 //
@@ -93,9 +93,11 @@
 // cannot serve (its mirror has stopped, or has not read the catalog within
 // 10 s) is answered 503 with the code of the mirror's last error, as any
 // request gets it: no_catalog when the catalog is missing, busy, else
-// unavailable.
+// unavailable; its text says which of the two happened and what to do
+// (a stopped mirror serves no watch until the server is restarted).
 //
-// Reconnecting with Last-Event-ID (or ?last_event_id=) resumes without
+// Reconnecting with Last-Event-ID (or ?last_event_id=, or ?lastEventId=
+// as EventSource polyfills send it; an empty one is none) resumes without
 // loss: the server replays the events after that id from its history
 // (Options.History, 10,000 events), then sends "synced". When it cannot —
 // another server or run issued the id, or the history no longer reaches

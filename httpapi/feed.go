@@ -193,18 +193,6 @@ func (f *feed) parseEventID(id string) (int64, bool) {
 	return seq, true
 }
 
-// hash returns the secret hash the mirror holds for id and whether the
-// row has expired (known false when the mirror has no row for id).
-func (f *feed) hash(id string) (hash string, stale, known bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	st, ok := f.state[id]
-	if !ok {
-		return "", false, false
-	}
-	return f.hashes[id], st.inst.Stale, true
-}
-
 // counts returns the mirrored instances, active and stale.
 func (f *feed) counts() (active, stale int) {
 	f.mu.RLock()

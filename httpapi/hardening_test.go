@@ -163,6 +163,11 @@ func TestMirrorEnded(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		code, b := call(t, "GET", s.url+"/v1/watch", nil)
 		expectError(t, code, b, 503, "unavailable", "")
+		if i == 0 {
+			var body httpapi.ErrorBody
+			json.Unmarshal(b, &body)
+			expectStoppedText(t, body)
+		}
 	}
 }
 

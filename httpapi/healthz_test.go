@@ -2,18 +2,21 @@ package httpapi_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	_ "github.com/switchboard-io/switchboard/postgres"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // clockless is a catalog whose clock cannot be read, with an error that
@@ -73,16 +76,15 @@ func (f failingNow) Now(context.Context) (time.Time, error) { return time.Time{}
 func TestHealthzCodes(t *testing.T) {
 	const token = "healthz-token"
 	for _, tc := range []struct {
-		err        error
-		code       string
-		retryAfter bool
+		err  error
+		code string
 	}{
-		{fmt.Errorf("%w at /data/sb.db (nothing has registered there yet)", switchboard.ErrNoCatalog), httpapi.CodeNoCatalog, false},
-		{fmt.Errorf("sqlite: gave up after waiting 5s for the write lock: %w", switchboard.ErrBusy), httpapi.CodeBusy, true},
-		{errors.New(leakyError), httpapi.CodeUnavailable, false},
+		{fmt.Errorf("%w at /data/sb.db (nothing has registered there yet)", switchboard.ErrNoCatalog), httpapi.CodeNoCatalog},
+		{fmt.Errorf("sqlite: gave up after waiting 5s for the write lock: %w", switchboard.ErrBusy), httpapi.CodeBusy},
+		{errors.New(leakyError), httpapi.CodeUnavailable},
 		// An error the API answers with another status elsewhere is
 		// still the catalog failing here.
-		{fmt.Errorf("odd: %w", switchboard.ErrNotFound), httpapi.CodeUnavailable, false},
+		{fmt.Errorf("odd: %w", switchboard.ErrNotFound), httpapi.CodeUnavailable},
 	} {
 		for _, tok := range []string{token, ""} {
 			s := serveOn(t, failingNow{testkit.OpenSQLite(t), tc.err}, httpapi.Options{Token: tok, ReapInterval: -1})
@@ -94,17 +96,7 @@ func TestHealthzCodes(t *testing.T) {
 				}
 				hdr = []string{"Authorization", "Bearer " + tok}
 			}
-			resp := get(t, s.url+"/healthz", hdr...)
-			var body httpapi.ErrorBody
-			json.NewDecoder(resp.Body).Decode(&body)
-			resp.Body.Close()
-			if resp.StatusCode != 503 || body.Code != tc.code || !strings.Contains(body.Error, tc.err.Error()) {
-				t.Errorf("%v (token %q): healthz %d %+v; want 503 with code %q and the error", tc.err, tok, resp.StatusCode, body, tc.code)
-			}
-			ra := resp.Header.Get("Retry-After")
-			if n, err := strconv.Atoi(ra); tc.retryAfter != (err == nil && n >= 1 && n <= 10) || (!tc.retryAfter && ra != "") {
-				t.Errorf("%v (token %q): Retry-After %q; want a few seconds: %v", tc.err, tok, ra, tc.retryAfter)
-			}
+			expectDown(t, fmt.Sprintf("%v (token %q): healthz", tc.err, tok), get(t, s.url+"/healthz", hdr...), tc.code, tc.err.Error())
 		}
 	}
 }
@@ -114,4 +106,69 @@ func TestHealthzCodes(t *testing.T) {
 func get(t *testing.T, url string, hdr ...string) *http.Response {
 	t.Helper()
 	return request(t, "GET", url, nil, hdr...)
+}
+
+// TestHealthzTablesDropped: /healthz reads the catalog's rows, not only its
+// clock. On a PostgreSQL catalog whose tables were dropped under the
+// server (a database restored empty), it answers 503 with no_catalog, and
+// the detail a token holder gets says that the tables are missing; a
+// request without the token still gets the status alone.
+func TestHealthzTablesDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dsn, drop, err := pgtest.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	cat, err := switchboard.Open(ctx, dsn, switchboard.Options{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	const token = "healthz-token"
+	s := serveOn(t, cat, httpapi.Options{Token: token, ReapInterval: -1, DSN: dsn})
+	auth := []string{"Authorization", "Bearer " + token}
+	register(t, s, instanceBody("a"), auth...)
+	if code, b := call(t, "GET", s.url+"/healthz", nil, auth...); code != 200 {
+		t.Fatalf("healthz of a healthy catalog: %d %s", code, b)
+	}
+
+	dropTables(t, ctx, dsn)
+	body := expectDown(t, "healthz after the catalog's tables were dropped", get(t, s.url+"/healthz", auth...),
+		httpapi.CodeNoCatalog, "tables missing")
+	if !strings.Contains(body.Error, "does not exist") {
+		t.Errorf("healthz after the catalog's tables were dropped: %q; want the server's error too", body.Error)
+	}
+	if code, b := call(t, "GET", s.url+"/healthz", nil); code != 503 || strings.TrimSpace(string(b)) != `{"status":"unavailable"}` {
+		t.Errorf("healthz without the token after the tables were dropped: %d %s; want 503 with the status alone", code, b)
+	}
+}
+
+// dropTables drops every table of dsn's schema, as a database restarted
+// empty has none. The server's mirror reads the same tables meanwhile:
+// PostgreSQL may end the DROP as a deadlock's victim (SQLSTATE 40P01),
+// and then it is tried again.
+func dropTables(t *testing.T, ctx context.Context, dsn string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(quote_ident(tablename), ', '), '')
+		FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil || tables == "" {
+		t.Fatalf("the catalog's tables: %q %v", tables, err)
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := conn.Exec(ctx, `DROP TABLE `+tables+` CASCADE`)
+		var pe *pgconn.PgError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
+			t.Fatalf("drop the catalog's tables (attempt %d): %v", attempt, err)
+		}
+	}
 }

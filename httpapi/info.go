@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -36,21 +37,36 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleHealthz answers 200 when the catalog answers a read within 2 s,
-// 503 otherwise. It needs no token, but when a Token is configured only a
-// request that carries it hears why the catalog failed (the error can
-// name hosts, parts of the DSN, SQL), with the code any endpoint gives
-// that error (no_catalog, busy, else unavailable); any other gets the
-// status alone.
+// healthProbeID is the id /healthz reads to see that the catalog's rows
+// can be read, not only its clock: a PostgreSQL database whose catalog
+// tables were dropped (restarted or restored empty) still tells the time.
+// No row need have the id: not found is a healthy answer, and so is a row.
+const healthProbeID = "switchboard-healthz-probe"
+
+// handleHealthz answers 200 when the catalog answers a read of its clock
+// and of a row (healthProbeID) within 2 s, 503 otherwise: a catalog whose
+// tables are gone is no_catalog. It needs no token, but when a Token is
+// configured only a request that carries it hears why the catalog failed
+// (the error can name hosts, parts of the DSN, SQL), with the code any
+// endpoint gives that error (no_catalog, busy, else unavailable); any
+// other gets the status alone.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := s.cat.Now(ctx); err != nil {
+	msg := "catalog unavailable: "
+	_, err := s.cat.Now(ctx)
+	if err == nil {
+		msg = "catalog unreadable: "
+		if _, err = s.cat.Get(ctx, healthProbeID); errors.Is(err, switchboard.ErrNotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
 		if !s.authorized(r) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 			return nil
 		}
-		return catalogDown("catalog unavailable: "+err.Error(), err)
+		return catalogDown(msg+err.Error(), err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil

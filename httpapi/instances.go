@@ -62,8 +62,8 @@ type owner struct {
 // owner returns the ownership of id's row: from the mirror when it has the
 // row, else from the catalog (a row this server has not seen yet).
 func (s *Server) owner(ctx context.Context, id string) (owner, error) {
-	if h, stale, ok := s.feed.hash(id); ok {
-		return owner{hash: h, stale: stale, found: true}, nil
+	if o, ok := s.feed.owner(id); ok {
+		return o, nil
 	}
 	return s.catalogOwner(ctx, id)
 }

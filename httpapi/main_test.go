@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,24 @@ func register(t *testing.T, s *srv, body any, hdr ...string) registered {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// expectDown checks a 503 answer of a catalog (or mirror) that cannot
+// serve: its code, want in its error text, and a Retry-After of a few
+// seconds for busy alone. It reads and closes resp's body, and returns it
+// decoded. what names the request in failures.
+func expectDown(t *testing.T, what string, resp *http.Response, code, want string) httpapi.ErrorBody {
+	t.Helper()
+	var body httpapi.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || body.Code != code || !strings.Contains(body.Error, want) {
+		t.Errorf("%s: %d %+v; want 503 with code %q and the error %q", what, resp.StatusCode, body, code, want)
+	}
+	busy := code == httpapi.CodeBusy
+	ra := resp.Header.Get("Retry-After")
+	if n, err := strconv.Atoi(ra); busy != (err == nil && n >= 1 && n <= 10) || (!busy && ra != "") {
+		t.Errorf("%s: Retry-After %q; want a few seconds: %v", what, ra, busy)
+	}
+	return body
 }

@@ -3,7 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -52,30 +53,28 @@ func (s *Server) owners(ctx context.Context, ids []string) (map[string]owner, er
 }
 
 // getOwners reads the ownership of ids (distinct) from the catalog, one Get
-// each, ownerGetsParallel at a time, into out.
+// each, ownerGetsParallel at a time, into out. Every Get runs to its end;
+// when some fail, the error returned is that of the first failing id in
+// the order of ids (not the first to fail in time), and out is left as
+// it was.
 func (s *Server) getOwners(ctx context.Context, ids []string, out map[string]owner) error {
 	got := make([]owner, len(ids))
 	errs := make([]error, len(ids))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(ownerGetsParallel, len(ids)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				got[i], errs[i] = s.catalogOwner(ctx, ids[i])
-			}
-		}()
-	}
-	for i := range ids {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	var g errgroup.Group
+	g.SetLimit(ownerGetsParallel)
 	for i, id := range ids {
-		if errs[i] != nil {
-			return errs[i]
+		g.Go(func() error {
+			got[i], errs[i] = s.catalogOwner(ctx, id)
+			return nil // kept in errs: which one is returned is decided below
+		})
+	}
+	g.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
+	}
+	for i, id := range ids {
 		out[id] = got[i]
 	}
 	return nil
@@ -110,13 +109,30 @@ func (f *feed) owners(ids []string) (map[string]owner, []string) {
 		if _, seen := out[id]; seen {
 			continue
 		}
-		st, ok := f.state[id]
+		o, ok := f.ownerLocked(id)
 		if !ok {
-			out[id] = owner{}
 			miss = append(miss, id)
-			continue
 		}
-		out[id] = owner{hash: f.hashes[id], stale: st.inst.Stale, found: true}
+		out[id] = o
 	}
 	return out, miss
+}
+
+// owner returns the ownership the mirror holds for id; ok is false when it
+// holds no row for id.
+func (f *feed) owner(id string) (o owner, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ownerLocked(id)
+}
+
+// ownerLocked builds id's owner from the mirror's state: its secret hash
+// and whether the row has expired (f.mu held). ok is false, and the owner
+// the zero one, when the mirror holds no row for id.
+func (f *feed) ownerLocked(id string) (o owner, ok bool) {
+	st, ok := f.state[id]
+	if !ok {
+		return owner{}, false
+	}
+	return owner{hash: f.hashes[id], stale: st.inst.Stale, found: true}, true
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -198,5 +199,46 @@ func TestOwnershipWithoutCatalog(t *testing.T) {
 	}
 	if gets, lists := cat.reads(); gets < 4 || lists != 1 {
 		t.Fatalf("%d Gets and %d Lists: the test did not exercise both ownership reads", gets, lists)
+	}
+}
+
+// orderedGetErrors is a catalog whose Get of "first-bad" and "second-bad"
+// fails, the second before the first: the Get of first-bad returns only
+// once that of second-bad has.
+type orderedGetErrors struct {
+	switchboard.Catalog
+	secondDone chan struct{}
+}
+
+var errFirstBad, errSecondBad = errors.New("get of first-bad failed"), errors.New("get of second-bad failed")
+
+func (c orderedGetErrors) Get(ctx context.Context, id string) (switchboard.Instance, error) {
+	switch id {
+	case "first-bad":
+		select {
+		case <-c.secondDone:
+		case <-ctx.Done():
+		}
+		return switchboard.Instance{}, errFirstBad
+	case "second-bad":
+		defer close(c.secondDone)
+		return switchboard.Instance{}, errSecondBad
+	}
+	return c.Catalog.Get(ctx, id)
+}
+
+// TestOwnershipReadErrorInRequestOrder: when the Gets of several ids'
+// ownership fail, the request fails with the error of the first failing id
+// in the request's order, not with whichever failed first in time.
+func TestOwnershipReadErrorInRequestOrder(t *testing.T) {
+	cat := orderedGetErrors{Catalog: testkit.OpenSQLite(t), secondDone: make(chan struct{})}
+	s := serveOn(t, cat, httpapi.Options{ReapInterval: -1})
+	body, _ := json.Marshal(httpapi.HeartbeatRequest{Instances: []httpapi.HeartbeatItem{
+		{ID: "unknown-1"}, {ID: "first-bad"}, {ID: "unknown-2"}, {ID: "second-bad"}, {ID: "unknown-3"},
+	}})
+	code, b := call(t, "POST", s.url+"/v1/heartbeats", body)
+	expectError(t, code, b, 503, "unavailable", "")
+	if !strings.Contains(string(b), errFirstBad.Error()) || strings.Contains(string(b), errSecondBad.Error()) {
+		t.Fatalf("heartbeats: %s; want the error of first-bad (first in the request), not that of second-bad", b)
 	}
 }

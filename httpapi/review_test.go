@@ -60,6 +60,52 @@ func TestUnknownQueryParameters(t *testing.T) {
 	}
 }
 
+// TestWatchEmptyLastEventID: an empty last event id is none: the
+// "?lastEventId=" an EventSource polyfill sends on its first connection,
+// an empty last_event_id or an empty Last-Event-ID header each get a plain
+// snapshot, not a 400 (nor a fresh one). lastEventId with an id resumes
+// as last_event_id and the header do; given with a different
+// last_event_id, it is refused with the parameter named.
+func TestWatchEmptyLastEventID(t *testing.T) {
+	s := start(t, httpapi.Options{ReapInterval: -1})
+	a := register(t, s, instanceBody("a", "storage"))
+	var synced string
+	for _, tc := range []struct {
+		query string
+		hdr   []string
+	}{
+		{"?lastEventId=", nil},
+		{"?capability=storage&lastEventId=", nil},
+		{"?last_event_id=", nil},
+		{"?last_event_id=&lastEventId=", nil},
+		{"", []string{"Last-Event-ID", ""}},
+		{"?lastEventId=", []string{"Last-Event-ID", ""}},
+	} {
+		what := fmt.Sprintf("watch%s with headers %q", tc.query, tc.hdr)
+		w := watchSSE(t, s.url+"/v1/watch"+tc.query, tc.hdr...)
+		if ev := w.next(t); ev.event != "snapshot" || ev.data["fresh"] != false {
+			t.Fatalf("%s: %s %s; want a snapshot not marked fresh", what, ev.event, ev.raw)
+		}
+		expectEvent(t, w.next(t), "added", "", a.Instance.ID)
+		ev := w.next(t)
+		if ev.event != "synced" || ev.id == "" {
+			t.Fatalf("%s: %s %s; want synced with an id", what, ev.event, ev.raw)
+		}
+		synced = ev.id
+		w.cancel()
+	}
+
+	// The polyfill's name with an id resumes from it.
+	b := register(t, s, instanceBody("b", "storage"))
+	r := watchSSE(t, s.url+"/v1/watch?lastEventId="+url.QueryEscape(synced))
+	expectEvent(t, r.next(t), "added", "", b.Instance.ID)
+	if ev := r.next(t); ev.event != "synced" || ev.id == "" {
+		t.Fatalf("resumed with lastEventId: %s %s; want synced after the replay", ev.event, ev.raw)
+	}
+	code, body := call(t, "GET", s.url+"/v1/watch?last_event_id="+url.QueryEscape(synced)+"&lastEventId=other-1", nil)
+	expectError(t, code, body, 400, "invalid", "lastEventId")
+}
+
 // TestBearerSchemeCaseInsensitive: the authentication scheme is
 // case-insensitive (RFC 9110 §11.1), so "bearer TOKEN" is the token, not a
 // missing one; a wrong token is still refused.

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -23,7 +25,11 @@ const batchMax = 256
 // handleWatch streams the instances selected by the query as Server-Sent
 // Events (the format is in the package doc).
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseQuery(r, "last_event_id")
+	q, err := parseQuery(r, "last_event_id", "lastEventId")
+	if err != nil {
+		return err
+	}
+	last, err := lastEventID(r)
 	if err != nil {
 		return err
 	}
@@ -31,14 +37,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	err = s.feed.waitReady(rctx)
 	cancel()
 	if err != nil {
-		// Not read yet, or its watch has ended: the code is the one of
-		// the mirror's last error (no_catalog when the catalog is missing).
-		msg := "the server has not read the catalog yet: " + err.Error()
-		cause := s.feed.lastError()
-		if cause != nil && cause.Error() != err.Error() {
-			msg += " (the catalog's last error: " + cause.Error() + ")"
-		}
-		return catalogDown(msg, cause)
+		return s.watchRefused(err)
 	}
 	v := view{q}
 	rc := http.NewResponseController(w)
@@ -70,10 +69,6 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	// Resume from Last-Event-ID when the history still holds what came
 	// after it; otherwise a snapshot (marked fresh when a resume was asked
 	// for but cannot be honoured).
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = r.URL.Query().Get("last_event_id") // checked by parseQuery
-	}
 	cursor, resumed := int64(0), false
 	if last != "" {
 		if seq, ok := s.feed.parseEventID(last); ok && s.feed.resumable(seq) {
@@ -134,6 +129,46 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 			return nil // the subscriber is gone or not reading
 		}
 	}
+}
+
+// lastEventID returns the id a watch resumes from: the Last-Event-ID
+// header, else the query parameter last_event_id or lastEventId (the name
+// EventSource polyfills send it under), "" for none. An empty value is
+// absent, not an id: a polyfill sends "?lastEventId=" on its first
+// connection. The two parameters may both be given only with one id.
+func lastEventID(r *http.Request) (string, error) {
+	if h := r.Header.Get("Last-Event-ID"); h != "" {
+		return h, nil
+	}
+	v := r.URL.Query() // checked by parseQuery
+	a, b := v.Get("last_event_id"), v.Get("lastEventId")
+	if a != "" && b != "" && a != b {
+		return "", badRequest("lastEventId", fmt.Sprintf("last_event_id=%q and lastEventId=%q name different events; give one", a, b))
+	}
+	return cmp.Or(a, b), nil
+}
+
+// watchRefused is the 503 of a watch the mirror cannot serve (err is
+// waitReady's): what happened and what the client can do about it, with
+// the code of the mirror's last error (no_catalog when the catalog is
+// missing, busy, else unavailable).
+func (s *Server) watchRefused(err error) error {
+	cause := s.feed.lastError()
+	var msg string
+	if errors.Is(err, errMirrorStopped) {
+		// The mirror's Watch failed, or ended with the catalog handle
+		// closed: nothing starts it again.
+		msg = "this server's watch of the catalog has stopped and will not resume, so it serves no watch until it is restarted: watch through another server, or restart this one"
+		if cause != nil && !errors.Is(cause, errMirrorStopped) {
+			msg += " once the catalog answers; the catalog's last error: " + cause.Error()
+		}
+	} else {
+		msg = "the server has not read the catalog yet (waited 10 s for it): retry later"
+		if cause != nil {
+			msg += "; the catalog's last error: " + cause.Error()
+		}
+	}
+	return catalogDown(msg, cause)
 }
 
 // deadlineWriter sets the connection's write deadline before each write.

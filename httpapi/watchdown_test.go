@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -40,19 +39,9 @@ func (u unsynced) Watch(ctx context.Context, _ switchboard.Query) (<-chan switch
 
 // expectWatchDown checks a 503 of /v1/watch: its code, the mirror's error
 // in its text, and Retry-After for busy alone.
-func expectWatchDown(t *testing.T, s *srv, cause error, code string) {
+func expectWatchDown(t *testing.T, s *srv, cause error, code string) httpapi.ErrorBody {
 	t.Helper()
-	resp := get(t, s.url+"/v1/watch")
-	var body httpapi.ErrorBody
-	json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || body.Code != code || !strings.Contains(body.Error, cause.Error()) {
-		t.Fatalf("watch while the mirror failed with %q: %d %+v; want 503 with code %q and the mirror's error", cause, resp.StatusCode, body, code)
-	}
-	ra := resp.Header.Get("Retry-After")
-	if n, err := strconv.Atoi(ra); (code == httpapi.CodeBusy) != (err == nil && n >= 1 && n <= 10) || (code != httpapi.CodeBusy && ra != "") {
-		t.Fatalf("watch while the mirror failed with %q: Retry-After %q", cause, ra)
-	}
+	return expectDown(t, fmt.Sprintf("watch while the mirror failed with %q", cause), get(t, s.url+"/v1/watch"), code, cause.Error())
 }
 
 // TestWatchDownCodes: the 503 a watch gets when the server's mirror cannot
@@ -71,7 +60,7 @@ func TestWatchDownCodes(t *testing.T) {
 		code string
 	}{{noCatalog, httpapi.CodeNoCatalog}, {busy, httpapi.CodeBusy}, {refused, httpapi.CodeUnavailable}} {
 		s := serveOn(t, unwatchable{testkit.OpenSQLite(t), tc.err}, httpapi.Options{ReapInterval: -1})
-		expectWatchDown(t, s, tc.err, tc.code)
+		expectStoppedText(t, expectWatchDown(t, s, tc.err, tc.code))
 	}
 
 	// The mirror runs but has not read the catalog: the watch waits for
@@ -84,6 +73,24 @@ func TestWatchDownCodes(t *testing.T) {
 			var info httpapi.Info
 			return code == 200 && json.Unmarshal(b, &info) == nil && strings.Contains(info.Error, noCatalog.Error())
 		})
-		expectWatchDown(t, s, noCatalog, httpapi.CodeNoCatalog)
+		body := expectWatchDown(t, s, noCatalog, httpapi.CodeNoCatalog)
+		if !strings.Contains(body.Error, "has not read the catalog yet") || !strings.Contains(body.Error, "retry") {
+			t.Errorf("watch before the mirror read the catalog: %q; want it to say so and to retry", body.Error)
+		}
 	})
+}
+
+// expectStoppedText checks the text of the 503 a watch gets from a server
+// whose mirror has stopped: it says so (not that the catalog has not been
+// read yet) and what to do: use another server, or restart this one.
+func expectStoppedText(t *testing.T, body httpapi.ErrorBody) {
+	t.Helper()
+	for _, want := range []string{"has stopped", "restart", "another server"} {
+		if !strings.Contains(body.Error, want) {
+			t.Errorf("watch of a server whose mirror has stopped: %q; want it to say %q", body.Error, want)
+		}
+	}
+	if strings.Contains(body.Error, "not read the catalog yet") {
+		t.Errorf("watch of a server whose mirror has stopped: %q; it is not waiting to read the catalog: it has stopped", body.Error)
+	}
 }
