@@ -36,7 +36,7 @@ func CheckQuotedError(t testing.TB, what string, err, want error, names ...strin
 // true, "o": {"x": [1, 2]}, "gone": null}) and notObject (rewritten to a
 // JSON array), and ws watches c. List (twice), Get, the watcher and a
 // snapshot of the handle openOther opens must all read them as
-// switchboard.StoredMetadata says, and c must log it once, as a warning.
+// storedmeta.Read says, and c must log it once, as a warning.
 func CheckForeignMetadata(t testing.TB, ctx context.Context, c switchboard.Catalog, openOther func() switchboard.Catalog,
 	ws *WatchSet, logs *SyncBuffer, good, odd, notObject string) {
 	t.Helper()
