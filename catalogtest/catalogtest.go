@@ -33,6 +33,7 @@ func Run(t *testing.T, open Open) {
 		{"UnknownCapabilitiesKept", testUnknownCapabilities},
 		{"TTLFilter", testTTLFilter},
 		{"TTLPrecision", testTTLPrecision},
+		{"DefaultTTLTold", testDefaultTTLTold},
 		{"HeartbeatMissing", testHeartbeatMissing},
 		{"Deregister", testDeregister},
 		{"UnstorableKeysNameNothing", testUnstorableKeys},
@@ -295,6 +296,25 @@ func testTTLFilter(t *testing.T, c switchboard.Catalog) {
 // give the stored TTL. A backend whose storage is coarser rounds up to its
 // own unit (kube://: Lease durations are whole seconds), which the first
 // registration finds out.
+// testDefaultTTLTold: a catalog that tells its default TTL
+// (switchboard.TTLDefaulter, which Bootstrap checks a heartbeat interval
+// against before writing) stores exactly that TTL for an instance without
+// one.
+func testDefaultTTLTold(t *testing.T, c switchboard.Catalog) {
+	d, ok := c.(switchboard.TTLDefaulter)
+	if !ok {
+		t.Log("the catalog does not tell its default TTL: Bootstrap checks against the stored TTL")
+		return
+	}
+	want := d.DefaultTTL()
+	if want <= 0 {
+		t.Fatalf("DefaultTTL() = %v: want positive", want)
+	}
+	if got := mustRegister(t, c, sample("default-ttl")).TTL; got != want {
+		t.Fatalf("an instance without a TTL was stored with %v; DefaultTTL() says %v", got, want)
+	}
+}
+
 func testTTLPrecision(t *testing.T, c switchboard.Catalog) {
 	probe := sample("ttl-probe")
 	probe.TTL = 1500 * time.Millisecond
