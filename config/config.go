@@ -52,7 +52,9 @@ type Transport struct {
 	NATSTransport string `toml:"nats_transport"`
 }
 
-// HTTP is the [http] section: the `switchboard serve` server.
+// HTTP is the [http] section: the `switchboard serve` server, and its
+// clients (the CLI's commands with an http:// or https:// DSN), which send
+// its token and bound each request by RequestTimeout.
 type HTTP struct {
 	// Listen is the server's address (default 127.0.0.1:7400).
 	Listen string `toml:"listen"`
@@ -61,7 +63,15 @@ type HTTP struct {
 	// TLSCert and TLSKey are PEM files; both set means HTTPS.
 	TLSCert string `toml:"tls_cert"`
 	TLSKey  string `toml:"tls_key"`
+	// RequestTimeout bounds each request of a client to the server
+	// (remote.Config.RequestTimeout): a server that does not answer within
+	// it fails the request. Positive; default DefaultRequestTimeout.
+	RequestTimeout time.Duration `toml:"request_timeout"`
 }
+
+// DefaultRequestTimeout is the default [http] request_timeout, the remote
+// catalog's own default (remote.DefaultRequestTimeout).
+const DefaultRequestTimeout = 30 * time.Second
 
 // DefaultListen is the default address of `switchboard serve`.
 const DefaultListen = "127.0.0.1:7400"
@@ -93,7 +103,7 @@ func Default() Config {
 
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
-	}, HTTP: HTTP{Listen: DefaultListen}}
+	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout}}
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -155,10 +165,11 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 	return c, nil
 }
 
-// Validate checks the DSN, the listen address, the TLS pairs, that
-// poll_interval is at least MinPollInterval, that the TTL is within max_ttl, and that the heartbeat is at most half the TTL (a
-// missed heartbeat must not expire an instance, and a renewal after
-// 0.8 × TTL is logged as a revival in every process).
+// Validate checks the DSN, the listen address, that the request timeout is
+// positive, the TLS pairs, that poll_interval is at least MinPollInterval,
+// that the TTL is within max_ttl, and that the heartbeat is at most half
+// the TTL (a missed heartbeat must not expire an instance, and a renewal
+// after 0.8 × TTL is logged as a revival in every process).
 func (c Config) Validate() error {
 	if _, err := switchboard.ParseDSN(c.Discovery.DSN); err != nil {
 		return err
@@ -178,6 +189,10 @@ func (c Config) Validate() error {
 	}
 	if err := validListen(c.HTTP.Listen); err != nil {
 		return err
+	}
+	if c.HTTP.RequestTimeout <= 0 {
+		return &switchboard.FieldError{Field: "http.request_timeout", Value: c.HTTP.RequestTimeout.String(),
+			Reason: "must be positive: how long each request to a switchboard server waits for its answer, such as 30s"}
 	}
 	if err := tlsPair("http", c.HTTP.TLSCert, c.HTTP.TLSKey, "both for HTTPS, neither for HTTP"); err != nil {
 		return err

@@ -318,7 +318,7 @@ func TestOverridesWinAndFixBadValues(t *testing.T) {
 }
 
 func TestHTTPSection(t *testing.T) {
-	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen}) {
+	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen, RequestTimeout: config.DefaultRequestTimeout}) {
 		t.Fatalf("default [http] = %+v", got)
 	}
 	p := writeFile(t, t.TempDir(), `[http]
@@ -331,9 +331,71 @@ tls_key = "key.pem"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.HTTP{Listen: "0.0.0.0:7400", Token: "from-env", TLSCert: "cert.pem", TLSKey: "key.pem"}
+	want := config.HTTP{Listen: "0.0.0.0:7400", Token: "from-env", TLSCert: "cert.pem", TLSKey: "key.pem", RequestTimeout: config.DefaultRequestTimeout}
 	if c.HTTP != want {
 		t.Fatalf("[http] = %+v, want %+v", c.HTTP, want)
+	}
+}
+
+// [http] request_timeout (the CLI's remote catalog's request timeout):
+// 30s by default, set by the file, the environment or an override; it must
+// be positive, and an error names where the wrong value came from.
+func TestHTTPRequestTimeout(t *testing.T) {
+	if got := config.Default().HTTP.RequestTimeout; got != 30*time.Second {
+		t.Fatalf("default request_timeout %s, want 30s", got)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	p := writeFile(t, dir, "[http]\nrequest_timeout = \"5s\"\n")
+	if c, err := config.Load(p, env{}.get); err != nil || c.HTTP.RequestTimeout != 5*time.Second {
+		t.Fatalf("from the file: %s, %v", c.HTTP.RequestTimeout, err)
+	}
+	if c, err := config.Load(p, env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "250ms"}.get); err != nil || c.HTTP.RequestTimeout != 250*time.Millisecond {
+		t.Fatalf("from the environment: %s, %v", c.HTTP.RequestTimeout, err)
+	}
+	if c, err := config.Load(p, env{}.get, func(c *config.Config) { c.HTTP.RequestTimeout = time.Minute }); err != nil || c.HTTP.RequestTimeout != time.Minute {
+		t.Fatalf("from an override: %s, %v", c.HTTP.RequestTimeout, err)
+	}
+	for _, tc := range []struct {
+		name     string
+		file     string
+		env      env
+		override *time.Duration // nil: none
+		want     string
+	}{
+		{"zero in the environment", "", env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "0s"}, nil, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "0s": must be positive`},
+		{"negative in the environment", "", env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "-1s"}, nil, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "-1s": must be positive`},
+		{"not a duration in the environment", "", env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "soon"}, nil, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "soon": not a duration`},
+		{"zero in the file", "[http]\nrequest_timeout = \"0s\"\n", nil, nil, `: http.request_timeout "0s": must be positive`},
+		{"a number in the file", "[http]\nrequest_timeout = 30\n", nil, nil, `http.request_timeout: is the integer 30; want a duration in quotes`},
+		{"zero from an override", "", nil, new(time.Duration(0)), `http.request_timeout "0s": must be positive`},
+		{"negative from an override", "", nil, new(-time.Second), `http.request_timeout "-1s": must be positive`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = writeFile(t, t.TempDir(), tc.file)
+			}
+			var overrides []func(*config.Config)
+			if tc.override != nil {
+				overrides = append(overrides, func(c *config.Config) { c.HTTP.RequestTimeout = *tc.override })
+			}
+			_, err := config.Load(path, tc.env.get, overrides...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, switchboard.ErrInvalid) {
+				t.Fatalf("Load = %v, want an invalid-value error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// KeyOf is the key of a validation field: [discovery]'s fields have no
+// section, the others have theirs.
+func TestKeyOf(t *testing.T) {
+	for field, want := range map[string]string{"ttl": "discovery.ttl", "dsn": "discovery.dsn",
+		"http.listen": "http.listen", "transport.tls_ca": "transport.tls_ca", "http.request_timeout": "http.request_timeout"} {
+		if got := config.KeyOf(field); got != want {
+			t.Errorf("KeyOf(%q) = %q, want %q", field, got, want)
+		}
 	}
 }
 

@@ -47,10 +47,10 @@ func FuzzLoadEnv(f *testing.F) {
 		"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", "SWITCHBOARD_HTTP_LISTEN", "SWITCHBOARD_HTTP_TOKEN",
 		"SWITCHBOARD_HTTP_TLS_CERT", "SWITCHBOARD_HTTP_TLS_KEY", "SWITCHBOARD_TRANSPORT_TLS_CERT", "SWITCHBOARD_TRANSPORT_TLS_KEY",
 		"SWITCHBOARD_TRANSPORT_TLS_CA", "TINY_NATS_URL", "TINY_NATS_TRANSPORT", "SWITCHBOARD_TRANSPORT_NATS_URL",
-		"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT",
+		"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", "SWITCHBOARD_HTTP_REQUEST_TIMEOUT",
 	}
 	for i, v := range []string{"sqlite://x.db", "1s", "1ns", "11s", "-1h", "NaN", "1e400", "[::1]:http", "", "a.pem", "b.pem", "", "",
-		"nats://a:1, tls://b:2", "JetStream", "nats://", "a:1,", "core"} {
+		"nats://a:1, tls://b:2", "JetStream", "nats://", "a:1,", "core", "0s"} {
 		f.Add(uint8(i), v)
 	}
 	empty := filepath.Join(f.TempDir(), "empty.toml")

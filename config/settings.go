@@ -40,6 +40,7 @@ var settings = []setting{
 	{key: "http.token", ptr: func(c *Config) any { return &c.HTTP.Token }},
 	{key: "http.tls_cert", ptr: func(c *Config) any { return &c.HTTP.TLSCert }},
 	{key: "http.tls_key", ptr: func(c *Config) any { return &c.HTTP.TLSKey }},
+	{key: "http.request_timeout", ptr: func(c *Config) any { return &c.HTTP.RequestTimeout }},
 	{key: "transport.tls_cert", ptr: func(c *Config) any { return &c.Transport.TLSCert }},
 	{key: "transport.tls_key", ptr: func(c *Config) any { return &c.Transport.TLSKey }},
 	{key: "transport.tls_ca", ptr: func(c *Config) any { return &c.Transport.TLSCA }},
@@ -163,6 +164,17 @@ const (
 	overrideOrigin = "override" // an override (a command-line flag) changed it
 )
 
+// KeyOf is the key of a validation field: Validate names the keys of
+// [discovery] without their section ("ttl" is discovery.ttl), the others
+// with it ("http.listen"). A field that is no key comes back with
+// "discovery." before it, and matches no setting.
+func KeyOf(field string) string {
+	if strings.Contains(field, ".") {
+		return field
+	}
+	return "discovery." + field
+}
+
 // sources is where each value of a loaded Config came from.
 type sources struct {
 	path string            // the file read, if any
@@ -170,22 +182,20 @@ type sources struct {
 }
 
 // NameSource names, in a *switchboard.FieldError about one of c's settings
-// (with Validate's field name: "ttl", "http.listen"), where the wrong value
-// came from, as Load's validation errors do: the environment variable that
-// set it, else the file's key (the error then says which file), else the
-// key marked "(default)". A value an override (a command-line flag) changed
-// keeps Validate's field name, for the caller to name its flag; so do the
-// fields of a Config that Load did not return. Errors that are not a
-// *FieldError of a known key are returned as they are.
+// (with Validate's field name: "ttl", "http.listen", whose key is KeyOf's),
+// where the wrong value came from, as Load's validation errors do: the
+// environment variable that set it, else the file's key (the error then
+// says which file), else the key marked "(default)". A value an override (a
+// command-line flag) changed keeps Validate's field name, for the caller to
+// name its flag; so do the fields of a Config that Load did not return.
+// Errors that are not a *FieldError of a known key are returned as they
+// are.
 func (c Config) NameSource(err error) error {
 	fe, ok := err.(*switchboard.FieldError)
 	if !ok || c.src == nil {
 		return err
 	}
-	key := fe.Field
-	if !strings.Contains(key, ".") {
-		key = "discovery." + key
-	}
+	key := KeyOf(fe.Field)
 	for _, s := range settings {
 		if s.key != key {
 			continue

@@ -57,6 +57,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "--dsn", dsn, "--ttl", "2ns", "--heartbeat", "1ns"}, `--ttl "2ns": must be at least 20ms`, "switchboard demo"},
 		{[]string{"demo", "--dsn", dsn, "--ttl", "100us"}, `--ttl "100µs": must be at least 20ms`, "switchboard demo"},
 		{[]string{"demo", "--dsn", dsn, "--ttl", "19ms"}, `--ttl "19ms": must be at least 20ms`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "0s"}, `--ttl "0s": must be positive`, "switchboard demo"},
+		{[]string{"demo", "--dsn", dsn, "--ttl", "-1s", "--heartbeat", "1s"}, `--ttl "-1s": must be positive`, "switchboard demo"},
 		// Heartbeats under 10ms would renew in a busy loop.
 		{[]string{"demo", "--dsn", dsn, "--heartbeat", "1ns"}, `--heartbeat "1ns": must be at least 10ms`, "switchboard demo"},
 		{[]string{"demo", "--dsn", dsn, "--ttl", "1s", "--heartbeat", "9ms"}, `--heartbeat "9ms": must be at least 10ms`, "switchboard demo"},

@@ -54,20 +54,18 @@ terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Each error names the flag that is wrong: a heartbeat derived
 			// from --ttl cannot be, so a --ttl too short for one is a --ttl
-			// error.
+			// error ("ttl", which nameSource names as the flag bound to
+			// discovery.ttl; the default --ttl is valid, so only a typed one
+			// is wrong). --heartbeat is the demo's own, named as it is.
 			ttlSet, hbSet := cmd.Flags().Changed("ttl"), cmd.Flags().Changed("heartbeat")
 			if ttl <= 0 {
-				return usagef("--ttl %s: must be positive", ttl)
+				return usage(g.nameSource(config.Config{}, &switchboard.FieldError{Field: "ttl", Value: ttl.String(), Reason: "must be positive"}))
 			}
 			if !hbSet {
 				hb = max(switchboard.MinHeartbeatInterval, min(hb, ttl/3))
 			}
 			if err := switchboard.ValidateHeartbeat("--heartbeat", hb, ttl); err != nil {
-				var fe *switchboard.FieldError
-				if errors.As(err, &fe) && fe.Field == "ttl" {
-					fe.Field = "--ttl"
-				}
-				return usage(err)
+				return usage(g.nameSource(config.Config{}, err))
 			}
 			ctx := cmd.Context()
 			// --ttl, when given, is the configuration's ttl too, so an

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
@@ -128,6 +129,21 @@ type globals struct {
 	terminal func(w io.Writer) bool
 	// cmd is the command being run (for naming the flags the user typed).
 	cmd *cobra.Command
+	// getenv is the environment the configuration is loaded from (nil:
+	// os.Getenv; tests inject one).
+	getenv func(string) string
+	// requestTimeout is --request-timeout, set when requestTimeoutFlag
+	// is Changed (see addRemoteFlags).
+	requestTimeout     time.Duration
+	requestTimeoutFlag *pflag.Flag
+}
+
+// env reads the environment the configuration is loaded from.
+func (g *globals) env(k string) string {
+	if g.getenv == nil {
+		return os.Getenv(k)
+	}
+	return g.getenv(k)
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -177,6 +193,7 @@ when several hosts share one catalog.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dsn, "dsn", "", "catalog DSN: sqlite://PATH, sqlite::memory:, postgres://… (default from config: "+switchboard.DefaultDSN+")")
 	bindKey(pf, "dsn", "discovery.dsn")
+	g.addRemoteFlags(pf)
 	pf.StringVar(&g.file, "config", "", "config file (default ./"+config.DefaultFile+" when present)")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
@@ -234,7 +251,7 @@ func finish(root *cobra.Command, g *globals) {
 // anywhere, it is derived from the TTL (see deriveHeartbeat), so --ttl 2s
 // alone works.
 func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
-	return g.load(os.Getenv, flags, g.deriveHeartbeat)
+	return g.load(g.env, flags, g.deriveHeartbeat)
 }
 
 // readConfig loads the configuration for a command that does not
@@ -244,9 +261,9 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 		if k == envHeartbeat {
 			return ""
 		}
-		return os.Getenv(k)
+		return g.env(k)
 	}
-	return g.load(hide, flags, func(c *config.Config) {
+	return g.load(hide, flags, func(_ func(string) string, c *config.Config) {
 		c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
 	})
 }
@@ -256,20 +273,22 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 // replaces config.Load's result, as an error of config.Load would.
 var flagsHook func(before, after config.Config) error
 
-// load loads the configuration with --dsn and flags applied over it, then
-// derive (which works out what the flags leave unset).
-func (g *globals) load(getenv func(string) string, flags []func(*config.Config), derive func(*config.Config)) (config.Config, error) {
+// load loads the configuration from the environment getenv with --dsn, the
+// remote flags (--request-timeout) and flags applied over it, then derive
+// (which works out what the flags leave unset, reading the same getenv).
+func (g *globals) load(getenv func(string) string, flags []func(*config.Config), derive func(getenv func(string) string, c *config.Config)) (config.Config, error) {
 	overrides := append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
 		}
+		g.remoteFlags(c)
 	}}, flags...)
 	var before, after *config.Config
 	if flagsHook != nil {
 		overrides = append([]func(*config.Config){func(c *config.Config) { b := *c; before = &b }}, overrides...)
 		overrides = append(overrides, func(c *config.Config) { a := *c; after = &a })
 	}
-	c, err := config.Load(g.file, getenv, append(overrides, derive)...)
+	c, err := config.Load(g.file, getenv, append(overrides, func(c *config.Config) { derive(getenv, c) })...)
 	if flagsHook != nil && after != nil {
 		if herr := flagsHook(*before, *after); herr != nil {
 			c, err = config.Config{}, herr

@@ -48,7 +48,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 			if err != nil {
 				return err
 			}
-			tlsm, err := wireTLS(c)
+			tlsm, err := g.wireTLS(c)
 			if err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ with its edge's configuration instead).`,
 			if err != nil {
 				return err
 			}
-			tlsm, err := wireTLS(c)
+			tlsm, err := g.wireTLS(c)
 			if err != nil {
 				return err
 			}

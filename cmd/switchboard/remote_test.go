@@ -1,10 +1,16 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-io/switchboard/config"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/remote"
 )
 
 // TestConfigFileTokenReachesServer: one switchboard.toml holds the
@@ -32,4 +38,49 @@ func TestConfigFileTokenReachesServer(t *testing.T) {
 	if code, _, stderr := cli(t, "ls", "--config", clientFile); code != 1 || !strings.Contains(stderr, "wrong API token") {
 		t.Fatalf("the environment's token should win over the file's: exit %d stderr %q", code, stderr)
 	}
+}
+
+// TestRequestTimeout: the request timeout of a server DSN comes from
+// --request-timeout, SWITCHBOARD_HTTP_REQUEST_TIMEOUT or [http]
+// request_timeout (the flag wins), and reaches the remote catalog: a server
+// that accepts a request but never answers fails it with an error naming
+// that timeout. A timeout that is not positive is an error naming where it
+// came from.
+func TestRequestTimeout(t *testing.T) {
+	if config.DefaultRequestTimeout != remote.DefaultRequestTimeout {
+		t.Fatalf("config.DefaultRequestTimeout %s, remote.DefaultRequestTimeout %s: one default", config.DefaultRequestTimeout, remote.DefaultRequestTimeout)
+	}
+	dir := cleanEnv(t)
+	stuck := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stuck) }) // first: Close waits for the handlers
+	testkit.WriteFile(t, dir, "sb.toml", []byte("[discovery]\ndsn = \""+srv.URL+"\"\n[http]\nrequest_timeout = \"150ms\"\n"))
+	testkit.WriteFile(t, dir, "zero.toml", []byte("[http]\nrequest_timeout = \"0s\"\n"))
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"ls", "--config", "sb.toml"}, "within 150ms"},
+		{"250ms", []string{"ls", "--config", "sb.toml"}, "within 250ms"},
+		{"250ms", []string{"ls", "--config", "sb.toml", "--request-timeout", "200ms"}, "within 200ms"},
+	} {
+		t.Setenv("SWITCHBOARD_HTTP_REQUEST_TIMEOUT", tc.env)
+		code, stdout, stderr := cli(t, tc.args...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, srv.URL) {
+			t.Errorf("SWITCHBOARD_HTTP_REQUEST_TIMEOUT=%q %v: exit %d stdout %q stderr %q; want exit 1 and %q", tc.env, tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+	const positive = `: must be positive`
+	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--request-timeout", "0s"}, `--request-timeout "0s"`+positive)
+	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--request-timeout=-1s"}, `--request-timeout "-1s"`+positive)
+	checkUsage(t, map[string]string{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "0"}, []string{"ls", "--dsn", srv.URL}, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "0"`+positive)
+	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--config", "zero.toml"}, `config zero.toml: http.request_timeout "0s"`+positive)
+	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--request-timeout", "soon"}, `invalid argument "soon" for "--request-timeout" flag`)
 }

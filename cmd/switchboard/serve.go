@@ -58,18 +58,21 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 			if err != nil {
 				return err
 			}
+			// Errors about a setting name it as the user set it: the
+			// flag, the environment variable or the config file's key.
 			d, err := switchboard.ParseDSN(c.Discovery.DSN)
 			if err != nil {
-				return usage(err)
+				return usage(g.nameSource(c, err))
 			}
 			if d.Scheme == "http" || d.Scheme == "https" {
-				return usage(&switchboard.FieldError{Field: "dsn", Value: d.Raw, Reason: "serve needs a database backend (sqlite://…, postgres://…), not another server"})
+				return usage(g.nameSource(c, &switchboard.FieldError{Field: "dsn", Value: d.Raw,
+					Reason: "serve needs a database backend (sqlite://…, postgres://…), not another server"}))
 			}
 			var tlsCfg *tls.Config
 			if c.HTTP.TLSCert != "" {
-				pair, err := tls.LoadX509KeyPair(c.HTTP.TLSCert, c.HTTP.TLSKey)
+				pair, err := loadKeyPair(tlsFile{"http.tls_cert", c.HTTP.TLSCert}, tlsFile{"http.tls_key", c.HTTP.TLSKey})
 				if err != nil {
-					return usage(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+					return usage(g.nameSource(c, err))
 				}
 				// h2 first: a browser opens at most six HTTP/1.1 connections to
 				// a host, and each SSE stream holds one.

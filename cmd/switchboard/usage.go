@@ -191,23 +191,14 @@ func bindKey(fs *pflag.FlagSet, name, key string) {
 	}
 }
 
-// keyOf is the configuration key of a validation field: config.Validate
-// names the keys of [discovery] without their section ("ttl").
-func keyOf(field string) string {
-	if strings.Contains(field, ".") {
-		return field
-	}
-	return "discovery." + field
-}
-
 // flagFor is the flag of the command being run, typed by the user, that
-// set the validation field: a flag bound to the field's configuration key,
-// else one flagOf names; "" when there is none.
+// set the validation field: a flag bound to the field's configuration key
+// (config.KeyOf), else one flagOf names; "" when there is none.
 func (g *globals) flagFor(field string) string {
 	if g.cmd == nil {
 		return ""
 	}
-	key, name := keyOf(field), ""
+	key, name := config.KeyOf(field), ""
 	g.cmd.Flags().VisitAll(func(fl *pflag.Flag) {
 		if k := fl.Annotations[annKey]; name == "" && fl.Changed && len(k) == 1 && k[0] == key {
 			name = fl.Name
@@ -245,16 +236,17 @@ func (g *globals) nameSource(c config.Config, err error) error {
 }
 
 // deriveHeartbeat replaces a heartbeat nobody set (no --heartbeat, no
-// environment variable, and the default value) with switchboard.HeartbeatFor of the
-// final TTL. A heartbeat of exactly 3s written in the config file cannot be
-// told from the default: it is derived too when the TTL is under 9s.
-func (g *globals) deriveHeartbeat(c *config.Config) {
+// environment variable in getenv, the environment c was loaded from, and
+// the default value) with switchboard.HeartbeatFor of the final TTL. A
+// heartbeat of exactly 3s written in the config file cannot be told from the
+// default: it is derived too when the TTL is under 9s.
+func (g *globals) deriveHeartbeat(getenv func(string) string, c *config.Config) {
 	if g.cmd != nil {
 		if fl := g.cmd.Flag("heartbeat"); fl != nil && fl.Changed {
 			return
 		}
 	}
-	if os.Getenv(envHeartbeat) != "" || c.Discovery.HeartbeatInterval != switchboard.DefaultHeartbeatInterval {
+	if getenv(envHeartbeat) != "" || c.Discovery.HeartbeatInterval != switchboard.DefaultHeartbeatInterval {
 		return
 	}
 	c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)

@@ -36,11 +36,25 @@ func (f *tlsFlags) apply(c *config.Config) {
 }
 
 // wireTLS loads the configured TLS material of the module wire; nil means
-// plaintext. A file that cannot be used is a usage error.
-func wireTLS(c config.Config) (*grpcwire.TLS, error) {
+// plaintext. A file that cannot be used is a usage error that names the
+// setting that gave its path as the user set it (--tls-cert, the
+// environment variable, the config file's key).
+func (g *globals) wireTLS(c config.Config) (*grpcwire.TLS, error) {
 	f := grpcwire.TLSFiles{Cert: c.Transport.TLSCert, Key: c.Transport.TLSKey, CA: c.Transport.TLSCA}
 	if f.IsZero() {
 		return nil, nil
+	}
+	// Checked here first, file by file, for errors that name the setting
+	// (grpcwire.NewTLS names only the files).
+	if f.Cert != "" && f.Key != "" {
+		if _, err := loadKeyPair(tlsFile{"transport.tls_cert", f.Cert}, tlsFile{"transport.tls_key", f.Key}); err != nil {
+			return nil, usage(g.nameSource(c, err))
+		}
+	}
+	if f.CA != "" {
+		if err := checkCA(tlsFile{"transport.tls_ca", f.CA}); err != nil {
+			return nil, usage(g.nameSource(c, err))
+		}
 	}
 	t, err := grpcwire.NewTLS(f)
 	if err != nil {
