@@ -64,7 +64,10 @@ type Catalog struct {
 	closing   context.Context
 	endAll    context.CancelFunc
 	elections sync.WaitGroup
-	// now is the clock Reap judges Leases by (time.Now; tests fix it).
+	// now is the catalog's one clock (time.Now; tests fix it, before the
+	// catalog is used): every judgement of a Lease (List, Get, Reap, and
+	// through the mirror Watch) and every time the catalog stamps (the
+	// Leases it takes and renews, Now) reads it.
 	now func() time.Time
 }
 
@@ -102,7 +105,10 @@ func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error
 	if err != nil {
 		return nil, err
 	}
-	cat := &Catalog{c: c, opts: opts, m: newMirror(c), now: time.Now}
+	cat := &Catalog{c: c, opts: opts, now: time.Now}
+	// The mirror reads the catalog's clock, not a copy: a test that fixes
+	// cat.now fixes Watch's too.
+	cat.m = newMirror(c, func() time.Time { return cat.now() })
 	cat.closing, cat.endAll = context.WithCancel(context.Background())
 	cat.hub = hub.New(cat.m, hub.Options{PollInterval: opts.PollInterval, Logger: opts.Logger})
 	cat.m.hub = cat.hub
@@ -195,7 +201,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, apiErr("register "+n.ID, err)
 	}
-	return toInstance(tm, l, time.Now()), nil
+	return toInstance(tm, l, k.now()), nil
 }
 
 // SetStatus writes the status of the TinyModule named name (as a module's
@@ -252,7 +258,7 @@ func validID(id string) error {
 func (k *Catalog) takeLease(ctx context.Context, id string, secs int32) (*coordinationv1.Lease, error) {
 	var out *coordinationv1.Lease
 	err := retryOnRace(func() error {
-		now := metav1.NowMicro()
+		now := metav1.NewMicroTime(k.now())
 		l, err := k.c.getLease(ctx, id+LeaseSuffix)
 		if isNotFound(err) {
 			if secs == 0 {
@@ -387,7 +393,7 @@ func (k *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 	if err != nil {
 		return switchboard.Instance{}, apiErr("get "+id+": lease", err)
 	}
-	return toInstance(tm, l, time.Now()), nil
+	return toInstance(tm, l, k.now()), nil
 }
 
 // List returns the modules selected by q, read straight from the API
@@ -428,7 +434,7 @@ func (k *Catalog) listAll(ctx context.Context) ([]switchboard.Instance, error) {
 	for i := range leases.Items {
 		byName[leases.Items[i].Name] = &leases.Items[i]
 	}
-	now := time.Now()
+	now := k.now()
 	out := make([]switchboard.Instance, 0, len(mods.Items))
 	for i := range mods.Items {
 		if tm := &mods.Items[i]; listed(tm) {
@@ -502,13 +508,14 @@ func (k *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	return n, nil
 }
 
-// Now returns this process's clock: Lease renew times are written by the
-// holders' clocks, and liveness compares them with it.
+// Now returns this process's clock (the catalog's, which List, Get, Watch
+// and Reap judge Leases by): Lease renew times are written by the holders'
+// clocks, and liveness compares them with it.
 func (k *Catalog) Now(ctx context.Context) (time.Time, error) {
 	if err := k.check(); err != nil {
 		return time.Time{}, err
 	}
-	return time.Now(), nil
+	return k.now(), nil
 }
 
 // WatchStats reports the watch machinery's state.
@@ -533,3 +540,9 @@ func (k *Catalog) Close() error {
 	k.m.stop()
 	return nil
 }
+
+// DefaultTTL is the TTL a module registered without one is given
+// (switchboard.TTLDefaulter).
+func (k *Catalog) DefaultTTL() time.Duration { return k.opts.DefaultTTL }
+
+var _ switchboard.TTLDefaulter = (*Catalog)(nil)

@@ -33,6 +33,9 @@ type mirror struct {
 	c     *client
 	hub   *hub.Hub
 	epoch string // this mirror's log: positions mean nothing to another mirror
+	// now is the catalog's clock (Catalog.now): the staleness of what the
+	// mirror logs and the Now of its snapshots and batches are read from it.
+	now func() time.Time
 
 	startMu  sync.Mutex // serialises start and stop
 	started  bool       // the informers run and have synced once
@@ -59,10 +62,10 @@ type mirror struct {
 	vanished map[string]*coordinationv1.Lease
 }
 
-func newMirror(c *client) *mirror {
+func newMirror(c *client, now func() time.Time) *mirror {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &mirror{c: c, epoch: "kube-" + hex.EncodeToString(b[:])}
+	return &mirror{c: c, now: now, epoch: "kube-" + hex.EncodeToString(b[:])}
 }
 
 // start runs the informers and waits for their first lists. When they do
@@ -244,7 +247,7 @@ func (m *mirror) logModule(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, rea
 		m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
 		return
 	}
-	m.append(hub.Change{ID: tm.Name, Instance: toInstance(tm, l, time.Now()), Found: true})
+	m.append(hub.Change{ID: tm.Name, Instance: toInstance(tm, l, m.now()), Found: true})
 }
 
 func (m *mirror) moduleDeleted(obj any) {
@@ -259,7 +262,7 @@ func (m *mirror) moduleDeleted(obj any) {
 	// gone for its watchers: it leaves as expired, as reaped rows do.
 	m.mu.Lock()
 	reason := switchboard.ReasonDeregistered
-	if toInstance(tm, m.leaseOf(tm.Name), time.Now()).Stale {
+	if toInstance(tm, m.leaseOf(tm.Name), m.now()).Stale {
 		reason = switchboard.ReasonExpired
 	}
 	delete(m.vanished, tm.Name)
@@ -291,7 +294,7 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 	}
 	ov, hadOld := viewLease(old)
 	cv, hasCur := viewLease(cur)
-	now := time.Now()
+	now := m.now()
 	if hadOld && hasCur && ov.holder == cv.holder && ov.ttl == cv.ttl && !now.After(ov.deadline()) {
 		return // a renewal of a live lease
 	}
@@ -331,7 +334,7 @@ func (m *mirror) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	if m.watchErr != nil {
 		return hub.Snapshot{}, m.watchErr
 	}
-	now := time.Now()
+	now := m.now()
 	s := hub.Snapshot{Seq: m.seq, Epoch: m.epoch, Now: now}
 	for _, obj := range m.modInf.GetStore().List() {
 		if tm := obj.(*v1alpha1.TinyModule); listed(tm) {
@@ -348,7 +351,7 @@ func (m *mirror) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error)
 	if m.watchErr != nil {
 		return hub.Batch{}, m.watchErr
 	}
-	b := hub.Batch{Seq: m.seq, Epoch: m.epoch, Now: time.Now()}
+	b := hub.Batch{Seq: m.seq, Epoch: m.epoch, Now: m.now()}
 	if seq >= m.seq {
 		return b, nil
 	}
@@ -384,5 +387,5 @@ func (m *mirror) RenewedSince(ctx context.Context, since time.Time) ([]hub.Renew
 			out = append(out, hub.Renewal{ID: tm.Name, LastSeen: v.renew})
 		}
 	}
-	return out, time.Now(), nil
+	return out, m.now(), nil
 }

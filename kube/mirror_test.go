@@ -31,7 +31,7 @@ func TestLeaseDeletedBeforeItsModule(t *testing.T) {
 		{"live Lease (a Deregister)", 0, switchboard.ReasonDeregistered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &mirror{c: &client{ns: "ns"}, epoch: "test"}
+			m := &mirror{c: &client{ns: "ns"}, epoch: "test", now: time.Now}
 			m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
 			m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &coordinationv1.Lease{}, 0, cache.Indexers{})
 			renew := metav1.NewMicroTime(time.Now().Add(tc.renew))
