@@ -559,7 +559,10 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 
 func TestDemo(t *testing.T) {
 	for _, dsn := range []string{"sqlite::memory:", func() string { d, _ := dsnIn(t); return d }()} {
-		code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "400ms", "--heartbeat", "100ms")
+		// A TTL of 20 heartbeats: on a loaded machine a process can stall for
+		// a few hundred milliseconds without a live instance expiring (only
+		// the crashed writer must).
+		code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "2s", "--heartbeat", "100ms")
 		if code != 0 {
 			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", dsn, code, stdout, stderr)
 		}

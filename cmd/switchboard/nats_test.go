@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 func freeAddr(t *testing.T) string {
@@ -120,9 +121,11 @@ func TestEchoFallsBackToGRPC(t *testing.T) {
 	if !strings.HasPrefix(in.Address, "127.0.0.1:") {
 		t.Fatalf("echo registered %+v, want a gRPC address", in)
 	}
-	if !strings.Contains(echo.stderr.String(), "transport: gRPC fallback") {
-		t.Fatalf("fallback not logged: %s", echo.stderr)
-	}
+	// The log line was written before the registration was printed, but
+	// the test reads stderr through a goroutine of its own: wait for it.
+	testkit.WaitUntil(t, "the fallback logged", func() bool {
+		return strings.Contains(echo.stderr.String(), "transport: gRPC fallback")
+	})
 }
 
 // TestServeNATSDemo: `serve --nats --demo` runs the broker and two demo
