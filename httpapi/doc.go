@@ -20,7 +20,7 @@
 //	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
 //	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
 //	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
-//	GET    /healthz                       200 when the catalog answers (its clock and a read of its rows), else 503: no_catalog when its tables are gone (no token needed; with a Token set, the catalog's error and its code only to a request carrying it)
+//	GET    /healthz                       200 when the catalog answers (its clock and a read of its rows), else 503; 200 "degraded" with code no_catalog when its tables are gone (the next write recreates them: a 503 would take the server out of rotation); no token needed; with a Token set, the catalog's error only to a request carrying it
 //	GET    /metrics                       Prometheus
 //	/                                     Options.UI, when set
 //

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -68,11 +69,23 @@ type failingNow struct {
 
 func (f failingNow) Now(context.Context) (time.Time, error) { return time.Time{}, f.err }
 
+// failingGet is a catalog whose clock answers and whose row reads fail.
+type failingGet struct {
+	switchboard.Catalog
+	err error
+}
+
+func (f failingGet) Get(context.Context, string) (switchboard.Instance, error) {
+	return switchboard.Instance{}, f.err
+}
+
 // TestHealthzCodes: the detail of /healthz (with the token, or none
-// configured) has the code any endpoint gives the catalog's error: a
-// missing catalog is no_catalog, a busy one busy (with Retry-After), any
-// other failure unavailable. A request without the configured token still
-// gets the status alone.
+// configured) has the code any endpoint gives the catalog's error, whether
+// its clock or a read of its rows failed: a busy one busy (with
+// Retry-After), any other failure unavailable, and a request without the
+// configured token gets the status alone. A missing catalog is 200,
+// "degraded", no_catalog: the server must stay in rotation for the writes
+// that create it.
 func TestHealthzCodes(t *testing.T) {
 	const token = "healthz-token"
 	for _, tc := range []struct {
@@ -86,17 +99,43 @@ func TestHealthzCodes(t *testing.T) {
 		// still the catalog failing here.
 		{fmt.Errorf("odd: %w", switchboard.ErrNotFound), httpapi.CodeUnavailable},
 	} {
-		for _, tok := range []string{token, ""} {
-			s := serveOn(t, failingNow{testkit.OpenSQLite(t), tc.err}, httpapi.Options{Token: tok, ReapInterval: -1})
-			hdr := []string{}
-			if tok != "" {
-				code, b := call(t, "GET", s.url+"/healthz", nil)
-				if code != 503 || strings.TrimSpace(string(b)) != `{"status":"unavailable"}` {
-					t.Errorf("%v: healthz without the token: %d %s; want 503 with the status alone", tc.err, code, b)
-				}
-				hdr = []string{"Authorization", "Bearer " + tok}
+		for _, how := range []struct {
+			name string
+			cat  func() switchboard.Catalog
+			what string // the start of the error
+		}{
+			{"clock", func() switchboard.Catalog { return failingNow{testkit.OpenSQLite(t), tc.err} }, "catalog unavailable: "},
+			{"row", func() switchboard.Catalog { return failingGet{testkit.OpenSQLite(t), tc.err} }, "catalog unreadable: "},
+		} {
+			if how.name == "row" && errors.Is(tc.err, switchboard.ErrNotFound) {
+				continue // a row not found is the healthy answer
 			}
-			expectDown(t, fmt.Sprintf("%v (token %q): healthz", tc.err, tok), get(t, s.url+"/healthz", hdr...), tc.code, tc.err.Error())
+			for _, tok := range []string{token, ""} {
+				what := fmt.Sprintf("%v (%s, token %q): healthz", tc.err, how.name, tok)
+				s := serveOn(t, how.cat(), httpapi.Options{Token: tok, ReapInterval: -1})
+				hdr := []string{}
+				if tok != "" {
+					code, b := call(t, "GET", s.url+"/healthz", nil)
+					want, wantCode := `{"status":"unavailable"}`, 503
+					if tc.code == httpapi.CodeNoCatalog {
+						want, wantCode = `{"code":"no_catalog","status":"degraded"}`, 200
+					}
+					if code != wantCode || strings.TrimSpace(string(b)) != want {
+						t.Errorf("%s without the token: %d %s; want %d %s", what, code, b, wantCode, want)
+					}
+					hdr = []string{"Authorization", "Bearer " + tok}
+				}
+				if tc.code == httpapi.CodeNoCatalog {
+					code, b := call(t, "GET", s.url+"/healthz", nil, hdr...)
+					var body struct{ Status, Code, Error string }
+					if err := json.Unmarshal(b, &body); err != nil || code != 200 || body.Status != "degraded" || body.Code != tc.code ||
+						!strings.Contains(body.Error, tc.err.Error()) {
+						t.Errorf("%s: %d %s; want 200, degraded, %s and the catalog's error", what, code, b, tc.code)
+					}
+					continue
+				}
+				expectDown(t, what, get(t, s.url+"/healthz", hdr...), tc.code, how.what+tc.err.Error())
+			}
 		}
 	}
 }
@@ -110,9 +149,10 @@ func get(t *testing.T, url string, hdr ...string) *http.Response {
 
 // TestHealthzTablesDropped: /healthz reads the catalog's rows, not only its
 // clock. On a PostgreSQL catalog whose tables were dropped under the
-// server (a database restored empty), it answers 503 with no_catalog, and
-// the detail a token holder gets says that the tables are missing; a
-// request without the token still gets the status alone.
+// server (a database restored empty), it answers 200 "degraded" with
+// no_catalog, and the detail a token holder gets says that the tables are
+// missing; a request without the token gets the status and code alone. A
+// registration through the server creates them again, and it is "ok".
 func TestHealthzTablesDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -135,13 +175,21 @@ func TestHealthzTablesDropped(t *testing.T) {
 	}
 
 	dropTables(t, ctx, dsn)
-	body := expectDown(t, "healthz after the catalog's tables were dropped", get(t, s.url+"/healthz", auth...),
-		httpapi.CodeNoCatalog, "tables missing")
-	if !strings.Contains(body.Error, "does not exist") {
-		t.Errorf("healthz after the catalog's tables were dropped: %q; want the server's error too", body.Error)
+	// 200, "degraded": a 503 would take the server out of rotation, away
+	// from the registrations that create the tables again.
+	code, b := call(t, "GET", s.url+"/healthz", nil, auth...)
+	var body struct{ Status, Code, Error string }
+	if err := json.Unmarshal(b, &body); err != nil || code != 200 || body.Status != "degraded" || body.Code != httpapi.CodeNoCatalog ||
+		!strings.Contains(body.Error, "tables missing") || !strings.Contains(body.Error, "does not exist") {
+		t.Fatalf("healthz after the catalog's tables were dropped: %d %s; want 200, degraded, no_catalog and the server's error", code, b)
 	}
-	if code, b := call(t, "GET", s.url+"/healthz", nil); code != 503 || strings.TrimSpace(string(b)) != `{"status":"unavailable"}` {
-		t.Errorf("healthz without the token after the tables were dropped: %d %s; want 503 with the status alone", code, b)
+	if code, b := call(t, "GET", s.url+"/healthz", nil); code != 200 || strings.TrimSpace(string(b)) != `{"code":"no_catalog","status":"degraded"}` {
+		t.Errorf("healthz without the token after the tables were dropped: %d %s; want 200 with the status and code alone", code, b)
+	}
+	// A registration through the server creates the tables again.
+	register(t, s, instanceBody("b"), auth...)
+	if code, b := call(t, "GET", s.url+"/healthz", nil, auth...); code != 200 || !strings.Contains(string(b), `"ok"`) {
+		t.Fatalf("healthz after a registration recreated the tables: %d %s", code, b)
 	}
 }
 

@@ -43,13 +43,17 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 // No row need have the id: not found is a healthy answer, and so is a row.
 const healthProbeID = "switchboard-healthz-probe"
 
-// handleHealthz answers 200 when the catalog answers a read of its clock
-// and of a row (healthProbeID) within 2 s, 503 otherwise: a catalog whose
-// tables are gone is no_catalog. It needs no token, but when a Token is
-// configured only a request that carries it hears why the catalog failed
-// (the error can name hosts, parts of the DSN, SQL), with the code any
-// endpoint gives that error (no_catalog, busy, else unavailable); any
-// other gets the status alone.
+// handleHealthz answers 503 when the catalog does not answer a read of its
+// clock and of a row (healthProbeID) within 2 s, and 200 otherwise: "ok",
+// or "degraded" with the code no_catalog when the catalog answers that it
+// is missing (a SQLite file nobody has registered in yet, PostgreSQL
+// tables dropped). That is not a 503 on purpose: taking this server out of
+// a load balancer's rotation (a readiness probe) would keep away the
+// registrations and heartbeats that create the catalog again. It needs no
+// token, but when a Token is configured only a request that carries it
+// hears the catalog's error (it can name hosts, parts of the DSN, SQL),
+// with the code any endpoint gives it (busy, else unavailable); any other
+// gets the status (and no_catalog) alone.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -61,13 +65,19 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) error {
 			err = nil
 		}
 	}
-	if err != nil {
-		if !s.authorized(r) {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
-			return nil
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case errors.Is(err, switchboard.ErrNoCatalog):
+		body := map[string]string{"status": "degraded", "code": CodeNoCatalog}
+		if s.authorized(r) {
+			body["error"] = "catalog missing: " + err.Error()
 		}
+		writeJSON(w, http.StatusOK, body)
+	case !s.authorized(r):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+	default:
 		return catalogDown(msg+err.Error(), err)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
