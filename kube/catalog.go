@@ -101,6 +101,10 @@ func New(cfg *rest.Config, ns string, opts switchboard.Options) (*Catalog, error
 		cfg = c
 	}
 	opts = opts.WithDefaults()
+	// A Lease's duration is whole seconds: the default is stored rounded
+	// up, so it is kept so (what DefaultTTL tells, and what a module
+	// without a Lease is judged by).
+	opts.DefaultTTL = time.Duration(leaseSecs(opts.DefaultTTL)) * time.Second
 	c, err := newClient(cfg, ns)
 	if err != nil {
 		return nil, err
@@ -166,7 +170,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if ttl == 0 {
 		ttl = k.opts.DefaultTTL
 	}
-	secs := int32((ttl + time.Second - 1) / time.Second)
+	secs := leaseSecs(ttl)
 	// The Lease first: watchers then see the module once, live, when its
 	// address is published, not first stale and then alive.
 	l, err := k.takeLease(ctx, n.ID, secs)
@@ -262,7 +266,7 @@ func (k *Catalog) takeLease(ctx context.Context, id string, secs int32) (*coordi
 		l, err := k.c.getLease(ctx, id+LeaseSuffix)
 		if isNotFound(err) {
 			if secs == 0 {
-				secs = int32((k.opts.DefaultTTL + time.Second - 1) / time.Second)
+				secs = leaseSecs(k.opts.DefaultTTL)
 			}
 			out, err = k.c.leases.Create(ctx, &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Name: id + LeaseSuffix, Namespace: k.c.ns},
@@ -541,8 +545,14 @@ func (k *Catalog) Close() error {
 	return nil
 }
 
+// leaseSecs is a TTL as a Lease's duration: whole seconds, rounded up.
+func leaseSecs(ttl time.Duration) int32 {
+	return int32((ttl + time.Second - 1) / time.Second)
+}
+
 // DefaultTTL is the TTL a module registered without one is given
-// (switchboard.TTLDefaulter).
+// (switchboard.TTLDefaulter): Options.DefaultTTL rounded up to whole
+// seconds, as its Lease keeps it.
 func (k *Catalog) DefaultTTL() time.Duration { return k.opts.DefaultTTL }
 
 var _ switchboard.TTLDefaulter = (*Catalog)(nil)

@@ -31,7 +31,9 @@ func TestConformance(t *testing.T) {
 		// and heartbeats each once: on a loaded two-core machine that takes
 		// longer than the 10 s default lease, so the first ones would expire
 		// before the count. A longer default keeps the case about writes.
-		cat, err := kube.New(cfg, ns, switchboard.Options{DefaultTTL: time.Minute})
+		// Not whole seconds: stored as 61 s, as DefaultTTL must tell
+		// (DefaultTTLTold).
+		cat, err := kube.New(cfg, ns, switchboard.Options{DefaultTTL: time.Minute + 500*time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
