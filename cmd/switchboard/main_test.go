@@ -587,7 +587,7 @@ func TestDemo(t *testing.T) {
 // password.
 func TestDemoHintQuotesDSN(t *testing.T) {
 	dsn := withPassword(t)
-	code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "400ms")
+	code, stdout, stderr := cli(t, "demo", "--dsn", dsn, "--ttl", "2s", "--heartbeat", "100ms") // as TestDemo
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,8 @@ func TestTLSFileErrorsNameTheirSource(t *testing.T) {
 		{nil, with(serve, "--tls-cert", "gone.pem", "--tls-key", "a-key.pem"), `--tls-cert "gone.pem": cannot be read: no such file or directory`},
 		{nil, with(serve, "--tls-cert", "a.pem", "--tls-key", "gone.pem"), `--tls-key "gone.pem": cannot be read: no such file or directory`},
 		{nil, with(serve, "--tls-cert", "junk.pem", "--tls-key", "a-key.pem"), `--tls-cert "junk.pem": holds no PEM certificate`},
-		{nil, with(serve, "--tls-cert", "a.pem", "--tls-key", "junk.pem"), `--tls-key "junk.pem": is not the PEM private key of the certificate a.pem (http.tls_cert)`},
-		{nil, with(serve, "--tls-cert", "a.pem", "--tls-key", "b-key.pem"), `--tls-key "b-key.pem": is not the PEM private key of the certificate a.pem (http.tls_cert): tls: private key does not match public key`},
+		{nil, with(serve, "--tls-cert", "a.pem", "--tls-key", "junk.pem"), `--tls-key "junk.pem": is not the PEM private key of the certificate a.pem`},
+		{nil, with(serve, "--tls-cert", "a.pem", "--tls-key", "b-key.pem"), `--tls-key "b-key.pem": is not the PEM private key of the certificate a.pem: tls: private key does not match public key`},
 		{map[string]string{"SWITCHBOARD_HTTP_TLS_CERT": "gone.pem", "SWITCHBOARD_HTTP_TLS_KEY": "a-key.pem"}, serve,
 			`SWITCHBOARD_HTTP_TLS_CERT "gone.pem": cannot be read`},
 		{nil, with(serve, "--config", "http.toml"), `config http.toml: http.tls_key "gone.pem": cannot be read`},
@@ -76,12 +77,19 @@ func TestTLSFileErrorsNameTheirSource(t *testing.T) {
 		{nil, with(echo, "--tls-cert", "gone.pem", "--tls-key", "a-key.pem"), `--tls-cert "gone.pem": cannot be read`},
 		{nil, with(echo, "--tls-cert", "a.pem", "--tls-key", "a-key.pem", "--tls-ca", "junk.pem"), `--tls-ca "junk.pem": holds no PEM certificate`},
 		{map[string]string{"SWITCHBOARD_TRANSPORT_TLS_KEY": "b-key.pem"}, with(echo, "--tls-cert", "a.pem"),
-			`SWITCHBOARD_TRANSPORT_TLS_KEY "b-key.pem": is not the PEM private key of the certificate a.pem (transport.tls_cert)`},
+			`SWITCHBOARD_TRANSPORT_TLS_KEY "b-key.pem": is not the PEM private key of the certificate a.pem`},
 		{nil, with(send, "--tls-ca", "gone.pem"), `--tls-ca "gone.pem": cannot be read`},
 		{map[string]string{"SWITCHBOARD_TRANSPORT_TLS_CA": "junk.pem"}, send, `SWITCHBOARD_TRANSPORT_TLS_CA "junk.pem": holds no PEM certificate`},
 		{nil, with(send, "--config", "transport.toml"), `config transport.toml: transport.tls_ca "gone.pem": cannot be read`},
 	} {
 		checkUsage(t, tc.env, tc.args, tc.want)
+	}
+	// A path longer than the 80 bytes an error shows of a value is given
+	// whole in the reason: its file's name is at its end.
+	long := filepath.Join(dir, strings.Repeat("mounted-secret-volume/", 4), "tls.crt")
+	_, err := loadKeyPair(tlsFile{"http.tls_cert", long}, tlsFile{"http.tls_key", "a-key.pem"})
+	if err == nil || !strings.Contains(err.Error(), "(file "+long+")") {
+		t.Errorf("a long missing path: %v; want the whole path", err)
 	}
 	// Good files still load.
 	if _, err := loadKeyPair(tlsFile{"http.tls_cert", "a.pem"}, tlsFile{"http.tls_key", "a-key.pem"}); err != nil {

@@ -21,6 +21,16 @@ import (
 // tlsFile is a PEM file named by a key of the configuration.
 type tlsFile struct{ key, path string }
 
+// fault is a *switchboard.FieldError on the file's key. The error shows at
+// most 80 bytes of a value, so a longer path (a mounted Kubernetes secret's)
+// is given whole in the reason too: the file's name is at its end.
+func (f tlsFile) fault(reason string) *switchboard.FieldError {
+	if len(f.path) > 80 {
+		reason += " (file " + f.path + ")"
+	}
+	return &switchboard.FieldError{Field: f.key, Value: f.path, Reason: reason}
+}
+
 // read reads the file; an error is a *switchboard.FieldError on its key.
 func (f tlsFile) read() ([]byte, error) {
 	b, err := os.ReadFile(f.path)
@@ -29,7 +39,7 @@ func (f tlsFile) read() ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is the error's value
 		}
-		return nil, &switchboard.FieldError{Field: f.key, Value: f.path, Reason: "cannot be read: " + err.Error()}
+		return nil, f.fault("cannot be read: " + err.Error())
 	}
 	return b, nil
 }
@@ -52,10 +62,9 @@ func loadKeyPair(cert, key tlsFile) (tls.Certificate, error) {
 		return pair, nil
 	}
 	if reason := certificateProblem(certPEM); reason != "" {
-		return tls.Certificate{}, &switchboard.FieldError{Field: cert.key, Value: cert.path, Reason: reason}
+		return tls.Certificate{}, cert.fault(reason)
 	}
-	return tls.Certificate{}, &switchboard.FieldError{Field: key.key, Value: key.path,
-		Reason: fmt.Sprintf("is not the PEM private key of the certificate %s (%s): %v", cert.path, cert.key, err)}
+	return tls.Certificate{}, key.fault(fmt.Sprintf("is not the PEM private key of the certificate %s: %v", cert.path, err))
 }
 
 // certificateProblem says what is wrong with a certificate file for
@@ -85,7 +94,7 @@ func checkCA(ca tlsFile) error {
 		return err
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(b) {
-		return &switchboard.FieldError{Field: ca.key, Value: ca.path, Reason: "holds no PEM certificate"}
+		return ca.fault("holds no PEM certificate")
 	}
 	return nil
 }
