@@ -162,11 +162,15 @@ func TestDrainTimeoutCutsAHungCall(t *testing.T) {
 	})
 }
 
-// TestDrainTimeoutOption: zero and negative mean the default.
+// TestDrainTimeoutOption: zero and negative mean the pool's call timeout,
+// so that by default no call is cut sooner than one without a deadline.
 func TestDrainTimeoutOption(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
-		if got := New(Options{Logger: quiet, DrainTimeout: d}).drainFor; got != DefaultDrainTimeout {
-			t.Errorf("DrainTimeout %v: drains for %v, want %v", d, got, DefaultDrainTimeout)
+		if got := New(Options{Logger: quiet, DrainTimeout: d}).drainFor; got != DefaultCallTimeout {
+			t.Errorf("DrainTimeout %v: drains for %v, want the default call timeout %v", d, got, DefaultCallTimeout)
+		}
+		if got := New(Options{Logger: quiet, DrainTimeout: d, CallTimeout: time.Minute}).drainFor; got != time.Minute {
+			t.Errorf("DrainTimeout %v, CallTimeout 1m: drains for %v, want 1m", d, got)
 		}
 	}
 	if got := New(Options{Logger: quiet, DrainTimeout: time.Second}).drainFor; got != time.Second {

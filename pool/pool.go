@@ -11,8 +11,8 @@
 // on registration, kept alive (10 s / 3 s, permit without stream), closed
 // when no module uses their address any more — after the new routes are in
 // place, and once the calls already under way on them have their answers,
-// or after Options.DrainTimeout (DefaultDrainTimeout), which fails the
-// calls still in flight with a retryable CodeUnavailable — and all closed
+// or after Options.DrainTimeout (by default the CallTimeout), which fails
+// the calls still in flight with a retryable CodeUnavailable — and all closed
 // at once when the pool's run context ends. ConnectionList shows the
 // connections still draining. Addresses that are not host:port (nats://…) are
 // never dialled. A new registration on an address whose connection waits
@@ -81,9 +81,13 @@ type Options struct {
 	CallTimeout time.Duration
 	// DrainTimeout bounds how long a connection no module uses any more
 	// (its instances left the catalog or moved) stays open for the calls
-	// already on it (zero, or negative with a warning:
-	// DefaultDrainTimeout). The calls still in flight then fail with a
-	// retryable CodeUnavailable, whatever their own deadline.
+	// already on it (zero, or negative with a warning: the pool's
+	// CallTimeout, so that by default no call is cut sooner than a call
+	// without a deadline would end anyway). The calls still in flight
+	// then fail with a retryable CodeUnavailable, whatever their own
+	// deadline: slow ones as well as those to a peer that hangs. A shorter
+	// one frees connections to hung peers sooner, and cuts calls longer
+	// than it to instances that leave.
 	DrainTimeout time.Duration
 }
 
@@ -91,12 +95,6 @@ type Options struct {
 // 5 minutes the TinySystems SDK gives a NATS request, so a peer that never
 // answers cannot hold a caller forever on either wire.
 const DefaultCallTimeout = 5 * time.Minute
-
-// DefaultDrainTimeout bounds the drain of a connection whose instances
-// left: the 30 s commonly given to a grpc-go server's GracefulStop before
-// Stop (and Kubernetes' default termination grace period), so a peer that
-// hangs does not keep a connection, and its callers, past it.
-const DefaultDrainTimeout = 30 * time.Second
 
 // Pool is the module address pool. It is safe for concurrent use.
 type Pool struct {
@@ -140,7 +138,7 @@ func New(opts Options) *Pool {
 	}
 	if opts.DrainTimeout < 0 {
 		// It would cut every call in flight on a connection at once.
-		opts.Logger.Warn("address pool: negative DrainTimeout; using the default", "drain_timeout", opts.DrainTimeout, "default", DefaultDrainTimeout)
+		opts.Logger.Warn("address pool: negative DrainTimeout; using the call timeout", "drain_timeout", opts.DrainTimeout, "call_timeout", cmp.Or(opts.CallTimeout, DefaultCallTimeout))
 		opts.DrainTimeout = 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -150,7 +148,7 @@ func New(opts Options) *Pool {
 		userOpts: slices.Clip(opts.DialOptions),
 		lazy:     opts.Lazy,
 		timeout:  cmp.Or(opts.CallTimeout, DefaultCallTimeout),
-		drainFor: cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
+		drainFor: cmp.Or(opts.DrainTimeout, opts.CallTimeout, DefaultCallTimeout),
 		creds:    insecure.NewCredentials(),
 		ctx:      ctx,
 		cancel:   cancel,
