@@ -212,7 +212,7 @@ func expectDown(t *testing.T, what string, resp *http.Response, code, want strin
 	json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || body.Code != code || !strings.Contains(body.Error, want) {
-		t.Errorf("%s: %d %+v; want 503 with code %q and the error %q", what, resp.StatusCode, body, code, want)
+		t.Fatalf("%s: %d %+v; want 503 with code %q and the error %q", what, resp.StatusCode, body, code, want)
 	}
 	busy := code == httpapi.CodeBusy
 	ra := resp.Header.Get("Retry-After")

@@ -22,6 +22,10 @@ import (
 // batchMax bounds how many history entries a subscriber takes per lock.
 const batchMax = 256
 
+// watchReadyWait is how long a new watch waits for the server to have read
+// the catalog before it is refused.
+const watchReadyWait = 10 * time.Second
+
 // handleWatch streams the instances selected by the query as Server-Sent
 // Events (the format is in the package doc).
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
@@ -33,7 +37,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	rctx, cancel := context.WithTimeout(r.Context(), watchReadyWait)
 	err = s.feed.waitReady(rctx)
 	cancel()
 	if err != nil {
@@ -163,7 +167,7 @@ func (s *Server) watchRefused(err error) error {
 			msg += " once the catalog answers; the catalog's last error: " + cause.Error()
 		}
 	} else {
-		msg = "the server has not read the catalog yet (waited 10 s for it): retry later"
+		msg = fmt.Sprintf("the server has not read the catalog yet (waited %s for it): retry later", watchReadyWait)
 		if cause != nil {
 			msg += "; the catalog's last error: " + cause.Error()
 		}

@@ -64,10 +64,11 @@ type Catalog struct {
 	closing   context.Context
 	endAll    context.CancelFunc
 	elections sync.WaitGroup
-	// now is the catalog's one clock (time.Now; tests fix it, before the
-	// catalog is used): every judgement of a Lease (List, Get, Reap, and
-	// through the mirror Watch) and every time the catalog stamps (the
-	// Leases it takes and renews, Now) reads it.
+	// now is the catalog's one clock (time.Now; tests fix it): every
+	// judgement of a Lease (List, Get, Reap, and through the mirror Watch)
+	// and every time the catalog stamps (the Leases it takes and renews,
+	// Now) reads it. It is not synchronised: a test sets it before the
+	// first Watch starts the mirror's goroutines, which read it.
 	now func() time.Time
 }
 
