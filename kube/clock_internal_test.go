@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
-	"github.com/switchboard-io/switchboard/kube/kubetestenv"
 )
 
 // nextEvent returns the next event of ch other than Synced.
@@ -34,14 +33,7 @@ func nextEvent(ctx context.Context, t *testing.T, ch <-chan switchboard.Event) s
 // and Watch used to judge by time.Now and called it active while Reap (on
 // the fixed clock) deleted it as long expired.
 func TestFixedClockJudgesEverywhere(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	cat, err := New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	cat, ctx := newTestCatalog(t)
 	if _, err := cat.Register(ctx, switchboard.Instance{Name: "clocked", Type: TypeModule, Address: "10.9.9.9:8483", TTL: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +100,7 @@ func TestFixedClockJudgesEverywhere(t *testing.T) {
 // clock's time, so a module registered on a fixed clock is active by it
 // (though an hour old by the real one) in List, Get and Reap alike.
 func TestFixedClockStamps(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	cat, err := New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	cat, ctx := newTestCatalog(t)
 	// Leases hold microseconds.
 	at := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
 	cat.now = func() time.Time { return at }

@@ -12,6 +12,22 @@ import (
 	"github.com/switchboard-io/switchboard/kube/kubetestenv"
 )
 
+// newTestCatalog is a catalog with the default options in a namespace of
+// its own on the test API server, closed when the test ends, and a
+// context of a minute for the test's calls.
+func newTestCatalog(t *testing.T) (*Catalog, context.Context) {
+	t.Helper()
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return cat, ctx
+}
+
 // TestReapSparesReleasedLease: a Lease released by a leader that stepped
 // down (client-go writes no holder and a 1 s duration) keeps its module
 // active for ReleaseGrace while a successor takes over; Reap must not
@@ -20,14 +36,7 @@ import (
 // fixed here: 3 s after the release (past twice 1 s, inside ReleaseGrace),
 // then past twice ReleaseGrace, when the module is reaped.
 func TestReapSparesReleasedLease(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	cat, err := New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	cat, ctx := newTestCatalog(t)
 	if _, err := cat.Register(ctx, switchboard.Instance{Name: "handover", Type: TypeModule, Address: "10.8.8.8:8483", TTL: 15 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
