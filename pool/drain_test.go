@@ -141,15 +141,7 @@ func TestAnswerKeptWhenTheModuleLeavesDuringTheCall(t *testing.T) {
 				p.Register("mod", addr)
 				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 				defer cancel()
-				type result struct {
-					out []byte
-					err error
-				}
-				res := make(chan result, 1)
-				go func() {
-					out, err := p.Send(ctx, &router.Message{To: "f.mod.n:in", Payload: []byte("x")})
-					res <- result{out, err}
-				}()
+				res := sendAsync(ctx, p, "f.mod.n:in", "x")
 				g.awaitCall(t)
 				if how == "moved" {
 					p.Register("mod", startServer(t, nil).addr)
@@ -326,18 +318,14 @@ func TestCloseShutsDrainingConnections(t *testing.T) {
 	s := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) { g.wait(ctx); return nil, nil })
 	p := New(Options{Logger: quiet})
 	p.Register("mod", s.addr)
-	res := make(chan error, 1)
-	go func() {
-		_, err := p.Send(context.Background(), &router.Message{To: "f.mod.n:in"})
-		res <- err
-	}()
+	res := sendAsync(context.Background(), p, "f.mod.n:in", "")
 	g.awaitCall(t)
 	p.Deregister("mod")
 	p.Close()
 	testkit.WaitUntil(t, "the draining connection closed by Close", func() bool { return s.lis.Open.Load() == 0 })
 	select {
-	case err := <-res:
-		if err == nil {
+	case r := <-res:
+		if r.err == nil {
 			t.Fatal("a call cut by Close succeeded")
 		}
 	case <-time.After(waitFor):

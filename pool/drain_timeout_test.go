@@ -139,16 +139,13 @@ func TestDrainTimeoutCutsAHungCall(t *testing.T) {
 	s := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) { g.wait(ctx); return nil, nil })
 	p := newPool(t, Options{DrainTimeout: 50 * time.Millisecond})
 	p.Register("mod", s.addr)
-	res := make(chan error, 1)
-	go func() {
-		_, err := p.Send(context.Background(), &router.Message{To: "f.mod.n:in"})
-		res <- err
-	}()
+	res := sendAsync(context.Background(), p, "f.mod.n:in", "")
 	g.awaitCall(t)
 	p.Deregister("mod")
 	var err error
 	select {
-	case err = <-res:
+	case r := <-res:
+		err = r.err
 	case <-time.After(waitFor):
 		t.Fatal("the call to the hung instance that left did not end with the drain timeout")
 	}
@@ -186,11 +183,9 @@ func TestConnectionListLiveAndDrainingOnOneAddress(t *testing.T) {
 	s := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) { g.wait(ctx); return nil, nil })
 	p := newPool(t, Options{})
 	p.Register("mod", s.addr)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		_, _ = p.Send(ctx, &router.Message{To: "f.mod.n:in"})
-	}()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	sendAsync(ctx, p, "f.mod.n:in", "")
 	g.awaitCall(t)
 	p.Deregister("mod")
 	p.Register("mod", s.addr)

@@ -80,6 +80,23 @@ func send(ctx context.Context, p *Pool, to, payload string) (string, error) {
 	return string(out), err
 }
 
+// sendResult is the outcome of one Send.
+type sendResult struct {
+	out []byte
+	err error
+}
+
+// sendAsync sends to `to` through p on a goroutine of its own (a call the
+// test holds open, or cuts); the channel receives the outcome.
+func sendAsync(ctx context.Context, p *Pool, to, payload string) <-chan sendResult {
+	res := make(chan sendResult, 1)
+	go func() {
+		out, err := p.Send(ctx, &router.Message{To: to, Payload: []byte(payload)})
+		res <- sendResult{out, err}
+	}()
+	return res
+}
+
 func codeOf(err error) string {
 	var e *router.Error
 	if errors.As(err, &e) {
