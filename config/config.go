@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/remote"
 )
 
 // DefaultFile is read when no file is named and it exists.
@@ -69,9 +70,9 @@ type HTTP struct {
 	RequestTimeout time.Duration `toml:"request_timeout"`
 }
 
-// DefaultRequestTimeout is the default [http] request_timeout, the remote
-// catalog's own default (remote.DefaultRequestTimeout).
-const DefaultRequestTimeout = 30 * time.Second
+// DefaultRequestTimeout is the default [http] request_timeout: the remote
+// catalog's own default.
+const DefaultRequestTimeout = remote.DefaultRequestTimeout
 
 // DefaultListen is the default address of `switchboard serve`.
 const DefaultListen = "127.0.0.1:7400"

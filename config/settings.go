@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,23 +197,20 @@ func (c Config) NameSource(err error) error {
 		return err
 	}
 	key := KeyOf(fe.Field)
-	for _, s := range settings {
-		if s.key != key {
-			continue
-		}
-		out := *fe // keeps the sentinel it wraps
-		switch origin := c.src.from[key]; origin {
-		case overrideOrigin:
-			return err // the caller names it
-		case "":
-			out.Field = key + " (default)"
-		case fileOrigin:
-			out.Field = key
-			return fmt.Errorf("config %s: %w", c.src.path, &out)
-		default:
-			out.Field = origin
-		}
-		return &out
+	if !slices.ContainsFunc(settings, func(s setting) bool { return s.key == key }) {
+		return err
 	}
-	return err
+	out := *fe // keeps the sentinel it wraps
+	switch origin := c.src.from[key]; origin {
+	case overrideOrigin:
+		return err // the caller names it
+	case "":
+		out.Field = key + " (default)"
+	case fileOrigin:
+		out.Field = key
+		return fmt.Errorf("config %s: %w", c.src.path, &out)
+	default:
+		out.Field = origin
+	}
+	return &out
 }

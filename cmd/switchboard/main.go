@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
@@ -132,10 +131,9 @@ type globals struct {
 	// getenv is the environment the configuration is loaded from (nil:
 	// os.Getenv; tests inject one).
 	getenv func(string) string
-	// requestTimeout is --request-timeout, set when requestTimeoutFlag
-	// is Changed (see addRemoteFlags).
-	requestTimeout     time.Duration
-	requestTimeoutFlag *pflag.Flag
+	// requestTimeout is --request-timeout, applied when the user typed
+	// it (see addRemoteFlags).
+	requestTimeout time.Duration
 }
 
 // env reads the environment the configuration is loaded from.

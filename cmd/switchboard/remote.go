@@ -17,13 +17,12 @@ func (g *globals) addRemoteFlags(pf *pflag.FlagSet) {
 		"with an http:// or https:// DSN, how long each request waits for the server's answer (positive; default from config: "+
 			"http.request_timeout or SWITCHBOARD_HTTP_REQUEST_TIMEOUT, else "+config.DefaultRequestTimeout.String()+")")
 	bindKey(pf, "request-timeout", "http.request_timeout")
-	g.requestTimeoutFlag = pf.Lookup("request-timeout")
 }
 
 // remoteFlags is a config override: the remote flags the user typed win
 // over the file and the environment.
 func (g *globals) remoteFlags(c *config.Config) {
-	if g.requestTimeoutFlag != nil && g.requestTimeoutFlag.Changed {
+	if g.cmd != nil && g.cmd.Flags().Changed("request-timeout") {
 		c.HTTP.RequestTimeout = g.requestTimeout
 	}
 }

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/internal/testkit"
-	"github.com/switchboard-io/switchboard/remote"
 )
 
 // TestConfigFileTokenReachesServer: one switchboard.toml holds the
@@ -47,9 +45,6 @@ func TestConfigFileTokenReachesServer(t *testing.T) {
 // that timeout. A timeout that is not positive is an error naming where it
 // came from.
 func TestRequestTimeout(t *testing.T) {
-	if config.DefaultRequestTimeout != remote.DefaultRequestTimeout {
-		t.Fatalf("config.DefaultRequestTimeout %s, remote.DefaultRequestTimeout %s: one default", config.DefaultRequestTimeout, remote.DefaultRequestTimeout)
-	}
 	dir := cleanEnv(t)
 	stuck := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

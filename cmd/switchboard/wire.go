@@ -44,23 +44,23 @@ func (g *globals) wireTLS(c config.Config) (*grpcwire.TLS, error) {
 	if f.IsZero() {
 		return nil, nil
 	}
-	// Checked here first, file by file, for errors that name the setting
-	// (grpcwire.NewTLS names only the files).
+	t, err := grpcwire.NewTLS(f)
+	if err == nil {
+		return t, nil
+	}
+	// grpcwire names only the files: checked again file by file, for an
+	// error that names the setting at fault.
 	if f.Cert != "" && f.Key != "" {
-		if _, err := loadKeyPair(tlsFile{"transport.tls_cert", f.Cert}, tlsFile{"transport.tls_key", f.Key}); err != nil {
-			return nil, usage(g.nameSource(c, err))
+		if _, ferr := loadKeyPair(tlsFile{"transport.tls_cert", f.Cert}, tlsFile{"transport.tls_key", f.Key}); ferr != nil {
+			return nil, usage(g.nameSource(c, ferr))
 		}
 	}
 	if f.CA != "" {
-		if err := checkCA(tlsFile{"transport.tls_ca", f.CA}); err != nil {
-			return nil, usage(g.nameSource(c, err))
+		if ferr := checkCA(tlsFile{"transport.tls_ca", f.CA}); ferr != nil {
+			return nil, usage(g.nameSource(c, ferr))
 		}
 	}
-	t, err := grpcwire.NewTLS(f)
-	if err != nil {
-		return nil, usage(err)
-	}
-	return t, nil
+	return nil, usage(err)
 }
 
 // setupTracing reads the OTEL_* environment for a command (spans are
