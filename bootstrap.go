@@ -113,15 +113,19 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 			return nil, err
 		}
 	}
+	// fit derives the interval from ttl when none was given, and checks it.
+	fit := func(ttl time.Duration) error {
+		if derive {
+			opts.HeartbeatInterval = HeartbeatFor(ttl)
+		}
+		return ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, ttl)
+	}
 	ttl := in.TTL
 	if d, ok := cat.(TTLDefaulter); ok && ttl == 0 {
 		ttl = d.DefaultTTL()
 	}
 	if ttl != 0 {
-		if derive {
-			opts.HeartbeatInterval = HeartbeatFor(ttl)
-		}
-		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, ttl); err != nil {
+		if err := fit(ttl); err != nil {
 			return nil, err
 		}
 	}
@@ -147,10 +151,7 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		return nil, err
 	}
 	if ttl == 0 {
-		if derive {
-			opts.HeartbeatInterval = HeartbeatFor(stored.TTL)
-		}
-		if err := ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, stored.TTL); err != nil {
+		if err := fit(stored.TTL); err != nil {
 			// Undone: a refused Bootstrap must not cost what was stored.
 			if prev != nil {
 				_, _ = cat.Register(ctx, *prev)

@@ -15,11 +15,11 @@ type claimKey struct {
 	id  string
 }
 
-// claims holds, for every id of a live Registration of this process on a
-// comparable catalog, that Registration: Bootstrap refuses a second one.
+// claims holds every id of a live Registration of this process on a
+// comparable catalog: Bootstrap refuses a second one.
 var (
 	claimsMu sync.Mutex
-	claims   = map[claimKey]*Registration{}
+	claims   = map[claimKey]struct{}{}
 )
 
 // takeClaim claims id on r's catalog for r; false when another
@@ -35,7 +35,7 @@ func (r *Registration) takeClaim(id string) bool {
 	if _, held := claims[k]; held {
 		return false
 	}
-	claims[k] = r
+	claims[k] = struct{}{}
 	r.claim = k
 	return true
 }

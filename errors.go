@@ -44,7 +44,7 @@ func (e *FieldError) Error() string {
 	if e.Value == "" {
 		return fmt.Sprintf("%s: %s", e.Field, e.Reason)
 	}
-	return fmt.Sprintf("%s %q: %s", e.Field, truncate(e.Value, 80), e.Reason)
+	return fmt.Sprintf("%s %q: %s", e.Field, textcut.Cut(e.Value, 80), e.Reason)
 }
 
 // Unwrap returns the sentinel (ErrInvalidName, ErrInvalidAddress, …).
@@ -66,8 +66,3 @@ func NewFieldError(kind error, field, value, reason string) *FieldError {
 func invalid(kind error, field, value, reason string) error {
 	return &FieldError{Field: field, Value: value, Reason: reason, kind: kind}
 }
-
-// truncate cuts s to at most n bytes and marks the cut with "…" (on top of
-// the n bytes), never inside a UTF-8 sequence (which an error would show
-// as \xNN escapes).
-func truncate(s string, n int) string { return textcut.Cut(s, n) }

@@ -91,7 +91,7 @@ const (
 	// "_settings", sent in the x-to header and the gRPC To field): the
 	// limit is a generous one, that of a Kubernetes name and of ids
 	// (MaxTokenLen), so that a whole "<node>:<port>" is at most 507 bytes.
-	MaxPortLen = 253
+	MaxPortLen = MaxTokenLen
 )
 
 // ParseNodeName parses "<flow>.<module>.<node>[:<port>]" the way the
