@@ -66,17 +66,9 @@ func TestLastDrainedCallDoesNotWaitForTheClose(t *testing.T) {
 	p := New(Options{Logger: quiet, DialOptions: []grpc.DialOption{stuck.dialOption()}})
 	t.Cleanup(func() { stuck.open(); p.Close() })
 	p.Register("mod", s.addr)
-	type result struct {
-		out []byte
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		out, err := p.Send(ctx, &router.Message{To: "f.mod.n:in"})
-		res <- result{out, err}
-	}()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	res := sendAsync(ctx, p, "f.mod.n:in", "")
 	g.awaitCall(t)
 	p.Deregister("mod")
 	if got, want := p.ConnectionList(), []Connection{{Addr: s.addr, Draining: true, Calls: 1}}; !slices.Equal(got, want) {

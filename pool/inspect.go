@@ -80,22 +80,8 @@ func (p *Pool) ConnectionList() []Connection {
 	for c := range p.drain {
 		out = append(out, Connection{Addr: c.addr, Draining: true, Calls: c.inFlight()})
 	}
-	slices.SortFunc(out, func(a, b Connection) int {
-		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
-			return c
-		}
-		return compareBool(a.Draining, b.Draining)
-	})
+	// The live entries were appended first, and an address has at most
+	// one: a stable sort by address keeps it before the draining ones.
+	slices.SortStableFunc(out, func(a, b Connection) int { return cmp.Compare(a.Addr, b.Addr) })
 	return out
-}
-
-// compareBool orders false before true.
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
 }

@@ -317,11 +317,12 @@ func (p *Pool) apply(module string, next map[string]string) {
 			continue
 		}
 		p.log.Info("address pool: registering module", "module", module, "addr", addr, "instance", id)
-		if !switchboard.IsDialable(addr) {
+		dialable := switchboard.IsDialable(addr)
+		if !dialable {
 			p.log.Info("address pool: address is not dialable; not connecting", "module", module, "addr", addr)
 		}
 		p.refs[addr]++
-		if p.refs[addr] == 1 && switchboard.IsDialable(addr) {
+		if p.refs[addr] == 1 && dialable {
 			c := newConn(addr, module)
 			p.conns[addr] = c
 			if !p.lazy {
