@@ -20,33 +20,6 @@ import (
 // loaded machine, far below the TTLs the tests use when those matter.
 const waitLong = time.Minute
 
-// logs records the messages logged.
-type logs struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logs) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logs) WithGroup(string) slog.Handler            { return h }
-func (h *logs) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-
-func (h *logs) has(sub string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range h.msgs {
-		if strings.Contains(m, sub) {
-			return true
-		}
-	}
-	return false
-}
-
 // hangingCatalog is a Leaser whose Release and Leases hang until their
 // context ends, as a catalog that stops answering. It records how long
 // each call was given; a call given more than limit fails at once (so that
@@ -55,7 +28,7 @@ type hangingCatalog struct {
 	switchboard.Leaser
 	limit time.Duration
 	mu    sync.Mutex
-	given []time.Duration
+	given time.Duration // of the first call
 	calls chan string
 }
 
@@ -63,7 +36,9 @@ func (h *hangingCatalog) hang(ctx context.Context, call string) error {
 	dl, ok := ctx.Deadline()
 	given := time.Until(dl)
 	h.mu.Lock()
-	h.given = append(h.given, given)
+	if h.given == 0 {
+		h.given = given
+	}
 	h.mu.Unlock()
 	h.calls <- call
 	if !ok || given > h.limit {
@@ -143,8 +118,8 @@ func TestReleaseOnTheWayOutIsBounded(t *testing.T) {
 		t.Run(tc.ttl.String()+"/leading", func(t *testing.T) {
 			cfg := Config{TTL: tc.ttl}
 			ev := callbacks(&cfg)
-			log := &logs{}
-			cfg.Logger = slog.New(log)
+			log := &testkit.SyncBuffer{}
+			cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 			cat := &hangingCatalog{Leaser: newFake(), limit: tc.want, calls: make(chan string, 4)}
 			e, err := New(cat, "lock", "a", cfg)
 			if err != nil {
@@ -163,20 +138,20 @@ func TestReleaseOnTheWayOutIsBounded(t *testing.T) {
 			}
 			awaitReturn(t, done)
 			cat.mu.Lock()
-			given := cat.given[0]
+			given := cat.given
 			cat.mu.Unlock()
 			if given > tc.want {
 				t.Fatalf("the release was given %v, want at most %v", given, tc.want)
 			}
-			if !log.has("release gave up") {
-				t.Fatalf("no log saying the release gave up: %q", log.msgs)
+			if !strings.Contains(log.String(), "release gave up") {
+				t.Fatalf("no log saying the release gave up:\n%s", log)
 			}
 		})
 		t.Run(tc.ttl.String()+"/interrupted acquire", func(t *testing.T) {
 			cfg := Config{TTL: tc.ttl}
 			ev := callbacks(&cfg)
-			log := &logs{}
-			cfg.Logger = slog.New(log)
+			log := &testkit.SyncBuffer{}
+			cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			cat := &hangingCatalog{Leaser: &cutAcquire{Leaser: newFake(), cancel: cancel}, limit: tc.want, calls: make(chan string, 4)}
@@ -189,8 +164,8 @@ func TestReleaseOnTheWayOutIsBounded(t *testing.T) {
 				t.Fatalf("catalog call %q, want Leases", call)
 			}
 			awaitReturn(t, done)
-			if !log.has("gave up") {
-				t.Fatalf("no log saying the lookup gave up: %q", log.msgs)
+			if !strings.Contains(log.String(), "gave up") {
+				t.Fatalf("no log saying the lookup gave up:\n%s", log)
 			}
 			select {
 			case l := <-ev.elected:
