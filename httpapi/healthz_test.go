@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
@@ -20,13 +19,8 @@ import (
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
-// clockless is a catalog whose clock cannot be read, with an error that
-// names what an anonymous prober must not learn.
-type clockless struct{ switchboard.Catalog }
-
+// leakyError names what an anonymous prober must not learn.
 const leakyError = "dial tcp db-7.internal.example:5432 (user=sb dbname=catalog): SELECT now(): connection refused"
-
-func (clockless) Now(context.Context) (time.Time, error) { return time.Time{}, errors.New(leakyError) }
 
 // TestHealthzDetailNeedsToken: /healthz needs no token, but with a Token
 // configured only a request that carries it hears why the catalog failed
@@ -34,7 +28,7 @@ func (clockless) Now(context.Context) (time.Time, error) { return time.Time{}, e
 // Token configured, everyone gets the detail, as before.
 func TestHealthzDetailNeedsToken(t *testing.T) {
 	const token = "healthz-token"
-	s := serveOn(t, clockless{testkit.OpenSQLite(t)}, httpapi.Options{Token: token, ReapInterval: -1})
+	s := serveOn(t, failingNow{testkit.OpenSQLite(t), errors.New(leakyError)}, httpapi.Options{Token: token, ReapInterval: -1})
 	for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "Basic " + token}} {
 		code, b := call(t, "GET", s.url+"/healthz", nil, hdr...)
 		if code != 503 || strings.TrimSpace(string(b)) != `{"status":"unavailable"}` {
@@ -47,7 +41,7 @@ func TestHealthzDetailNeedsToken(t *testing.T) {
 		t.Errorf("healthz with the token: %s; want the catalog's error", b)
 	}
 
-	open := serveOn(t, clockless{testkit.OpenSQLite(t)}, httpapi.Options{ReapInterval: -1})
+	open := serveOn(t, failingNow{testkit.OpenSQLite(t), errors.New(leakyError)}, httpapi.Options{ReapInterval: -1})
 	code, b = call(t, "GET", open.url+"/healthz", nil)
 	expectError(t, code, b, 503, "unavailable", "")
 	if !strings.Contains(string(b), leakyError) {
@@ -209,14 +203,8 @@ func dropTables(t *testing.T, ctx context.Context, dsn string) {
 		FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil || tables == "" {
 		t.Fatalf("the catalog's tables: %q %v", tables, err)
 	}
-	for attempt := 1; ; attempt++ {
+	pgtest.RetryDeadlock(t, "drop the catalog's tables", func() error {
 		_, err := conn.Exec(ctx, `DROP TABLE `+tables+` CASCADE`)
-		var pe *pgconn.PgError
-		if err == nil {
-			return
-		}
-		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
-			t.Fatalf("drop the catalog's tables (attempt %d): %v", attempt, err)
-		}
-	}
+		return err
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // A catalog whose contents are replaced by another catalog's (a restore in
@@ -51,7 +52,7 @@ func TestEpochRestoredCatalog(t *testing.T) {
 	// Its contents replace the watched catalog's in one transaction
 	// (again if PostgreSQL ends it as a deadlock's victim: the catalog's
 	// heartbeats lock the same tables in another order).
-	retryDeadlock(t, "restore the catalog", func() error {
+	pgtest.RetryDeadlock(t, "restore the catalog", func() error {
 		tx, err := conn.Begin(ctxT(t))
 		if err != nil {
 			return err

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // TestBootstrapComesBackAfterRestartEmpty: a database restarted empty (its
@@ -90,26 +90,10 @@ func TestRegisterRecreatesDroppedTables(t *testing.T) {
 // victim, and then it is tried again.
 func dropAll(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
-	retryDeadlock(t, "drop the catalog's tables", func() error {
+	pgtest.RetryDeadlock(t, "drop the catalog's tables", func() error {
 		_, err := conn.Exec(context.Background(), `DROP TABLE instances, changes, change_log, leases, schema_migrations`)
 		return err
 	})
-}
-
-// retryDeadlock runs do until it does not fail as a deadlock's victim
-// (SQLSTATE 40P01), at most 20 times; any other error fails t.
-func retryDeadlock(t *testing.T, what string, do func() error) {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		err := do()
-		var pe *pgconn.PgError
-		if err == nil {
-			return
-		}
-		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
-			t.Fatalf("%s (attempt %d): %v", what, attempt, err)
-		}
-	}
 }
 
 // TestReadsSayTablesMissing: while the catalog's tables are gone, only

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // EnvDSN names the environment variable holding the admin DSN.
@@ -133,4 +135,22 @@ func random() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// RetryDeadlock runs do until it does not fail as a deadlock's victim
+// (SQLSTATE 40P01), at most 20 times; any other error fails t. A test that
+// drops or rewrites the catalog's tables while a catalog heartbeats or
+// watches them (which lock the same tables in another order) needs it.
+func RetryDeadlock(t testing.TB, what string, do func() error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := do()
+		if err == nil {
+			return
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "40P01" || attempt == 20 {
+			t.Fatalf("%s (attempt %d): %v", what, attempt, err)
+		}
+	}
 }
