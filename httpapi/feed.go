@@ -234,13 +234,11 @@ func (f *feed) errText() string {
 
 // lastError is the mirror's last error while it cannot read the catalog
 // (the catalog's own, or errMirrorStopped once its watch has ended), nil
-// when it can or has had no error yet.
+// when it can or has had no error yet: whatever makes it healthy clears
+// the error.
 func (f *feed) lastError() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.healthy {
-		return nil
-	}
 	return f.lastErr
 }
 

@@ -39,12 +39,10 @@ func (s *Server) owners(ctx context.Context, ids []string) (map[string]owner, er
 	if err != nil {
 		return nil, err
 	}
-	want := make(map[string]bool, len(miss))
-	for _, id := range miss {
-		want[id] = true
-	}
 	for i := range list {
-		if in := &list[i]; want[in.ID] {
+		in := &list[i]
+		// A missed id is in out already, as the zero owner (not found).
+		if o, ok := out[in.ID]; ok && !o.found {
 			out[in.ID] = owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}
 		}
 	}
