@@ -39,7 +39,7 @@ import { Store, parseFilter } from "./store.js";
   let info = null, leases = [];
   const store = new Store(parseFilter(new URLSearchParams(location.search).get("q") || ""));
   let detailId = "";
-  let detailOf = null;         // what the open detail view shows: {id, e, inst, state, reason, label}
+  let detailOf = null;         // what the open detail view shows: {e, inst, state, reason, label}; reset whenever detailId changes
   let received = 0, fresh = 0; // live events and fresh snapshots received (shown in #rate)
   let receivedTick = 0;       // received at the last tick
 
@@ -498,14 +498,14 @@ import { Store, parseFilter } from "./store.js";
   function detailStale() {
     const e = store.get(detailId);
     const d = detailOf;
-    return !d || d.id !== detailId || d.e !== e || (e && (d.inst !== e.inst || d.state !== e.state || d.reason !== e.reason));
+    return !d || d.e !== e || (e && (d.inst !== e.inst || d.state !== e.state || d.reason !== e.reason));
   }
   let detailHTML = "", componentsHTML = "";
   function renderDetail() {
     const e = store.get(detailId);
-    const prev = detailOf && detailOf.id === detailId ? detailOf : null, known = prev && prev.inst;
+    const prev = detailOf, known = prev && prev.inst;
     const label = !e ? (prev && prev.label) || "removed" : e.state === "removed" ? "removed (" + e.reason + ")" : e.state;
-    detailOf = { id: detailId, e, inst: e ? e.inst : known, state: e && e.state, reason: e && e.reason, label };
+    detailOf = { e, inst: e ? e.inst : known, state: e && e.state, reason: e && e.reason, label };
     const gone = !e ? "This instance is no longer in the catalog" + (known ? "; showing what was last known of it." : ".")
       : e.state === "removed" ? "This instance was removed (" + (e.reason === "gone" ? "gone while the page was disconnected" : e.reason || "removed") + ") at " + hhmmss(e.gone) + "; showing what was last known of it."
       : "";
