@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // Output formats of ls, watch and leases.
@@ -109,7 +111,7 @@ func capsCell(caps []string, whole bool) string {
 			return b.String() + more
 		}
 		if i == 0 && len(c)+len(more) > maxCapsWidth {
-			c = c[:maxCapsWidth-len(more)-len("…")] + "…"
+			c = textcut.Fit(c, maxCapsWidth-len(more))
 		}
 		if i > 0 {
 			b.WriteByte(',')
