@@ -216,6 +216,16 @@ func BenchmarkLookupByCapability(b *testing.B) {
 					}
 				})
 			})
+			// Random picks from every core at once: each goroutine keeps
+			// its stripe of the numbers drawn ahead (see PickRandom).
+			b.Run("PickRandomParallel/all", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						c.PickRandom("all")
+					}
+				})
+			})
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package discovery
 
 import (
-	"sync/atomic"
-
 	"github.com/switchboard-io/switchboard"
 )
 
@@ -124,7 +122,7 @@ func mine[T any](w *writer, idx *tree[keyed[T]], h uint64, b *bucket[T]) *bucket
 	if b.epoch == w.ep {
 		return b
 	}
-	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
+	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, cur: b.cur}
 	if b.pool != nil {
 		pool := *b.pool
 		nb.pool = &pool
@@ -178,7 +176,7 @@ func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b 
 func joinCap(w *writer, c string, p *rec) {
 	b := owned(w, &w.caps, c)
 	if b.pool == nil {
-		b.pool, b.rr = &slots{}, new(atomic.Uint64)
+		b.pool, b.cur = &slots{}, new(cursor)
 	}
 	if e, ok := b.set.get(member{p: p}, cmpMember); ok {
 		b.pool.set(int(e.slot), p, w.ep)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -457,29 +458,48 @@ func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
 			kept = append(kept, v)
 		}
 		if sampled == 0 && len(present) <= 400 {
-			uniform(t, s, cp, present)
+			uniform(t, s, cp, present, 1)
 			sampled++
 		}
 	}
-	uniform(t, s, cp, present)
+	uniform(t, s, cp, present, 1)
 	for _, v := range kept {
 		exactlyOnce(v)
 	}
 	t.Logf("seed %d: %d older versions re-checked", seed, len(kept))
 }
 
-// uniform draws PickRandom 400 times per member of cp in s and fails if the
-// counts' chi-square exceeds its 1 - 1e-7 quantile (Wilson–Hilferty).
-func uniform(t *testing.T, s *Snapshot, cp string, ids []string) {
+// uniform draws PickRandom 400 times per member of cp in s, spread over
+// that many goroutines, and fails if the counts' chi-square exceeds its
+// 1 - 1e-7 quantile (Wilson–Hilferty).
+func uniform(t *testing.T, s *Snapshot, cp string, ids []string, goroutines int) {
 	t.Helper()
 	const per = 400
 	counts := make(map[string]int, len(ids))
-	for range per * len(ids) {
-		in, ok := s.PickRandom(cp)
-		if !ok {
-			t.Fatal("no pick")
-		}
-		counts[in.ID]++
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	picks := per * len(ids)
+	for g := range goroutines {
+		wg.Go(func() {
+			mine := make(map[string]int, len(ids))
+			for range picks/goroutines + b2i(g < picks%goroutines) {
+				in, ok := s.PickRandom(cp)
+				if !ok {
+					t.Error("no pick")
+					return
+				}
+				mine[in.ID]++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for id, k := range mine {
+				counts[id] += k
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	chi := 0.0
 	for _, id := range ids {
@@ -490,10 +510,20 @@ func uniform(t *testing.T, s *Snapshot, cp string, ids []string) {
 		t.Fatalf("picked %d distinct members of %d", len(counts), len(ids))
 	}
 	df := float64(len(ids) - 1)
+	if df == 0 {
+		return // one member: picked every time, as the count above says
+	}
 	const z = 5.199 // the standard normal's 1 - 1e-7 quantile
 	c := 1 - 2/(9*df) + z*math.Sqrt(2/(9*df))
 	if limit := df * c * c * c; chi > limit {
-		t.Fatalf("PickRandom over %d members: chi-square %.1f > %.1f", len(ids), chi, limit)
+		t.Fatalf("PickRandom over %d members from %d goroutines: chi-square %.1f > %.1f", len(ids), goroutines, chi, limit)
 	}
-	t.Logf("PickRandom over %d members: chi-square %.1f (%v degrees of freedom)", len(ids), chi, df)
+	t.Logf("PickRandom over %d members from %d goroutines: chi-square %.1f (%v degrees of freedom)", len(ids), goroutines, chi, df)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
