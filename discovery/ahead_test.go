@@ -82,6 +82,7 @@ func solve(n, lo uint64) (uint64, bool) {
 // the one each pick reads, and picks from many goroutines at once, each on
 // its own stripe or sharing one, must stay uniform.
 func TestPickAheadOutlivesVersions(t *testing.T) {
+	drawAheadAlways(t)
 	const cp = "all"
 	w := newWriter()
 	var ids []string
@@ -117,6 +118,7 @@ func TestPickAheadOutlivesVersions(t *testing.T) {
 // than there are stripes, so that goroutines share stripes and take each
 // other's numbers: the picks, counted together, must be uniform.
 func TestPickRandomFromManyGoroutines(t *testing.T) {
+	drawAheadAlways(t)
 	w := newWriter()
 	var ids []string
 	for i := range 200 {
@@ -127,4 +129,12 @@ func TestPickRandomFromManyGoroutines(t *testing.T) {
 	slices.Sort(ids)
 	s := w.snapshot()
 	uniform(t, s, "all", ids, 64)
+}
+
+// drawAheadAlways makes every capability's random picks draw ahead for the
+// rest of the test, whatever its size.
+func drawAheadAlways(t *testing.T) {
+	old := aheadFrom
+	aheadFrom = 0
+	t.Cleanup(func() { aheadFrom = old })
 }

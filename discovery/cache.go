@@ -10,7 +10,8 @@
 // record; what instances repeat (names, types, capability lists, metadata
 // maps) is shared between them, and each capability also keeps a copy of
 // its members' records in numbered slots, so that a pick finds its record
-// by shifts and reads one cache line (see slots).
+// by shifts and reads one cache line (see slots); a random pick has that
+// line prefetched by an earlier pick (see ahead).
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service"; a

@@ -248,6 +248,14 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if w := m.set[in.ID]; ok && !equal(&in, &w) {
 			t.Fatalf("PickRandom(%s):\n got %+v\nwant %+v", c, in, w)
 		}
+		// The same from the numbers drawn ahead, which a capability this
+		// small does not use in PickRandom: they outlive the versions.
+		if b := lookupBucket(&s.caps, hashID(c), c); b != nil {
+			in := b.pool.pickAhead(b.cur.draws()).instance()
+			if w := m.set[in.ID]; !in.HasCapability(c) || !equal(&in, &w) {
+				t.Fatalf("pickAhead(%s):\n got %+v\nwant %+v", c, in, w)
+			}
+		}
 	}
 	// Combined queries go through Lookup, Count and Instances.
 	for _, q := range []switchboard.Query{
@@ -408,7 +416,17 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 // whatever the tree's shape after the removals. Two versions, one of a few
 // hundred members (leaves under an inner node) and the last (one leaf),
 // are also sampled: the counts must pass a chi-square test at p = 1e-7.
+// It runs twice: as PickRandom picks in a capability of this size, and
+// with every pick drawing ahead (see ahead).
 func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
+	t.Run("plain", uniformAcrossVersions)
+	t.Run("ahead", func(t *testing.T) {
+		drawAheadAlways(t)
+		uniformAcrossVersions(t)
+	})
+}
+
+func uniformAcrossVersions(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 4))
 	const n, cp = 5000, "all"
