@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"math/bits"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
@@ -84,14 +83,8 @@ func solve(n, lo uint64) (uint64, bool) {
 func TestPickAheadOutlivesVersions(t *testing.T) {
 	drawAheadAlways(t)
 	const cp = "all"
-	w := newWriter()
-	var ids []string
-	for i := range 3000 {
-		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
-		w.apply(&ev)
-		ids = append(ids, ev.Instance.ID)
-	}
-	s := w.snapshot()
+	w, s := fleetWriter(3000)
+	ids := fleetIDs(3000)
 	for range 100 {
 		if _, ok := s.PickRandom(cp); !ok {
 			t.Fatal("no pick")
@@ -119,16 +112,17 @@ func TestPickAheadOutlivesVersions(t *testing.T) {
 // other's numbers: the picks, counted together, must be uniform.
 func TestPickRandomFromManyGoroutines(t *testing.T) {
 	drawAheadAlways(t)
-	w := newWriter()
-	var ids []string
-	for i := range 200 {
-		ev := switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)}
-		w.apply(&ev)
-		ids = append(ids, ev.Instance.ID)
+	_, s := fleetWriter(200)
+	uniform(t, s, "all", fleetIDs(200), 64)
+}
+
+// fleetIDs returns the ids of the first n instances of the fleet.
+func fleetIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fleetInstance(i).ID
 	}
-	slices.Sort(ids)
-	s := w.snapshot()
-	uniform(t, s, "all", ids, 64)
+	return ids
 }
 
 // drawAheadAlways makes every capability's random picks draw ahead for the
