@@ -135,14 +135,47 @@ func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []
 // status details, else the x-error-code / x-error-retryable trailers (a peer
 // that does not send details), else the gRPC status (transport failures).
 // A message the wire cannot carry — a string field or metadata entry that
-// is not valid UTF-8 — fails with a permanent "invalid_argument" naming the
-// field, not as a remote failure.
+// is not valid UTF-8 — fails with a permanent CodeInvalidArgument naming
+// the field, not as a remote failure. CallLost also says whether the
+// transport failed under the call.
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
+	data, _, err := CallLost(ctx, c, msg)
+	return data, err
+}
+
+// CodeInvalidArgument is the code of a message that the gRPC wire cannot
+// carry, a string field or metadata entry that is not valid UTF-8
+// (protobuf strings are UTF-8): such a message never leaves, so it is
+// permanent, and neither a peer nor the transport failed. Peers send the
+// same code for requests they refuse (a malformed x-message-depth, a gRPC
+// InvalidArgument status).
+const CodeInvalidArgument = "invalid_argument"
+
+// CallLost is Call, and also reports whether the call was lost: whether
+// the transport failed under it — which grpc-go reports as Unavailable, or
+// as Canceled when the connection is closed, without Switchboard's error
+// detail or trailers — so that the error is not what the destination's
+// server sent. The pool reads it to keep anything else as it came, however
+// the connection fares afterwards, and to tell a lost call on a connection
+// it closed meanwhile. A call is lost when its error is not a gRPC status
+// (nothing came back), or is an Unavailable or Canceled status with
+// neither a modulepb.ErrorDetail in its details nor an x-error-code
+// trailer (only a Switchboard peer sends them; any counts, even one
+// without a code). It is not lost when:
+//
+//   - the call succeeded, also with a response that reports its handler's
+//     failure in-band (HasError, an old peer's way: a "remote_error");
+//   - the status has a code the transport does not produce: any code but
+//     Unavailable and Canceled (a remote handler's error, the caller's
+//     deadline, a message over a size limit);
+//   - the message never left: nil, no client, or a field that is not valid
+//     UTF-8 (CodeInvalidArgument).
+func CallLost(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) (data []byte, lost bool, err error) {
 	if msg == nil {
-		return nil, router.NoMessage()
+		return nil, false, router.NoMessage()
 	}
 	if c == nil {
-		return nil, router.Permanent(router.CodeUnavailable, "grpcwire: no client to send "+strconv.Quote(msg.To)+" with (nil ModuleServiceClient)")
+		return nil, false, router.Permanent(router.CodeUnavailable, "grpcwire: no client to send "+strconv.Quote(msg.To)+" with (nil ModuleServiceClient)")
 	}
 	if msg.Depth > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, router.DepthHeader, strconv.Itoa(msg.Depth))
@@ -161,25 +194,46 @@ func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Messa
 			// protobuf refuses to marshal a string field that is not
 			// UTF-8: the message never left, and no peer failed.
 			if e := invalidUTF8(msg); e != nil {
-				return nil, e
+				return nil, false, e
 			}
 		}
-		return nil, fromCall(err, trailer)
+		return nil, !isAnswer(err, trailer), fromCall(err, trailer)
 	}
 	if resp.HasError {
 		// An old peer reporting its handler's failure in-band: a remote
 		// handler failure without a code of ours, like a bare status.
-		return nil, &router.Error{Code: router.CodeRemoteError, Message: resp.Error}
+		return nil, false, &router.Error{Code: router.CodeRemoteError, Message: resp.Error}
 	}
-	return resp.Data, nil
+	return resp.Data, false, nil
 }
 
-// invalidUTF8 is the permanent "invalid_argument" error of a message with
+// isAnswer reports whether err, the error of a call whose trailing metadata
+// is trailer, is not the transport's: a status with a Switchboard error
+// detail or error-code trailer, or with a code the transport does not
+// produce (a remote handler's error, the caller's deadline, a message over
+// a size limit).
+func isAnswer(err error, trailer metadata.MD) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false // not a status: nothing came back
+	}
+	if c := st.Code(); c != codes.Unavailable && c != codes.Canceled {
+		return true
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*modulepb.ErrorDetail); ok {
+			return true
+		}
+	}
+	return len(trailer.Get(ErrorCodeTrailer)) > 0
+}
+
+// invalidUTF8 is the permanent CodeInvalidArgument error of a message with
 // a string field that is not valid UTF-8, which the gRPC wire cannot carry
 // (protobuf strings are UTF-8), naming the field; nil when all are valid.
 func invalidUTF8(msg *router.Message) *router.Error {
 	bad := func(field, v string) *router.Error {
-		return router.Permanent("invalid_argument", fmt.Sprintf("message %s %q is not valid UTF-8, which the gRPC wire cannot carry", field, v))
+		return router.Permanent(CodeInvalidArgument, fmt.Sprintf("message %s %q is not valid UTF-8, which the gRPC wire cannot carry", field, v))
 	}
 	for _, f := range [...]struct{ name, v string }{{"ID", msg.ID}, {"From", msg.From}, {"To", msg.To}, {"EdgeID", msg.EdgeID}} {
 		if !utf8.ValidString(f.v) {

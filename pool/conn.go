@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,9 +8,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
@@ -231,45 +228,4 @@ func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
 			return // pool closed; Close closes cc
 		}
 	}
-}
-
-// answerClient wraps a connection's client for one call and records
-// whether the call's outcome is the remote side's answer — a response, or
-// a status its server sent — rather than the transport failing under the
-// call, which grpc-go reports as Unavailable, or Canceled when the
-// connection is closed, without Switchboard's error detail or trailers.
-type answerClient struct {
-	modulepb.ModuleServiceClient
-	answered bool
-}
-
-func (a *answerClient) Message(ctx context.Context, in *modulepb.MessageRequest, opts ...grpc.CallOption) (*modulepb.MessageResponse, error) {
-	resp, err := a.ModuleServiceClient.Message(ctx, in, opts...)
-	a.answered = err == nil || isAnswer(err, opts)
-	return resp, err
-}
-
-// isAnswer reports whether err, the error of a call made with opts, is not
-// the transport's: a status with a Switchboard error detail or error-code
-// trailer, or with a code the transport does not produce (a remote
-// handler's error, the caller's deadline, a message over a size limit).
-func isAnswer(err error, opts []grpc.CallOption) bool {
-	st, ok := status.FromError(err)
-	if !ok {
-		return false // not a status: nothing came back
-	}
-	if c := st.Code(); c != codes.Unavailable && c != codes.Canceled {
-		return true
-	}
-	for _, d := range st.Details() {
-		if _, ok := d.(*modulepb.ErrorDetail); ok {
-			return true
-		}
-	}
-	for _, o := range opts {
-		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil && len(t.TrailerAddr.Get(grpcwire.ErrorCodeTrailer)) > 0 {
-			return true
-		}
-	}
-	return false
 }

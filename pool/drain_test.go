@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
@@ -332,4 +333,36 @@ func TestCloseShutsDrainingConnections(t *testing.T) {
 		t.Fatal("the call in flight did not end with Close")
 	}
 	g.open()
+}
+
+// TestUnsentMessageStaysInvalidAsItsModuleLeaves: a message the wire
+// cannot carry (a field that is not valid UTF-8) fails with the permanent
+// invalid_argument that grpcwire gives it also when its module leaves
+// during the send: it never left, so no transport failed under it, and it
+// must not become the retryable "connection closed during the call" of a
+// call that did (grpcwire.CallLost does not count it as lost).
+func TestUnsentMessageStaysInvalidAsItsModuleLeaves(t *testing.T) {
+	s := startServer(t, nil)
+	var p *Pool
+	// The module leaves as the call starts, its connection taken: closed
+	// for new sends, and drained for this one.
+	leave := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		p.Deregister("mod")
+		return invoke(ctx, method, req, reply, cc, opts...)
+	})
+	p = newPool(t, Options{DialOptions: []grpc.DialOption{leave}})
+	p.Register("mod", s.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	_, err := p.Send(ctx, &router.Message{To: "f.mod.n:in", From: "f.a.\xff:out"})
+	var e *router.Error
+	if !errors.As(err, &e) || e.Code != grpcwire.CodeInvalidArgument || e.Retryable {
+		t.Fatalf("send = %v; want the permanent %s of a message that never left", err, grpcwire.CodeInvalidArgument)
+	}
+	if p.Modules()["mod"] != nil {
+		t.Fatal("the module did not leave during the send")
+	}
+	if n := s.calls.Load(); n != 0 {
+		t.Fatalf("the server handled %d calls; the message should never have left", n)
+	}
 }

@@ -115,14 +115,14 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 	if err != nil {
 		return nil, c.isClosed(), err
 	}
-	ac := &answerClient{ModuleServiceClient: client}
-	out, err = p.call(ctx, ac, msg)
-	if err == nil || ac.answered {
+	out, lost, err := p.call(ctx, client, msg)
+	if !lost {
 		// A status the remote side sent is its answer, as it sent it,
-		// however the connection fares afterwards.
+		// however the connection fares afterwards; a message that never
+		// left (a field the wire cannot carry) keeps its permanent error.
 		return out, false, err
 	}
-	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+	if e := router.AsError(err); e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {
 			// grpc-go reports a failed security handshake as Unavailable,
 			// like a peer that is down; it is not: no retry will help.
@@ -164,8 +164,8 @@ func undialable(addrs []string) string {
 }
 
 // call is one gRPC call, bounded by the pool's CallTimeout when ctx has no
-// deadline of its own.
-func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
+// deadline of its own; lost is grpcwire.CallLost's.
+func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, msg *router.Message) (out []byte, lost bool, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
@@ -174,5 +174,5 @@ func (p *Pool) call(ctx context.Context, client modulepb.ModuleServiceClient, ms
 	if !p.otel {
 		ctx = grpcwire.PropagateTrace(ctx, p.prop)
 	}
-	return grpcwire.Call(ctx, client, msg)
+	return grpcwire.CallLost(ctx, client, msg)
 }
