@@ -178,10 +178,12 @@ type Catalog interface {
 
 // TTLDefaulter is implemented by catalogs that know, before they store an
 // instance registered without a TTL, the TTL they give it (both SQL
-// backends and kube: Options.DefaultTTL as stored). Bootstrap checks a
-// heartbeat interval against it before anything is written; with a
-// catalog that does not implement it (remote: its server decides), the
-// check can come only after the write, which a refusal then undoes.
+// backends and kube: Options.DefaultTTL as stored; remote: what its server
+// says). Bootstrap checks a heartbeat interval against it before anything
+// is written. DefaultTTL returns zero when the catalog cannot tell (remote,
+// with a server that does not say); then, as with a catalog that does not
+// implement it, the check can come only after the write, which a refusal
+// then undoes.
 type TTLDefaulter interface {
 	DefaultTTL() time.Duration
 }

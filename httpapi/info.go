@@ -23,6 +23,13 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 	}
 	in.Instances.Active, in.Instances.Stale = s.feed.counts()
 	in.Subscribers = int(s.metrics.subscriberCount())
+	// Zero is a catalog that cannot tell (a remote one whose server does
+	// not say): the field is then absent, as for a catalog without it.
+	if d, ok := s.cat.(switchboard.TTLDefaulter); ok {
+		if ttl := d.DefaultTTL(); ttl > 0 {
+			in.DefaultTTL = ttl.String()
+		}
+	}
 	if ws, ok := s.cat.(switchboard.WatchStatser); ok {
 		st := ws.WatchStats()
 		in.SelfPreservation = &SelfPreservation{Active: st.Preserving, HeldExpirations: st.HeldExpirations, Events: st.SelfPreservationEvents}

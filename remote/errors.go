@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"syscall"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
@@ -163,7 +162,11 @@ func transportError(ctx context.Context, base string, err error) error {
 // the connection to it was lost: a refused, reset or failed connection
 // (dial, read or write), a name that did not resolve, a connection closed
 // before the answer. A TLS alert, a certificate the client does not trust
-// and a protocol mismatch are not: they are the same at every retry.
+// and a protocol mismatch are not: they are the same at every retry. A
+// refused or reset connection needs no clause of its own: net's dialer and
+// connections return the errno inside a *net.OpError, which the transport
+// keeps in its error over HTTP/1.1 and HTTP/2 alike
+// (TestRefusedAndResetAreOpErrors).
 func unreachable(err error) bool {
 	var (
 		alert    tls.AlertError
@@ -179,6 +182,5 @@ func unreachable(err error) bool {
 	}
 	var op *net.OpError
 	var dns *net.DNSError
-	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

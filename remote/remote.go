@@ -1,6 +1,6 @@
 // Package remote is the catalog of http:// and https:// DSNs: a
-// switchboard.Catalog (and Leaser, WatchStatser) that talks to a
-// `switchboard serve` server (package httpapi), so Bootstrap, discovery,
+// switchboard.Catalog (and Leaser, WatchStatser, TTLDefaulter) that talks
+// to a `switchboard serve` server (package httpapi), so Bootstrap, discovery,
 // the resolver, election and every CLI command work unchanged against a
 // server. Watch runs over Server-Sent Events and resumes after a dropped
 // connection with exactly the differences.
@@ -423,8 +423,33 @@ func (c *Client) WatchStats() switchboard.WatchStats {
 	return st
 }
 
+// DefaultTTL implements switchboard.TTLDefaulter: the TTL the server's
+// catalog gives an instance registered without one, as the server's
+// /v1/info says it (default_ttl; a request bounded to 2 s, asked anew at
+// each call, so a restarted server's new default counts). It is zero when
+// the server does not say — a server older than this client, or one whose
+// catalog does not tell — or cannot be asked: Bootstrap then checks the
+// heartbeat interval against the TTL the server stores, after the write,
+// as it does with a catalog that does not tell.
+func (c *Client) DefaultTTL() time.Duration {
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	defer cancel()
+	var info schema.Info
+	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil || info.DefaultTTL == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(info.DefaultTTL)
+	if err != nil || d <= 0 {
+		c.log.Warn("switchboard server: /v1/info has a default_ttl that is not a positive duration: taken as not said",
+			"server", c.base, "default_ttl", info.DefaultTTL)
+		return 0
+	}
+	return d
+}
+
 var (
 	_ switchboard.Catalog      = (*Client)(nil)
 	_ switchboard.Leaser       = (*Client)(nil)
 	_ switchboard.WatchStatser = (*Client)(nil)
+	_ switchboard.TTLDefaulter = (*Client)(nil)
 )

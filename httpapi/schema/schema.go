@@ -135,6 +135,11 @@ type Info struct {
 		Stale  int `json:"stale"`
 	} `json:"instances"`
 	Subscribers int `json:"subscribers"` // open SSE watch streams
+	// DefaultTTL is the TTL the catalog gives an instance registered
+	// without one ("10s"), absent when the catalog does not say
+	// (switchboard.TTLDefaulter). A client checks a heartbeat interval
+	// against it before it registers (remote.Client.DefaultTTL).
+	DefaultTTL string `json:"default_ttl,omitempty"`
 	// SelfPreservation is present when the catalog reports its watch
 	// machinery (the SQL backends).
 	SelfPreservation *SelfPreservation `json:"self_preservation,omitempty"`
