@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +123,24 @@ func Default() Config {
 // values' sources the same way in errors its caller finds later
 // (NameSource).
 func Load(path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
+	return LoadExcept(nil, path, getenv, overrides...)
+}
+
+// LoadExcept is Load for a program that does not use the keys named in
+// unused (a server does not use "http.request_timeout", which bounds a
+// client's requests): their values in the file and the environment are
+// neither read nor checked, and no check about them fails the load, so
+// however wrong they are they cannot make it fail. The Config holds their
+// defaults, or what an override set (unchecked). A name in unused that is
+// not a key is an error.
+func LoadExcept(unused []string, path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
+	skip := map[string]bool{}
+	for _, k := range unused {
+		if !slices.ContainsFunc(settings, func(s setting) bool { return s.key == k }) {
+			return Config{}, fmt.Errorf("config: %q is not a key; want one such as \"http.request_timeout\"", k)
+		}
+		skip[k] = true
+	}
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -134,13 +153,16 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if err := c.overlayFile(path, b, from); err != nil {
+		if err := c.overlayFile(path, b, from, skip); err != nil {
 			return Config{}, err
 		}
 	case explicit || !errors.Is(err, os.ErrNotExist):
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	for _, s := range settings {
+		if skip[s.key] {
+			continue
+		}
 		for _, name := range s.vars() {
 			if v := getenv(name); v != "" {
 				if err := s.setEnv(&c, name, v); err != nil {
@@ -160,7 +182,7 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 		}
 	}
 	c.src = &sources{path: path, from: from}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(skip); err != nil {
 		return Config{}, c.NameSource(err)
 	}
 	return c, nil
@@ -171,49 +193,76 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 // that the TTL is within max_ttl, and that the heartbeat is at most half
 // the TTL (a missed heartbeat must not expire an instance, and a renewal
 // after 0.8 × TTL is logged as a revival in every process).
-func (c Config) Validate() error {
-	if _, err := switchboard.ParseDSN(c.Discovery.DSN); err != nil {
-		return err
-	}
+func (c Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate without the errors about the keys in skip (the key,
+// KeyOf its field, of a *switchboard.FieldError): each check runs in turn,
+// so one about a skipped key hides none about the others.
+func (c Config) validate(skip map[string]bool) error {
 	d := c.Discovery
-	for _, x := range []struct {
-		name string
-		v    time.Duration
-	}{{"heartbeat_interval", d.HeartbeatInterval}, {"poll_interval", d.PollInterval}, {"ttl", d.TTL}, {"max_ttl", d.MaxTTL}} {
-		if x.v <= 0 {
-			return &switchboard.FieldError{Field: x.name, Value: x.v.String(), Reason: "must be positive"}
+	positive := func(name string, v time.Duration) func() error {
+		return func() error {
+			if v <= 0 {
+				return &switchboard.FieldError{Field: name, Value: v.String(), Reason: "must be positive"}
+			}
+			return nil
 		}
 	}
-	if d.PollInterval < MinPollInterval {
-		return &switchboard.FieldError{Field: "poll_interval", Value: d.PollInterval.String(),
-			Reason: fmt.Sprintf("must be at least %s: every period re-reads the whole catalog (changes are pushed; this is a safety net)", MinPollInterval)}
+	checks := []func() error{
+		func() error { _, err := switchboard.ParseDSN(d.DSN); return err },
+		positive("heartbeat_interval", d.HeartbeatInterval),
+		positive("poll_interval", d.PollInterval),
+		positive("ttl", d.TTL),
+		positive("max_ttl", d.MaxTTL),
+		func() error {
+			if d.PollInterval < MinPollInterval {
+				return &switchboard.FieldError{Field: "poll_interval", Value: d.PollInterval.String(),
+					Reason: fmt.Sprintf("must be at least %s: every period re-reads the whole catalog (changes are pushed; this is a safety net)", MinPollInterval)}
+			}
+			return nil
+		},
+		func() error { return validListen(c.HTTP.Listen) },
+		func() error {
+			if c.HTTP.RequestTimeout <= 0 {
+				return &switchboard.FieldError{Field: "http.request_timeout", Value: c.HTTP.RequestTimeout.String(),
+					Reason: "must be positive: how long each request to a switchboard server waits for its answer, such as 30s"}
+			}
+			return nil
+		},
+		func() error {
+			return tlsPair("http", c.HTTP.TLSCert, c.HTTP.TLSKey, "both for HTTPS, neither for HTTP")
+		},
+		func() error { return tlsPair("transport", c.Transport.TLSCert, c.Transport.TLSKey, "both, or neither") },
+		c.Transport.validateMode,
+		c.Transport.validateURLs,
+		func() error {
+			if t := d.SelfPreservationThreshold; !(t >= 0 && t < 1) {
+				return &switchboard.FieldError{Field: "self_preservation_threshold", Value: strconv.FormatFloat(t, 'g', -1, 64), Reason: "must be a fraction in [0, 1) (0 disables self-preservation)"}
+			}
+			return nil
+		},
+		func() error {
+			if d.SelfPreservationMin < 1 {
+				return &switchboard.FieldError{Field: "self_preservation_min", Value: strconv.Itoa(d.SelfPreservationMin), Reason: "must be at least 1"}
+			}
+			return nil
+		},
+		func() error {
+			if d.TTL > d.MaxTTL {
+				return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
+			}
+			return nil
+		},
+		func() error { return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL) },
 	}
-	if err := validListen(c.HTTP.Listen); err != nil {
-		return err
+	for _, check := range checks {
+		err := check()
+		var fe *switchboard.FieldError
+		if err != nil && !(errors.As(err, &fe) && skip[KeyOf(fe.Field)]) {
+			return err
+		}
 	}
-	if c.HTTP.RequestTimeout <= 0 {
-		return &switchboard.FieldError{Field: "http.request_timeout", Value: c.HTTP.RequestTimeout.String(),
-			Reason: "must be positive: how long each request to a switchboard server waits for its answer, such as 30s"}
-	}
-	if err := tlsPair("http", c.HTTP.TLSCert, c.HTTP.TLSKey, "both for HTTPS, neither for HTTP"); err != nil {
-		return err
-	}
-	if err := tlsPair("transport", c.Transport.TLSCert, c.Transport.TLSKey, "both, or neither"); err != nil {
-		return err
-	}
-	if err := c.Transport.Validate(); err != nil {
-		return err
-	}
-	if t := d.SelfPreservationThreshold; !(t >= 0 && t < 1) {
-		return &switchboard.FieldError{Field: "self_preservation_threshold", Value: strconv.FormatFloat(t, 'g', -1, 64), Reason: "must be a fraction in [0, 1) (0 disables self-preservation)"}
-	}
-	if d.SelfPreservationMin < 1 {
-		return &switchboard.FieldError{Field: "self_preservation_min", Value: strconv.Itoa(d.SelfPreservationMin), Reason: "must be at least 1"}
-	}
-	if d.TTL > d.MaxTTL {
-		return &switchboard.FieldError{Field: "ttl", Value: d.TTL.String(), Reason: fmt.Sprintf("must be at most max_ttl (%s)", d.MaxTTL)}
-	}
-	return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL)
+	return nil
 }
 
 // MinPollInterval is the shortest discovery.poll_interval: each period
@@ -263,11 +312,23 @@ func (c Config) Options() switchboard.Options {
 // Validate checks that nats_transport is "", "core" or "jetstream" and that
 // every URL of nats_url is nats://, tls://, ws:// or wss://, or host:port.
 func (t Transport) Validate() error {
+	if err := t.validateMode(); err != nil {
+		return err
+	}
+	return t.validateURLs()
+}
+
+// validateMode checks nats_transport.
+func (t Transport) validateMode() error {
 	switch strings.ToLower(t.NATSTransport) {
 	case "", "core", "jetstream":
-	default:
-		return &switchboard.FieldError{Field: "transport.nats_transport", Value: t.NATSTransport, Reason: `want "core" (or empty) or "jetstream"`}
+		return nil
 	}
+	return &switchboard.FieldError{Field: "transport.nats_transport", Value: t.NATSTransport, Reason: `want "core" (or empty) or "jetstream"`}
+}
+
+// validateURLs checks every URL of nats_url.
+func (t Transport) validateURLs() error {
 	if t.NATSURL == "" {
 		return nil
 	}

@@ -388,6 +388,69 @@ func TestHTTPRequestTimeout(t *testing.T) {
 	}
 }
 
+// LoadExcept: a key the caller does not use (a server's
+// http.request_timeout) is read from neither the file nor the environment,
+// so no value of it, however wrong, fails the load, which Load refuses; an
+// override still sets it, unchecked. The other keys are read and checked as
+// by Load, those checked after it too, and a check across keys is skipped
+// with the unused one (a default heartbeat too long for the ttl). A name
+// that is no key is an error.
+func TestLoadExcept(t *testing.T) {
+	t.Chdir(t.TempDir())
+	unused := []string{"http.request_timeout"}
+	for _, tc := range []struct {
+		name, file string
+		env        env
+	}{
+		{"zero in the environment", "", env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "0"}},
+		{"not a duration in the environment", "", env{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "soon"}},
+		{"zero in the file", "[http]\nrequest_timeout = \"0s\"\n", nil},
+		{"not a duration in the file", "[http]\nrequest_timeout = \"soon\"\n", nil},
+		{"a number in the file", "[http]\nrequest_timeout = 30\n", nil},
+		{"two spellings in the file", "[http]\nrequest_timeout = \"1s\"\nREQUEST_TIMEOUT = \"2s\"\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = writeFile(t, t.TempDir(), tc.file+"[discovery]\nttl = \"20s\"\n")
+			}
+			if _, err := config.Load(path, tc.env.get); err == nil || !strings.Contains(strings.ToLower(err.Error()), "request_timeout") {
+				t.Fatalf("Load = %v, want an error about request_timeout", err)
+			}
+			c, err := config.LoadExcept(unused, path, tc.env.get)
+			if err != nil || c.HTTP.RequestTimeout != config.DefaultRequestTimeout {
+				t.Fatalf("LoadExcept = %s, %v; want the default %s", c.HTTP.RequestTimeout, err, config.DefaultRequestTimeout)
+			}
+			if tc.file != "" && c.Discovery.TTL != 20*time.Second {
+				t.Fatalf("the file's other keys are read too: ttl %s, want 20s", c.Discovery.TTL)
+			}
+		})
+	}
+	c, err := config.LoadExcept(unused, "", env{}.get, func(c *config.Config) { c.HTTP.RequestTimeout = -time.Second })
+	if err != nil || c.HTTP.RequestTimeout != -time.Second {
+		t.Fatalf("an override: %s, %v; want -1s, unchecked", c.HTTP.RequestTimeout, err)
+	}
+	// Checked after it: the override's bad value, skipped, hides neither.
+	zero := func(c *config.Config) { c.HTTP.RequestTimeout = 0 }
+	for name, value := range map[string]string{"SWITCHBOARD_HTTP_TLS_KEY": "k.pem", "SWITCHBOARD_DISCOVERY_TTL": "2h"} {
+		_, err := config.LoadExcept(unused, "", env{name: value}.get, zero)
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != name {
+			t.Errorf("%s=%q: LoadExcept = %v, want an error naming %s", name, value, err, name)
+		}
+	}
+	short := env{"SWITCHBOARD_DISCOVERY_TTL": "4s"} // the default heartbeat, 3s, is over half of it
+	if _, err := config.Load("", short.get); err == nil {
+		t.Fatal("Load took a ttl of 4s with the default heartbeat")
+	}
+	if c, err := config.LoadExcept([]string{"discovery.heartbeat_interval"}, "", short.get); err != nil || c.Discovery.TTL != 4*time.Second {
+		t.Fatalf("heartbeat unused: %+v, %v", c.Discovery, err)
+	}
+	if _, err := config.LoadExcept([]string{"http.timeout"}, "", env{}.get); err == nil || !strings.Contains(err.Error(), `"http.timeout" is not a key`) {
+		t.Fatalf("an unknown key: %v", err)
+	}
+}
+
 // KeyOf is the key of a validation field: [discovery]'s fields have no
 // section, the others have theirs.
 func TestKeyOf(t *testing.T) {

@@ -46,12 +46,13 @@ func truncate(s string) string {
 }
 
 // overlayFile lays the file's keys (b, read from path) over c, recording
-// in from the keys it set. The file is parsed once, into its plain TOML
-// values, which the settings check and read: first a section or key spelled
-// twice (in different cases), a section that is not a table or a value of
-// the wrong TOML type, then unknown keys, then values that do not parse (a
-// duration) are errors, each the first found.
-func (c *Config) overlayFile(path string, b []byte, from map[string]string) error {
+// in from the keys it set; the keys in skip are known but not read. The
+// file is parsed once, into its plain TOML values, which the settings check
+// and read: first a section or key spelled twice (in different cases), a
+// section that is not a table or a value of the wrong TOML type, then
+// unknown keys, then values that do not parse (a duration) are errors, each
+// the first found.
+func (c *Config) overlayFile(path string, b []byte, from map[string]string, skip map[string]bool) error {
 	wrap := func(err error) error { return fmt.Errorf("config %s: %w", path, err) }
 	var file map[string]any
 	md, err := toml.Decode(string(b), &file)
@@ -77,7 +78,7 @@ func (c *Config) overlayFile(path string, b []byte, from map[string]string) erro
 			return wrap(&switchboard.FieldError{Field: section, Reason: fmt.Sprintf("is %s; want a table: a [%s] line, then its keys", tomlValue(v), section)})
 		}
 		for _, s := range settings {
-			if s.section() != section {
+			if s.section() != section || skip[s.key] {
 				continue
 			}
 			names := spellings(tab, s.name())

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,32 +40,54 @@ func FuzzLoad(f *testing.F) {
 // FuzzLoadEnv: any value of any variable Load reads (durations, fractions,
 // counts, the listen address, NATS URLs and transport, TLS files) either
 // loads into a configuration that validates, or is a FieldError naming that
-// variable (or a default that does not fit with it); never a panic.
+// variable (or a default that does not fit with it); never a panic. With
+// its key unused (LoadExcept), it always loads, into the defaults.
 func FuzzLoadEnv(f *testing.F) {
-	vars := []string{
-		"SWITCHBOARD_DISCOVERY_DSN", "SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL", "SWITCHBOARD_DISCOVERY_POLL_INTERVAL",
-		"SWITCHBOARD_DISCOVERY_TTL", "SWITCHBOARD_DISCOVERY_MAX_TTL", "SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD",
-		"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN", "SWITCHBOARD_HTTP_LISTEN", "SWITCHBOARD_HTTP_TOKEN",
-		"SWITCHBOARD_HTTP_TLS_CERT", "SWITCHBOARD_HTTP_TLS_KEY", "SWITCHBOARD_TRANSPORT_TLS_CERT", "SWITCHBOARD_TRANSPORT_TLS_KEY",
-		"SWITCHBOARD_TRANSPORT_TLS_CA", "TINY_NATS_URL", "TINY_NATS_TRANSPORT", "SWITCHBOARD_TRANSPORT_NATS_URL",
-		"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT", "SWITCHBOARD_HTTP_REQUEST_TIMEOUT",
-	}
-	for i, v := range []string{"sqlite://x.db", "1s", "1ns", "11s", "-1h", "NaN", "1e400", "[::1]:http", "", "a.pem", "b.pem", "", "",
-		"nats://a:1, tls://b:2", "JetStream", "nats://", "a:1,", "core", "0s"} {
-		f.Add(uint8(i), v)
+	vars := config.EnvVars()
+	for name, values := range map[string][]string{
+		"SWITCHBOARD_DISCOVERY_DSN":                         {"sqlite://x.db"},
+		"SWITCHBOARD_DISCOVERY_HEARTBEAT_INTERVAL":          {"1s"},
+		"SWITCHBOARD_DISCOVERY_POLL_INTERVAL":               {"1ns"},
+		"SWITCHBOARD_DISCOVERY_TTL":                         {"11s"},
+		"SWITCHBOARD_DISCOVERY_MAX_TTL":                     {"-1h"},
+		"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_THRESHOLD": {"NaN"},
+		"SWITCHBOARD_DISCOVERY_SELF_PRESERVATION_MIN":       {"1e400"},
+		"SWITCHBOARD_HTTP_LISTEN":                           {"[::1]:http"},
+		"SWITCHBOARD_HTTP_TOKEN":                            {"s3cret"},
+		"SWITCHBOARD_HTTP_TLS_CERT":                         {"a.pem"},
+		"SWITCHBOARD_HTTP_TLS_KEY":                          {"b.pem"},
+		"SWITCHBOARD_HTTP_REQUEST_TIMEOUT":                  {"0s"},
+		"SWITCHBOARD_TRANSPORT_TLS_CA":                      {"ca.pem"},
+		"TINY_NATS_URL":                                     {"nats://a:1, tls://b:2", "nats://"},
+		"SWITCHBOARD_TRANSPORT_NATS_URL":                    {"a:1,"},
+		"TINY_NATS_TRANSPORT":                               {"JetStream"},
+		"SWITCHBOARD_TRANSPORT_NATS_TRANSPORT":              {"core"},
+	} {
+		i := slices.IndexFunc(vars, func(v config.EnvVar) bool { return v.Name == name })
+		if i < 0 {
+			f.Fatalf("seed for %s, which config.EnvVars does not list", name)
+		}
+		for _, v := range values {
+			f.Add(uint8(i), v)
+		}
 	}
 	empty := filepath.Join(f.TempDir(), "empty.toml")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, value string) {
-		name := vars[int(which)%len(vars)]
-		c, err := config.Load(empty, func(k string) string {
+		name, key := vars[int(which)%len(vars)].Name, vars[int(which)%len(vars)].Key
+		getenv := func(k string) string {
 			if k == name {
 				return value
 			}
 			return ""
-		})
+		}
+		c, err := config.LoadExcept([]string{key}, empty, getenv)
+		if d := config.Default(); err != nil || c.Discovery != d.Discovery || c.HTTP != d.HTTP || c.Transport != d.Transport {
+			t.Fatalf("%s=%q with %s unused: %+v, %v; want the defaults", name, value, key, c, err)
+		}
+		c, err = config.Load(empty, getenv)
 		if err != nil {
 			// The variable's value is wrong, or a default does not fit
 			// with it (the default heartbeat and a short ttl).

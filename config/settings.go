@@ -77,6 +77,27 @@ func (s setting) vars() []string {
 	return []string{s.env()}
 }
 
+// EnvVar is an environment variable Load reads, and the key it sets.
+type EnvVar struct {
+	Name string // SWITCHBOARD_DISCOVERY_TTL; TINY_NATS_URL, the SDK's name of a key
+	Key  string // discovery.ttl, as in the file and NameSource's errors
+}
+
+// EnvVars returns every environment variable Load reads, with the key each
+// sets, in the order Load reads them: the keys in the file's order, and of
+// a key's two variables the one that loses (TINY_NATS_URL) before the one
+// that wins (SWITCHBOARD_TRANSPORT_NATS_URL). A program that must not
+// inherit the configuration from its environment (a test) clears these.
+func EnvVars() []EnvVar {
+	var out []EnvVar
+	for _, s := range settings {
+		for _, name := range s.vars() {
+			out = append(out, EnvVar{Name: name, Key: s.key})
+		}
+	}
+	return out
+}
+
 // value is the key's value in c (to tell whether an override changed it).
 func (s setting) value(c *Config) any { return reflect.ValueOf(s.ptr(c)).Elem().Interface() }
 

@@ -80,27 +80,24 @@ var flagValues = []string{"1s", "2", "127.0.0.1:1"}
 // --tls-cert is [http] tls_cert, echo's is [transport] tls_cert).
 func TestConfigFlagsBound(t *testing.T) {
 	t.Chdir(t.TempDir()) // no switchboard.toml
-	for _, s := range configKeysEnv() {
-		t.Setenv(s, "")
-	}
+	clearConfigEnv(t)
 	type result struct {
 		loaded  bool
 		changed []string
 	}
 	var got result
 	stop := errors.New("stop: the configuration is loaded")
-	var fail error // what the hook returns; stop when nil
-	flagsHook = func(before, after config.Config) error {
+	var fail error // what loaded returns; stop when nil
+	loaded := func(before, after config.Config) error {
 		got = result{loaded: true, changed: changedKeys(before, after)}
 		if fail != nil {
 			return fail
 		}
 		return stop
 	}
-	t.Cleanup(func() { flagsHook = nil })
 	exec := func(args ...string) (result, string) {
 		got = result{}
-		_, _, stderr := cli(t, args...)
+		_, _, stderr := cliWith(t, func(g *globals) { g.configLoaded = loaded }, args...)
 		return got, stderr
 	}
 	base := flagRunArgs(t)
@@ -211,24 +208,12 @@ func TestConfigFlagsBound(t *testing.T) {
 	}
 }
 
-// configKeysEnv are the SWITCHBOARD_ variables of every key, and the SDK's
-// aliases, cleared for a test.
-func configKeysEnv() []string {
-	out := []string{"TINY_NATS_URL", "TINY_NATS_TRANSPORT"}
-	for k := range configKeys(config.Default()) {
-		out = append(out, "SWITCHBOARD_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_")))
-	}
-	return out
-}
-
 // TestTLSFlagsNamed: an error about a TLS flag's value names the flag the
 // user typed, not the key it sets (serve's --tls-* are [http], echo's and
 // send's [transport]); one set in the environment names the variable.
 func TestTLSFlagsNamed(t *testing.T) {
 	t.Chdir(t.TempDir())
-	for _, s := range configKeysEnv() {
-		t.Setenv(s, "")
-	}
+	clearConfigEnv(t)
 	dsn, _ := dsnIn(t)
 	for _, tc := range []struct {
 		env  string
@@ -263,9 +248,7 @@ func TestTLSFlagsNamed(t *testing.T) {
 func TestEchoCAWithoutCertificate(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	for _, s := range configKeysEnv() {
-		t.Setenv(s, "")
-	}
+	clearConfigEnv(t)
 	dsn, _ := dsnIn(t)
 	caFile := testkit.WriteFile(t, dir, "ca.pem", testkit.NewCA(t, "echo CA test").PEM)
 	code, _, stderr := cli(t, "echo", "--dsn", dsn, "--name", "e", "--tls-ca", caFile)

@@ -87,6 +87,12 @@ func usagef(format string, a ...any) error { return usage(fmt.Errorf(format, a..
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root, g := newRootGlobals(stdout, stderr)
+	return execute(ctx, root, g, args)
+}
+
+// execute runs args on root, whose globals are g (newRootGlobals), and
+// returns the exit code.
+func execute(ctx context.Context, root *cobra.Command, g *globals, args []string) int {
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -100,10 +106,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Anything that fails before a command's own code runs (flags,
 	// arguments, unknown commands, cobra's required flags) is a usage error.
 	if !g.running || errors.As(err, &ue) || errors.Is(err, switchboard.ErrInvalid) {
-		fmt.Fprintf(stderr, "switchboard: %s; run '%s --help'\n", msg, cmd.CommandPath())
+		fmt.Fprintf(g.stderr, "switchboard: %s; run '%s --help'\n", msg, cmd.CommandPath())
 		return 2
 	}
-	fmt.Fprintf(stderr, "switchboard: %s\n", msg)
+	fmt.Fprintf(g.stderr, "switchboard: %s\n", msg)
 	return 1
 }
 
@@ -134,6 +140,11 @@ type globals struct {
 	// requestTimeout is --request-timeout, applied when the user typed
 	// it (see addRemoteFlags).
 	requestTimeout time.Duration
+	// configLoaded, when set (by a test, between newRootGlobals and
+	// execute), is handed the configuration before and after --dsn and the
+	// command's flags were applied; an error it returns replaces
+	// config.Load's result, as an error of config.Load would.
+	configLoaded func(before, after config.Config) error
 }
 
 // env reads the environment the configuration is loaded from.
@@ -249,7 +260,15 @@ func finish(root *cobra.Command, g *globals) {
 // anywhere, it is derived from the TTL (see deriveHeartbeat), so --ttl 2s
 // alone works.
 func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
-	return g.load(g.env, flags, g.deriveHeartbeat)
+	return g.load(g.env, nil, flags, g.deriveHeartbeat)
+}
+
+// serverConfig is config for serve, which serves a catalog and is no
+// client of a server: [http] request_timeout, which bounds a client's
+// requests, however wrong, cannot make it fail (config.LoadExcept), while
+// every other command still refuses a wrong one.
+func (g *globals) serverConfig(flags ...func(*config.Config)) (config.Config, error) {
+	return g.load(g.env, []string{"http.request_timeout"}, flags, g.deriveHeartbeat)
 }
 
 // readConfig loads the configuration for a command that does not
@@ -261,20 +280,17 @@ func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, erro
 		}
 		return g.env(k)
 	}
-	return g.load(hide, flags, func(_ func(string) string, c *config.Config) {
+	return g.load(hide, nil, flags, func(_ func(string) string, c *config.Config) {
 		c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
 	})
 }
 
-// flagsHook, when set (by tests), is handed the configuration before and
-// after --dsn and the command's flags were applied; an error it returns
-// replaces config.Load's result, as an error of config.Load would.
-var flagsHook func(before, after config.Config) error
-
-// load loads the configuration from the environment getenv with --dsn, the
-// remote flags (--request-timeout) and flags applied over it, then derive
-// (which works out what the flags leave unset, reading the same getenv).
-func (g *globals) load(getenv func(string) string, flags []func(*config.Config), derive func(getenv func(string) string, c *config.Config)) (config.Config, error) {
+// load loads the configuration from the environment getenv, less the keys
+// the command does not use (unused: see config.LoadExcept), with --dsn,
+// the remote flags (--request-timeout) and flags applied over it, then
+// derive (which works out what the flags leave unset, reading the same
+// getenv).
+func (g *globals) load(getenv func(string) string, unused []string, flags []func(*config.Config), derive func(getenv func(string) string, c *config.Config)) (config.Config, error) {
 	overrides := append([]func(*config.Config){func(c *config.Config) {
 		if g.dsn != "" {
 			c.Discovery.DSN = g.dsn
@@ -282,13 +298,13 @@ func (g *globals) load(getenv func(string) string, flags []func(*config.Config),
 		g.remoteFlags(c)
 	}}, flags...)
 	var before, after *config.Config
-	if flagsHook != nil {
+	if g.configLoaded != nil {
 		overrides = append([]func(*config.Config){func(c *config.Config) { b := *c; before = &b }}, overrides...)
 		overrides = append(overrides, func(c *config.Config) { a := *c; after = &a })
 	}
-	c, err := config.Load(g.file, getenv, append(overrides, func(c *config.Config) { derive(getenv, c) })...)
-	if flagsHook != nil && after != nil {
-		if herr := flagsHook(*before, *after); herr != nil {
+	c, err := config.LoadExcept(unused, g.file, getenv, append(overrides, func(c *config.Config) { derive(getenv, c) })...)
+	if g.configLoaded != nil && after != nil {
+		if herr := g.configLoaded(*before, *after); herr != nil {
 			c, err = config.Config{}, herr
 		}
 	}

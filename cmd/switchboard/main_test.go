@@ -54,10 +54,21 @@ func TestMain(m *testing.M) {
 // output.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return cliWith(t, nil, args...)
+}
+
+// cliWith is cli with the command line's globals handed to setup (when not
+// nil) before it runs.
+func cliWith(t *testing.T, setup func(g *globals), args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code = run(ctx, args, &out, &errb)
+	root, g := newRootGlobals(&out, &errb)
+	if setup != nil {
+		setup(g)
+	}
+	code = execute(ctx, root, g, args)
 	return code, out.String(), errb.String()
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,4 +79,29 @@ func TestRequestTimeout(t *testing.T) {
 	checkUsage(t, map[string]string{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "0"}, []string{"ls", "--dsn", srv.URL}, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "0"`+positive)
 	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--config", "zero.toml"}, `config zero.toml: http.request_timeout "0s"`+positive)
 	checkUsage(t, nil, []string{"ls", "--dsn", srv.URL, "--request-timeout", "soon"}, `invalid argument "soon" for "--request-timeout" flag`)
+}
+
+// TestServeIgnoresRequestTimeout: [http] request_timeout bounds a client's
+// requests to a server. serve, which is no client, starts however wrong it
+// is (here in the file, the environment and the flag at once: any one of
+// them read would stop it), while every command that can be a client
+// refuses each of them, named as the user set it.
+func TestServeIgnoresRequestTimeout(t *testing.T) {
+	dir := cleanEnv(t)
+	dsn, _ := dsnIn(t)
+	file := testkit.WriteFile(t, dir, "sb.toml", []byte("[http]\nrequest_timeout = \"soon\"\n"))
+	t.Setenv("SWITCHBOARD_HTTP_REQUEST_TIMEOUT", "0")
+	_, url := serveProc(t, "--dsn", dsn, "--config", file, "--request-timeout=-1s")
+	t.Setenv("SWITCHBOARD_HTTP_REQUEST_TIMEOUT", "")
+	if code, stdout, stderr := cli(t, "ls", "--dsn", url, "--json"); code != 0 || stdout != "[]\n" {
+		t.Fatalf("ls through the server: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+	runArgs := flagRunArgs(t)
+	for _, name := range []string{"ls", "watch", "register", "deregister", "reap", "leases", "echo", "send", "demo", "backup"} {
+		args := append([]string{name, "--dsn", url}, runArgs[name]...)
+		with := func(more ...string) []string { return append(slices.Clone(args), more...) }
+		checkUsage(t, map[string]string{"SWITCHBOARD_HTTP_REQUEST_TIMEOUT": "0"}, args, `SWITCHBOARD_HTTP_REQUEST_TIMEOUT "0": must be positive`)
+		checkUsage(t, nil, with("--config", file), `config `+file+`: http.request_timeout "soon": not a duration`)
+		checkUsage(t, nil, with("--request-timeout=-1s"), `--request-timeout "-1s": must be positive`)
+	}
 }

@@ -41,7 +41,7 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			fl := cmd.Flags()
-			c, err := g.config(func(c *config.Config) {
+			c, err := g.serverConfig(func(c *config.Config) {
 				if fl.Changed("listen") {
 					c.HTTP.Listen = listen
 				}

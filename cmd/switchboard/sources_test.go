@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
@@ -15,10 +16,16 @@ import (
 func cleanEnv(t *testing.T) string {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	for _, s := range configKeysEnv() {
-		t.Setenv(s, "")
-	}
+	clearConfigEnv(t)
 	return dir
+}
+
+// clearConfigEnv clears, for the test, every variable the configuration
+// is read from (config.EnvVars: the SWITCHBOARD_ ones and the SDK's).
+func clearConfigEnv(t *testing.T) {
+	for _, v := range config.EnvVars() {
+		t.Setenv(v.Name, "")
+	}
 }
 
 // checkUsage runs args and wants exit 2 and one line of stderr starting
