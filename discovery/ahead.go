@@ -13,16 +13,17 @@ import (
 // drawn. A pick therefore draws ahead: it takes the number a previous pick
 // drew, and draws the number a later pick will take, prefetching that
 // one's record, so that the wait for memory runs beside the caller's work
-// (or the next pick's) instead of inside the pick.
+// (or the next picks) instead of inside the pick.
 //
 // The numbers drawn ahead wait in stripes, each on a cache line of its
-// own. A pick takes its stripe's number and leaves its own in one atomic
-// swap, so that every number drawn is used by exactly one pick. The stripe
-// is chosen by where the picking goroutine's stack is, a hint rather than
-// an identity: a goroutine that keeps picking keeps its stripe, whose line
-// then stays in its core's cache, where one shared word would move between
-// cores on every pick. Goroutines that share a stripe, or a goroutine
-// whose stack moved, only lose that locality.
+// own. A pick takes a number from its stripe and leaves its own in its
+// place in one atomic swap, so that no number is used by two picks (those
+// still waiting when the capability is forgotten are used by none). The
+// stripe is chosen by where the picking goroutine's stack is, a hint
+// rather than an identity: a goroutine that keeps picking keeps its
+// stripe, whose line then stays in its core's cache, where one shared
+// word would move between cores on every pick. Goroutines that share a
+// stripe, or a goroutine whose stack moved, only lose that locality.
 //
 // The pick stays uniform: a number waiting in a stripe was drawn uniformly
 // and independently of everything the picking goroutine can know, and is
@@ -31,10 +32,10 @@ import (
 // changes only which line the prefetch warmed.
 
 // aheadFrom is the size from which a capability's random picks draw
-// ahead: 16,384 records are 1 MiB, half of a core's own (L2) cache on this
-// project's machine. A smaller capability's records stay in that cache,
-// where drawing ahead would only add its atomic operations to each pick.
-// A variable, so that tests can draw ahead in small capabilities.
+// ahead: 16,384 records are 1 MiB, the whole of a core's own (L2) cache
+// on this project's machine; below it, drawing ahead measured no faster
+// and adds its atomic operations to each pick. A variable, so that tests
+// can draw ahead in small capabilities.
 var aheadFrom = 1 << 14
 
 const (
@@ -43,9 +44,9 @@ const (
 	aheadDepth   = 7 // with the tick, one cache line
 )
 
-// ahead is a capability's numbers drawn ahead, shared by every version of
-// its bucket and made on the capability's first random pick (a capability
-// nobody picks at random does not pay its kilobyte).
+// ahead is a capability's numbers drawn ahead. The writer makes them when
+// the capability first reaches aheadFrom members, and every later version
+// of its slots shares them, as the round-robin cursor is shared.
 type ahead [aheadStripes]stripe
 
 // stripe is one cache line of numbers drawn ahead: a pick takes the number
@@ -56,43 +57,32 @@ type stripe struct {
 	v    [aheadDepth]atomic.Uint64
 }
 
-// cursor is what a capability's picks share across the versions of its
-// bucket: the round-robin position and the numbers drawn ahead.
-type cursor struct {
-	rr    atomic.Uint64
-	ahead atomic.Pointer[ahead]
-}
-
-// draws returns the capability's numbers drawn ahead, making them on first
-// use.
-func (c *cursor) draws() *ahead {
-	if a := c.ahead.Load(); a != nil {
-		return a
-	}
-	return c.makeDraws()
-}
-
-// makeDraws is draws' first use, out of line so that draws inlines: each
-// stripe gets a number drawn now.
-func (c *cursor) makeDraws() *ahead {
+// newAhead returns numbers drawn ahead, each stripe full of numbers drawn
+// now.
+func newAhead() *ahead {
 	a := new(ahead)
 	for i := range a {
 		for j := range a[i].v {
 			a[i].v[j].Store(rand.Uint64())
 		}
 	}
-	if c.ahead.CompareAndSwap(nil, a) {
-		return a
-	}
-	return c.ahead.Load()
+	return a
 }
 
 // stripe returns the stripe of the calling goroutine: a hash of its stack
-// address, above the bits that differ between the frames of one call.
+// address above the lowest 11 bits (a new goroutine's stack is 2 KiB, so
+// goroutines whose stacks have not grown fall in stripes of their own).
 func (a *ahead) stripe() *stripe {
 	var here byte
-	h := uint64(uintptr(unsafe.Pointer(&here))>>13) * 0x9e3779b97f4a7c15
+	h := uint64(uintptr(unsafe.Pointer(&here))>>11) * 0x9e3779b97f4a7c15
 	return &a[h>>(64-aheadBits)]
+}
+
+// take returns a number a pick before left in st, leaving next in its
+// place.
+func (st *stripe) take(next uint64) uint64 {
+	t := st.tick.Add(1)
+	return st.v[t%aheadDepth].Swap(next)
 }
 
 // index reduces a uniform 64-bit number to a uniform index in [0, n), n > 0:
@@ -108,21 +98,19 @@ func index(r uint64, n int) int {
 }
 
 // pick returns the record of a uniformly random slot of s (n > 0), drawing
-// ahead in the numbers of c from aheadFrom members on.
-func (s *slots) pick(c *cursor) *rec {
-	if s.n < aheadFrom {
+// ahead from aheadFrom members on.
+func (s *slots) pick() *rec {
+	if s.ahead == nil || s.n < aheadFrom {
 		return s.at(rand.IntN(s.n))
 	}
-	return s.pickAhead(c.draws())
+	return s.pickAhead()
 }
 
 // pickAhead returns the record of a uniformly random slot of s, taking the
 // number a previous pick drew ahead and leaving one, its record
 // prefetched, for a later pick.
-func (s *slots) pickAhead(a *ahead) *rec {
-	st := a.stripe()
-	t := st.tick.Add(1)
+func (s *slots) pickAhead() *rec {
 	next := rand.Uint64()
 	prefetch(s.at(index(next, s.n)))
-	return s.at(index(st.v[t%aheadDepth].Swap(next), s.n))
+	return s.at(index(s.ahead.stripe().take(next), s.n))
 }

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
@@ -19,9 +20,13 @@ func TestIndexIsExact(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	two64 := new(big.Int).Lsh(big.NewInt(1), 64)
-	ns := []int{1, 2, 3, 7, 100000, 1<<62 + 1, 3 << 61, math.MaxInt64}
+	ns := []int{1, 2, 3, 7, 100000, math.MaxInt}
+	if bits.UintSize == 64 { // sizes an int holds only there
+		big1, big2 := uint64(1)<<62+1, uint64(3)<<61
+		ns = append(ns, int(big1), int(big2))
+	}
 	for range 50 {
-		ns = append(ns, 1+rng.IntN(math.MaxInt64))
+		ns = append(ns, 1+rng.IntN(math.MaxInt))
 	}
 	for _, n := range ns {
 		thresh := new(big.Int).Mod(two64, big.NewInt(int64(n))).Uint64()
@@ -54,7 +59,7 @@ func TestIndexIsExact(t *testing.T) {
 			}
 			// A new draw equals the high word once in n: past 2³², a
 			// match says there was no new draw.
-			if lo < thresh && n > 1<<32 && uint64(got) == hi {
+			if lo < thresh && uint64(n) > 1<<32 && uint64(got) == hi {
 				t.Fatalf("seed %d: index(%d, %d) kept the high word %d, whose low word %d < %d makes the bias", seed, r, n, hi, lo, thresh)
 			}
 		}
@@ -90,6 +95,7 @@ func TestPickAheadOutlivesVersions(t *testing.T) {
 			t.Fatal("no pick")
 		}
 	}
+	drewAhead(t, s, cp)
 	for _, id := range ids[1:] {
 		w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
 	}
@@ -114,6 +120,63 @@ func TestPickRandomFromManyGoroutines(t *testing.T) {
 	drawAheadAlways(t)
 	_, s := fleetWriter(200)
 	uniform(t, s, "all", fleetIDs(200), 64)
+	drewAhead(t, s, "all")
+}
+
+// drewAhead fails the test unless the random picks of capability cp in s
+// drew ahead: the capability has numbers drawn ahead, and picks took some.
+func drewAhead(t *testing.T, s *Snapshot, cp string) {
+	t.Helper()
+	b := lookupBucket(&s.caps, hashID(cp), cp)
+	if b == nil || b.pool.ahead == nil {
+		t.Fatalf("the picks of %q do not draw ahead", cp)
+	}
+	var ticks uint64
+	for i := range b.pool.ahead {
+		ticks += b.pool.ahead[i].tick.Load()
+	}
+	if ticks == 0 {
+		t.Fatalf("the picks of %q took no number drawn ahead", cp)
+	}
+}
+
+// TestStripeTakesEachNumberOnce has 8 goroutines take from one stripe and
+// leave numbers of their own, 100,000 times each: every number, those the
+// stripe started with and those left, must come out exactly once, taken by
+// a pick or still waiting in the stripe at the end.
+func TestStripeTakesEachNumberOnce(t *testing.T) {
+	const goroutines, takes = 8, 100000
+	var st stripe
+	for j := range st.v {
+		st.v[j].Store(uint64(1 + j)) // the numbers left are above aheadDepth
+	}
+	taken := make([][]uint64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for k := range takes {
+				taken[g] = append(taken[g], st.take(uint64(aheadDepth+1+g*takes+k)))
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[uint64]int, goroutines*takes+aheadDepth)
+	for _, ts := range taken {
+		for _, x := range ts {
+			seen[x]++
+		}
+	}
+	for j := range st.v {
+		seen[st.v[j].Load()]++
+	}
+	for x := uint64(1); x <= aheadDepth+goroutines*takes; x++ {
+		if seen[x] != 1 {
+			t.Fatalf("number %d came out %d times", x, seen[x])
+		}
+	}
+	if len(seen) != aheadDepth+goroutines*takes {
+		t.Fatalf("%d distinct numbers came out, want %d", len(seen), aheadDepth+goroutines*takes)
+	}
 }
 
 // fleetIDs returns the ids of the first n instances of the fleet.

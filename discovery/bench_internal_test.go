@@ -142,8 +142,7 @@ func BenchmarkPickFloor(b *testing.B) {
 		})
 	}
 	run("slots", func() switchboard.Instance { return bk.pool.at(rand.IntN(len(flat))).instance() })
-	a := bk.cur.draws()
-	run("ahead", func() switchboard.Instance { return bk.pool.pickAhead(a).instance() })
+	run("ahead", func() switchboard.Instance { return bk.pool.pickAhead().instance() })
 	run("array", func() switchboard.Instance { return flat[rand.IntN(len(flat))].instance() })
 	var prev *rec = &flat[0]
 	run("array-chained", func() switchboard.Instance {

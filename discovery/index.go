@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"sync/atomic"
+
 	"github.com/switchboard-io/switchboard"
 )
 
@@ -122,7 +124,7 @@ func mine[T any](w *writer, idx *tree[keyed[T]], h uint64, b *bucket[T]) *bucket
 	if b.epoch == w.ep {
 		return b
 	}
-	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, cur: b.cur}
+	nb := &bucket[T]{key: b.key, epoch: w.ep, set: b.set, rr: b.rr}
 	if b.pool != nil {
 		pool := *b.pool
 		nb.pool = &pool
@@ -176,7 +178,7 @@ func join[T any](w *writer, idx *tree[keyed[T]], key string, x T, cmp func(a, b 
 func joinCap(w *writer, c string, p *rec) {
 	b := owned(w, &w.caps, c)
 	if b.pool == nil {
-		b.pool, b.cur = &slots{}, new(cursor)
+		b.pool, b.rr = &slots{}, new(atomic.Uint64)
 	}
 	if e, ok := b.set.get(member{p: p}, cmpMember); ok {
 		b.pool.set(int(e.slot), p, w.ep)
@@ -185,6 +187,9 @@ func joinCap(w *writer, c string, p *rec) {
 	}
 	slot := b.pool.push(p, w.ep)
 	b.set.set(member{p, int32(slot)}, w.ep, cmpMember)
+	if b.pool.ahead == nil && b.pool.n >= aheadFrom {
+		b.pool.ahead = newAhead()
+	}
 }
 
 // leaveCap takes the record of old's name and id out of the bucket of

@@ -248,10 +248,13 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if w := m.set[in.ID]; ok && !equal(&in, &w) {
 			t.Fatalf("PickRandom(%s):\n got %+v\nwant %+v", c, in, w)
 		}
-		// The same from the numbers drawn ahead, which a capability this
-		// small does not use in PickRandom: they outlive the versions.
+		// The same from numbers drawn ahead, which a capability this small
+		// does not use in PickRandom (numbers drawn against other versions:
+		// TestPickAheadOutlivesVersions).
 		if b := lookupBucket(&s.caps, hashID(c), c); b != nil {
-			in := b.pool.pickAhead(b.cur.draws()).instance()
+			sl := *b.pool
+			sl.ahead = newAhead()
+			in := sl.pickAhead().instance()
 			if w := m.set[in.ID]; !in.HasCapability(c) || !equal(&in, &w) {
 				t.Fatalf("pickAhead(%s):\n got %+v\nwant %+v", c, in, w)
 			}
@@ -419,14 +422,14 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 // It runs twice: as PickRandom picks in a capability of this size, and
 // with every pick drawing ahead (see ahead).
 func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
-	t.Run("plain", uniformAcrossVersions)
+	t.Run("plain", func(t *testing.T) { uniformAcrossVersions(t, false) })
 	t.Run("ahead", func(t *testing.T) {
 		drawAheadAlways(t)
-		uniformAcrossVersions(t)
+		uniformAcrossVersions(t, true)
 	})
 }
 
-func uniformAcrossVersions(t *testing.T) {
+func uniformAcrossVersions(t *testing.T, ahead bool) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 4))
 	const n, cp = 5000, "all"
@@ -481,6 +484,11 @@ func uniformAcrossVersions(t *testing.T) {
 		}
 	}
 	uniform(t, s, cp, present, 1)
+	if ahead {
+		drewAhead(t, s, cp)
+	} else if b := lookupBucket(&s.caps, hashID(cp), cp); b.pool.ahead != nil {
+		t.Fatalf("the picks of %q draw ahead below aheadFrom", cp)
+	}
 	for _, v := range kept {
 		exactlyOnce(v)
 	}

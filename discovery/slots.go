@@ -56,6 +56,7 @@ type slots struct {
 	top    []*slotMid
 	epoch  uint64 // the epoch top's array was made in
 	n      int
+	ahead  *ahead // random picks' numbers drawn ahead, from aheadFrom members on
 }
 
 // at returns the record in slot i (0 ≤ i < n) where it is held: read it,

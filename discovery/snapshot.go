@@ -35,7 +35,7 @@ type bucket[T any] struct {
 	epoch uint64
 	set   tree[T]
 	pool  *slots                                 // a capability's slots: what picks read
-	cur   *cursor                                // a capability's round-robin cursor and numbers drawn ahead, kept across versions
+	rr    *atomic.Uint64                         // round-robin cursor of a capability, kept across versions
 	list  atomic.Pointer[[]switchboard.Instance] // the ordered listing, built on first use
 }
 
@@ -336,7 +336,7 @@ func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
-	n := b.cur.rr.Add(1) - 1
+	n := b.rr.Add(1) - 1
 	return b.pool.at(int(n % uint64(b.pool.n))).instance(), true
 }
 
@@ -350,5 +350,5 @@ func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
-	return b.pool.pick(b.cur).instance(), true
+	return b.pool.pick().instance(), true
 }
