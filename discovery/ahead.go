@@ -70,8 +70,10 @@ func newAhead() *ahead {
 }
 
 // stripe returns the stripe of the calling goroutine: a hash of its stack
-// address above the lowest 11 bits (a new goroutine's stack is 2 KiB, so
-// goroutines whose stacks have not grown fall in stripes of their own).
+// address above the lowest 11 bits. A new goroutine's stack is 2 KiB: with
+// fewer bits dropped one goroutine could change stripes between calls
+// from different depths, with more, goroutines side by side in memory
+// would share a stripe whatever the hash.
 func (a *ahead) stripe() *stripe {
 	var here byte
 	h := uint64(uintptr(unsafe.Pointer(&here))>>11) * 0x9e3779b97f4a7c15
