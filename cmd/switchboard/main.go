@@ -263,24 +263,39 @@ func (g *globals) config(flags ...func(*config.Config)) (config.Config, error) {
 	return g.load(g.env, nil, flags, g.deriveHeartbeat)
 }
 
+// clientOnly are the keys only a client of a switchboard server uses:
+// [http] request_timeout bounds its requests. The commands that are no
+// such client (serve, nats) load without them (config.LoadExcept), so a
+// wrong one cannot make them fail, while every other command still
+// refuses it.
+var clientOnly = []string{"http.request_timeout"}
+
 // serverConfig is config for serve, which serves a catalog and is no
-// client of a server: [http] request_timeout, which bounds a client's
-// requests, however wrong, cannot make it fail (config.LoadExcept), while
-// every other command still refuses a wrong one.
+// client of a server (clientOnly).
 func (g *globals) serverConfig(flags ...func(*config.Config)) (config.Config, error) {
-	return g.load(g.env, []string{"http.request_timeout"}, flags, g.deriveHeartbeat)
+	return g.load(g.env, clientOnly, flags, g.deriveHeartbeat)
 }
 
 // readConfig loads the configuration for a command that does not
-// heartbeat: heartbeat settings, however wrong, cannot make it fail.
+// heartbeat: the heartbeat interval's environment variable, however wrong,
+// cannot make it fail.
 func (g *globals) readConfig(flags ...func(*config.Config)) (config.Config, error) {
+	return g.readConfigExcept(nil, flags...)
+}
+
+// brokerConfig is readConfig for nats, which runs a broker and is no
+// client of a catalog server (clientOnly).
+func (g *globals) brokerConfig() (config.Config, error) { return g.readConfigExcept(clientOnly) }
+
+// readConfigExcept is readConfig without the keys in unused.
+func (g *globals) readConfigExcept(unused []string, flags ...func(*config.Config)) (config.Config, error) {
 	hide := func(k string) string {
 		if k == envHeartbeat {
 			return ""
 		}
 		return g.env(k)
 	}
-	return g.load(hide, nil, flags, func(_ func(string) string, c *config.Config) {
+	return g.load(hide, unused, flags, func(_ func(string) string, c *config.Config) {
 		c.Discovery.HeartbeatInterval = switchboard.HeartbeatFor(c.Discovery.TTL)
 	})
 }

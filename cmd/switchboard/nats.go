@@ -40,7 +40,7 @@ catalog (or in .data/nats).`,
 		Annotations: map[string]string{annEnv: envDSNHelp + " (places the JetStream store beside a SQLite catalog)", annExit: exitLong},
 		Args:        noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.readConfig()
+			c, err := g.brokerConfig()
 			if err != nil {
 				return err
 			}

@@ -82,10 +82,10 @@ func TestRequestTimeout(t *testing.T) {
 }
 
 // TestServeIgnoresRequestTimeout: [http] request_timeout bounds a client's
-// requests to a server. serve, which is no client, starts however wrong it
-// is (here in the file, the environment and the flag at once: any one of
-// them read would stop it), while every command that can be a client
-// refuses each of them, named as the user set it.
+// requests to a server. serve and nats, which are no clients, start however
+// wrong it is (here in the file, the environment and the flag at once: any
+// one of them read would stop them), while every command that can be a
+// client refuses each of them, named as the user set it.
 func TestServeIgnoresRequestTimeout(t *testing.T) {
 	dir := cleanEnv(t)
 	dsn, _ := dsnIn(t)
@@ -96,6 +96,11 @@ func TestServeIgnoresRequestTimeout(t *testing.T) {
 	if code, stdout, stderr := cli(t, "ls", "--dsn", url, "--json"); code != 0 || stdout != "[]\n" {
 		t.Fatalf("ls through the server: exit %d stdout %q stderr %q", code, stdout, stderr)
 	}
+	// nats runs a broker, no client of a server either.
+	t.Setenv("SWITCHBOARD_HTTP_REQUEST_TIMEOUT", "0")
+	addr := freeAddr(t)
+	broker := start(t, "nats", "--config", file, "--request-timeout=-1s", "--listen", addr, "--data", filepath.Join(t.TempDir(), "nats"))
+	waitOutput(t, broker, "serving nats://"+addr)
 	runArgs := flagRunArgs(t)
 	for _, name := range []string{"ls", "watch", "register", "deregister", "reap", "leases", "echo", "send", "demo", "backup"} {
 		args := append([]string{name, "--dsn", url}, runArgs[name]...)
