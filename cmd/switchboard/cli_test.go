@@ -277,13 +277,11 @@ func TestLeasesOutputFormats(t *testing.T) {
 // watchIn runs `watch` in this process until the returned stop is called.
 func watchIn(t *testing.T, terminal bool, args ...string) (out, errb *testkit.SyncBuffer, stop func() int) {
 	t.Helper()
-	old := terminalCheck
-	terminalCheck = func(w io.Writer) bool { return terminal && w == io.Writer(errb) }
-	t.Cleanup(func() { terminalCheck = old })
 	out, errb = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
+	setup := func(g *globals) { g.terminal = func(w io.Writer) bool { return terminal && w == io.Writer(errb) } }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"watch"}, args...), out, errb) }()
+	go func() { done <- runWith(ctx, setup, append([]string{"watch"}, args...), out, errb) }()
 	return out, errb, func() int {
 		cancel()
 		select {

@@ -66,13 +66,6 @@ func forceExit(sig os.Signal, stderr io.Writer, exit func(int)) {
 	exit(code)
 }
 
-// terminalCheck tells whether a writer is a terminal; tests replace it.
-var terminalCheck = isTerminal
-
-// openedHook, when set (by tests), is handed every catalog a command opens
-// through globals.open.
-var openedHook func(switchboard.Catalog)
-
 // usageError marks input the user must fix: exit code 2.
 type usageError struct{ err error }
 
@@ -132,6 +125,9 @@ type globals struct {
 	running bool
 	// terminal reports whether w is a terminal (replaced in tests).
 	terminal func(w io.Writer) bool
+	// opened, when set (by a test, between newRootGlobals and execute), is
+	// handed every catalog the command opens.
+	opened func(switchboard.Catalog)
 	// cmd is the command being run (for naming the flags the user typed).
 	cmd *cobra.Command
 	// getenv is the environment the configuration is loaded from (nil:
@@ -161,7 +157,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func newRootGlobals(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout, stderr: stderr, terminal: terminalCheck}
+	g := &globals{stdout: stdout, stderr: stderr, terminal: isTerminal}
 	root := &cobra.Command{
 		Use:   "switchboard",
 		Short: "Service discovery and module routing",
@@ -373,8 +369,8 @@ func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (s
 		}
 		return nil, err
 	}
-	if openedHook != nil {
-		openedHook(cat)
+	if g.opened != nil {
+		g.opened(cat)
 	}
 	return cat, nil
 }

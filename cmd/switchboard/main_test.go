@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"os"
 	"os/exec"
@@ -64,12 +65,18 @@ func cliWith(t *testing.T, setup func(g *globals), args ...string) (code int, st
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	root, g := newRootGlobals(&out, &errb)
+	code = runWith(ctx, setup, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// runWith is run with setup (when not nil) handed the run's globals
+// before the command line executes: how a test sets their hooks.
+func runWith(ctx context.Context, setup func(g *globals), args []string, stdout, stderr io.Writer) int {
+	root, g := newRootGlobals(stdout, stderr)
 	if setup != nil {
 		setup(g)
 	}
-	code = execute(ctx, root, g, args)
-	return code, out.String(), errb.String()
+	return execute(ctx, root, g, args)
 }
 
 func dsnIn(t *testing.T) (dsn, path string) {

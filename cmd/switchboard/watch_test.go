@@ -11,29 +11,29 @@ import (
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
-// captureOpened hands the test every catalog the commands run in this
-// process open (openedHook), until cleanup.
-func captureOpened(t *testing.T) func() []switchboard.Catalog {
-	t.Helper()
+// captureOpened returns a setup for runWith that hands the test every
+// catalog the command opens (globals.opened), and what it was handed.
+func captureOpened() (setup func(*globals), opened func() []switchboard.Catalog) {
 	var mu sync.Mutex
 	var cats []switchboard.Catalog
-	openedHook = func(c switchboard.Catalog) {
-		mu.Lock()
-		cats = append(cats, c)
-		mu.Unlock()
+	setup = func(g *globals) {
+		g.opened = func(c switchboard.Catalog) {
+			mu.Lock()
+			cats = append(cats, c)
+			mu.Unlock()
+		}
 	}
-	t.Cleanup(func() { openedHook = nil })
-	return func() []switchboard.Catalog {
+	return setup, func() []switchboard.Catalog {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]switchboard.Catalog(nil), cats...)
 	}
 }
 
-// watchUntilEnd runs `watch` in this process with a context nobody cancels
-// (until cleanup) and returns its output and a function that waits for its
-// exit code.
-func watchUntilEnd(t *testing.T, args ...string) (out, errb *testkit.SyncBuffer, exit func() int) {
+// watchUntilEnd runs `watch` in this process (runWith, with setup) with a
+// context nobody cancels (until cleanup) and returns its output and a
+// function that waits for its exit code.
+func watchUntilEnd(t *testing.T, setup func(*globals), args ...string) (out, errb *testkit.SyncBuffer, exit func() int) {
 	t.Helper()
 	out, errb = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -41,7 +41,7 @@ func watchUntilEnd(t *testing.T, args ...string) (out, errb *testkit.SyncBuffer,
 	var code int
 	go func() {
 		defer close(done)
-		code = run(ctx, append([]string{"watch"}, args...), out, errb)
+		code = runWith(ctx, setup, append([]string{"watch"}, args...), out, errb)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -84,8 +84,8 @@ func closeUnderWatch(t *testing.T, opened func() []switchboard.Catalog, exit fun
 func TestWatchEndedByCatalogFails(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	openCatalog(t, dsn)
-	opened := captureOpened(t)
-	out, errb, exit := watchUntilEnd(t, "--dsn", dsn)
+	setup, opened := captureOpened()
+	out, errb, exit := watchUntilEnd(t, setup, "--dsn", dsn)
 	waitForCond(t, "the watch header", func() bool { return strings.HasPrefix(out.String(), "TIME") })
 	closeUnderWatch(t, opened, exit, errb)
 	msg := errb.String()
@@ -102,8 +102,8 @@ func TestWatchEndedAfterOutageNamesLastError(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	url := serveHTTP(t, dsn)
 	proxy := testkit.NewProxy(t, strings.TrimPrefix(url, "http://"))
-	opened := captureOpened(t)
-	out, errb, exit := watchUntilEnd(t, "--dsn", "http://"+proxy.Addr())
+	setup, opened := captureOpened()
+	out, errb, exit := watchUntilEnd(t, setup, "--dsn", "http://"+proxy.Addr())
 	waitForCond(t, "the watch header", func() bool { return strings.HasPrefix(out.String(), "TIME") })
 	proxy.CutAll()
 	waitForCond(t, "the outage on stderr", func() bool { return strings.Contains(errb.String(), "catalog unreachable") })
