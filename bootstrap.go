@@ -121,8 +121,10 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		return ValidateHeartbeat("HeartbeatInterval", opts.HeartbeatInterval, ttl)
 	}
 	ttl := in.TTL
+	told := false // ttl is the default the catalog told
 	if d, ok := cat.(TTLDefaulter); ok && ttl == 0 {
 		ttl = d.DefaultTTL()
+		told = ttl != 0
 	}
 	if ttl != 0 {
 		if err := fit(ttl); err != nil {
@@ -138,9 +140,11 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 	}
 	// With a default TTL the catalog does not tell, the check comes after
 	// the write: keep what the id held before, to put it back if the check
-	// fails.
+	// fails. So does it when the write got another default than the one
+	// told (a remote catalog's servers behind one address, each with its
+	// own default, or one restarted with another in between).
 	var prev *Instance
-	if ttl == 0 && in.ID != "" {
+	if (ttl == 0 || told) && in.ID != "" {
 		if p, err := cat.Get(ctx, in.ID); err == nil {
 			prev = &p
 		}
@@ -150,7 +154,7 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 		r.dropClaim()
 		return nil, err
 	}
-	if ttl == 0 {
+	if ttl == 0 || told && stored.TTL != ttl {
 		if err := fit(stored.TTL); err != nil {
 			// Undone: a refused Bootstrap must not cost what was stored.
 			if prev != nil {

@@ -114,10 +114,16 @@ func (c *writeCounter) Register(ctx context.Context, in switchboard.Instance) (s
 }
 
 // tellingCatalog is a writeCounter that tells the default TTL of the
-// catalog under it.
-type tellingCatalog struct{ *writeCounter }
+// catalog under it, or tell when set (a default the writes do not get).
+type tellingCatalog struct {
+	*writeCounter
+	tell time.Duration
+}
 
 func (c tellingCatalog) DefaultTTL() time.Duration {
+	if c.tell != 0 {
+		return c.tell
+	}
 	return c.Catalog.(switchboard.TTLDefaulter).DefaultTTL()
 }
 
@@ -126,15 +132,19 @@ func (c tellingCatalog) DefaultTTL() time.Duration {
 // row its id held before is kept, not deleted. A catalog that tells its
 // default TTL (TTLDefaulter, as SQLite does) is not written at all; with
 // one that does not, the check comes after the write, and the row is put
-// back.
+// back. So it is when the catalog told a default (10 s, which the
+// heartbeat fits) that the write did not get (2 s, which it does not), as
+// a remote catalog's servers behind one address may.
 func TestBootstrapRefusedKeepsWhatWasStored(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		hide      bool
-		registers int64 // the Bootstrap's writes
+		tell      time.Duration // the default told, when not the catalog's
+		registers int64         // the Bootstrap's writes
 	}{
-		{"TTLDefaulter", false, 0},
-		{"default TTL unknown before the write", true, 3}, // stored, put back; stored, deleted
+		{"TTLDefaulter", false, 0, 0},
+		{"default TTL unknown before the write", true, 0, 3},                     // stored, put back; stored, deleted
+		{"told a default TTL the write did not get", false, 10 * time.Second, 3}, // the same
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -148,7 +158,7 @@ func TestBootstrapRefusedKeepsWhatWasStored(t *testing.T) {
 				t.Fatal("the SQLite catalog does not tell its default TTL")
 			}
 			counted := &writeCounter{Catalog: sq}
-			var cat switchboard.Catalog = tellingCatalog{counted}
+			var cat switchboard.Catalog = tellingCatalog{counted, tc.tell}
 			if tc.hide {
 				cat = counted
 			}

@@ -180,10 +180,11 @@ type Catalog interface {
 // instance registered without a TTL, the TTL they give it (both SQL
 // backends and kube: Options.DefaultTTL as stored; remote: what its server
 // says). Bootstrap checks a heartbeat interval against it before anything
-// is written. DefaultTTL returns zero when the catalog cannot tell (remote,
-// with a server that does not say); then, as with a catalog that does not
-// implement it, the check can come only after the write, which a refusal
-// then undoes.
+// is written, and again after the write if the stored TTL differs from
+// the one told (a remote catalog's servers may differ). DefaultTTL returns
+// zero when the catalog cannot tell (remote, with a server that does not
+// say); then, as with a catalog that does not implement it, the check can
+// come only after the write, which a refusal then undoes.
 type TTLDefaulter interface {
 	DefaultTTL() time.Duration
 }

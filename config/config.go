@@ -129,10 +129,13 @@ func Load(path string, getenv func(string) string, overrides ...func(*Config)) (
 // LoadExcept is Load for a program that does not use the keys named in
 // unused (a server does not use "http.request_timeout", which bounds a
 // client's requests): their values in the file and the environment are
-// neither read nor checked, and no check about them fails the load, so
-// however wrong they are they cannot make it fail. The Config holds their
-// defaults, or what an override set (unchecked). A name in unused that is
-// not a key is an error.
+// neither read nor checked, and no check whose error names them fails the
+// load, so however wrong they are they cannot make it fail. The Config
+// holds their defaults, or what an override set (unchecked). A check
+// across two keys still runs with a skipped key's default and fails when
+// its error names the other (skipping discovery.max_ttl, a ttl of 2h is
+// still "at most max_ttl (1h)"): skip such keys together. A name in
+// unused that is not a key is an error.
 func LoadExcept(unused []string, path string, getenv func(string) string, overrides ...func(*Config)) (Config, error) {
 	skip := map[string]bool{}
 	for _, k := range unused {

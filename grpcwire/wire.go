@@ -161,7 +161,7 @@ const CodeInvalidArgument = "invalid_argument"
 // (nothing came back), or is an Unavailable or Canceled status with
 // neither a modulepb.ErrorDetail in its details nor an x-error-code
 // trailer (only a Switchboard peer sends them; any counts, even one
-// without a code). It is not lost when:
+// without a code); a lost call always has an error. It is not lost when:
 //
 //   - the call succeeded, also with a response that reports its handler's
 //     failure in-band (HasError, an old peer's way: a "remote_error");

@@ -122,7 +122,7 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 		// left (a field the wire cannot carry) keeps its permanent error.
 		return out, false, err
 	}
-	if e := router.AsError(err); e.Code == router.CodeUnavailable {
+	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {
 			// grpc-go reports a failed security handshake as Unavailable,
 			// like a peer that is down; it is not: no retry will help.
