@@ -139,7 +139,7 @@ func TestCallLost(t *testing.T) {
 		{name: "connection closed", client: modulepb.NewModuleServiceClient(closedCC), msg: payload("ok"), lost: true, code: router.CodeCanceled},
 		{name: "caller canceled", ctx: canceled, msg: payload("ok"), lost: true, code: router.CodeCanceled},
 		{name: "not a gRPC status", client: modulepb.NewModuleServiceClient(plainCC), msg: payload("ok"), lost: true, code: router.CodeInternal, retryable: true},
-		{name: "invalid UTF-8 never left", msg: &router.Message{To: "f.b.n:in", From: "f.a.\xff:out"}, code: CodeInvalidArgument},
+		{name: "invalid UTF-8 never left", msg: &router.Message{To: "f.b.n:in", From: "f.a.\xff:out"}, code: router.CodeInvalidArgument},
 		{name: "nil message", msg: nil, code: router.CodeInvalidName},
 		{name: "nil client", client: nilClient{}, msg: payload("ok"), code: router.CodeUnavailable},
 	} {

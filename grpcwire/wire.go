@@ -135,21 +135,13 @@ func otelOptions(tp trace.TracerProvider, prop propagation.TextMapPropagator) []
 // status details, else the x-error-code / x-error-retryable trailers (a peer
 // that does not send details), else the gRPC status (transport failures).
 // A message the wire cannot carry — a string field or metadata entry that
-// is not valid UTF-8 — fails with a permanent CodeInvalidArgument naming
+// is not valid UTF-8 — fails with a permanent router.CodeInvalidArgument naming
 // the field, not as a remote failure. CallLost also says whether the
 // transport failed under the call.
 func Call(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) ([]byte, error) {
 	data, _, err := CallLost(ctx, c, msg)
 	return data, err
 }
-
-// CodeInvalidArgument is the code of a message that the gRPC wire cannot
-// carry, a string field or metadata entry that is not valid UTF-8
-// (protobuf strings are UTF-8): such a message never leaves, so it is
-// permanent, and neither a peer nor the transport failed. Peers send the
-// same code for requests they refuse (a malformed x-message-depth, a gRPC
-// InvalidArgument status).
-const CodeInvalidArgument = "invalid_argument"
 
 // CallLost is Call, and also reports whether the call was lost: whether
 // the transport failed under it — which grpc-go reports as Unavailable, or
@@ -169,7 +161,7 @@ const CodeInvalidArgument = "invalid_argument"
 //     Unavailable and Canceled (a remote handler's error, the caller's
 //     deadline, a message over a size limit);
 //   - the message never left: nil, no client, or a field that is not valid
-//     UTF-8 (CodeInvalidArgument).
+//     UTF-8 (router.CodeInvalidArgument).
 func CallLost(ctx context.Context, c modulepb.ModuleServiceClient, msg *router.Message) (data []byte, lost bool, err error) {
 	if msg == nil {
 		return nil, false, router.NoMessage()
@@ -228,12 +220,12 @@ func isAnswer(err error, trailer metadata.MD) bool {
 	return len(trailer.Get(ErrorCodeTrailer)) > 0
 }
 
-// invalidUTF8 is the permanent CodeInvalidArgument error of a message with
+// invalidUTF8 is the permanent router.CodeInvalidArgument error of a message with
 // a string field that is not valid UTF-8, which the gRPC wire cannot carry
 // (protobuf strings are UTF-8), naming the field; nil when all are valid.
 func invalidUTF8(msg *router.Message) *router.Error {
 	bad := func(field, v string) *router.Error {
-		return router.Permanent(CodeInvalidArgument, fmt.Sprintf("message %s %q is not valid UTF-8, which the gRPC wire cannot carry", field, v))
+		return router.Permanent(router.CodeInvalidArgument, fmt.Sprintf("message %s %q is not valid UTF-8, which the gRPC wire cannot carry", field, v))
 	}
 	for _, f := range [...]struct{ name, v string }{{"ID", msg.ID}, {"From", msg.From}, {"To", msg.To}, {"EdgeID", msg.EdgeID}} {
 		if !utf8.ValidString(f.v) {

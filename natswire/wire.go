@@ -260,7 +260,7 @@ func (w *Wire) request(subject string, msg *router.Message) (*nats.Msg, error) {
 	}
 	for k, v := range msg.Metadata {
 		if !validHeaderKey(k) {
-			return nil, router.Permanent("invalid_argument", fmt.Sprintf("metadata key %q cannot travel in a NATS header (want letters, digits, '-', '_', '.')", k))
+			return nil, router.Permanent(router.CodeInvalidArgument, fmt.Sprintf("metadata key %q cannot travel in a NATS header (want letters, digits, '-', '_', '.')", k))
 		}
 		if isPassthrough(k) {
 			h.Set(k, headerValue(v))

@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
@@ -356,8 +355,8 @@ func TestUnsentMessageStaysInvalidAsItsModuleLeaves(t *testing.T) {
 	defer cancel()
 	_, err := p.Send(ctx, &router.Message{To: "f.mod.n:in", From: "f.a.\xff:out"})
 	var e *router.Error
-	if !errors.As(err, &e) || e.Code != grpcwire.CodeInvalidArgument || e.Retryable {
-		t.Fatalf("send = %v; want the permanent %s of a message that never left", err, grpcwire.CodeInvalidArgument)
+	if !errors.As(err, &e) || e.Code != router.CodeInvalidArgument || e.Retryable {
+		t.Fatalf("send = %v; want the permanent %s of a message that never left", err, router.CodeInvalidArgument)
 	}
 	if p.Modules()["mod"] != nil {
 		t.Fatal("the module did not leave during the send")

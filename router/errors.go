@@ -45,6 +45,11 @@ const (
 	// peer's resource limit (gRPC ResourceExhausted). Not retryable: the
 	// same message fails the same way.
 	CodeResourceExhausted = "resource_exhausted"
+	// CodeInvalidArgument: a message or request a wire cannot carry or a
+	// peer refuses as malformed (a string field that is not valid UTF-8 on
+	// gRPC, a metadata key a NATS header cannot hold, a malformed
+	// x-message-depth). Not retryable: the same message fails the same way.
+	CodeInvalidArgument = "invalid_argument"
 	// CodeInternal: a failure without a code of its own, such as a plain
 	// Go error returned by a handler. Retryable (an edge only retries when
 	// its policy asks for it).

@@ -66,7 +66,7 @@ const DepthHeader = "x-message-depth"
 func ParseDepth(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return 0, Permanent("invalid_argument", "malformed "+DepthHeader+" "+strconv.Quote(s))
+		return 0, Permanent(CodeInvalidArgument, "malformed "+DepthHeader+" "+strconv.Quote(s))
 	}
 	return n, nil
 }
