@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,11 +505,12 @@ func uniform(t *testing.T, s *Snapshot, cp string, ids []string, goroutines int)
 	counts := make(map[string]int, len(ids))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	picks := per * len(ids)
-	for g := range goroutines {
+	var left atomic.Int64 // picks still to draw, shared by the goroutines
+	left.Store(int64(per * len(ids)))
+	for range goroutines {
 		wg.Go(func() {
 			mine := make(map[string]int, len(ids))
-			for range picks/goroutines + b2i(g < picks%goroutines) {
+			for left.Add(-1) >= 0 {
 				in, ok := s.PickRandom(cp)
 				if !ok {
 					t.Error("no pick")
@@ -545,11 +547,4 @@ func uniform(t *testing.T, s *Snapshot, cp string, ids []string, goroutines int)
 		t.Fatalf("PickRandom over %d members from %d goroutines: chi-square %.1f > %.1f", len(ids), goroutines, chi, limit)
 	}
 	t.Logf("PickRandom over %d members from %d goroutines: chi-square %.1f (%v degrees of freedom)", len(ids), goroutines, chi, df)
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
