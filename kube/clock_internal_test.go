@@ -34,13 +34,7 @@ func nextEvent(ctx context.Context, t *testing.T, ch <-chan switchboard.Event) s
 // the fixed clock) deleted it as long expired.
 func TestFixedClockJudgesEverywhere(t *testing.T) {
 	cat, ctx := newTestCatalog(t)
-	if _, err := cat.Register(ctx, switchboard.Instance{Name: "clocked", Type: TypeModule, Address: "10.9.9.9:8483", TTL: 10 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := cat.c.getLease(ctx, "clocked"+LeaseSuffix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := registerModule(t, ctx, cat, "clocked", "10.9.9.9:8483", 10*time.Minute)
 	v, _ := viewLease(l)
 	// Fixed before the first Watch starts the mirror, which reads it.
 	at := v.renew.Add(time.Hour)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -28,6 +29,20 @@ func newTestCatalog(t *testing.T) (*Catalog, context.Context) {
 	return cat, ctx
 }
 
+// registerModule registers a module named name at addr with that TTL in cat
+// and returns the Lease the registration wrote.
+func registerModule(t *testing.T, ctx context.Context, cat *Catalog, name, addr string, ttl time.Duration) *coordinationv1.Lease {
+	t.Helper()
+	if _, err := cat.Register(ctx, switchboard.Instance{Name: name, Type: TypeModule, Address: addr, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := cat.c.getLease(ctx, name+LeaseSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestReapSparesReleasedLease: a Lease released by a leader that stepped
 // down (client-go writes no holder and a 1 s duration) keeps its module
 // active for ReleaseGrace while a successor takes over; Reap must not
@@ -37,13 +52,7 @@ func newTestCatalog(t *testing.T) (*Catalog, context.Context) {
 // then past twice ReleaseGrace, when the module is reaped.
 func TestReapSparesReleasedLease(t *testing.T) {
 	cat, ctx := newTestCatalog(t)
-	if _, err := cat.Register(ctx, switchboard.Instance{Name: "handover", Type: TypeModule, Address: "10.8.8.8:8483", TTL: 15 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := cat.c.getLease(ctx, "handover"+LeaseSuffix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := registerModule(t, ctx, cat, "handover", "10.8.8.8:8483", 15*time.Second)
 	released := metav1.NewMicroTime(time.Now().Truncate(time.Second))
 	l.Spec.HolderIdentity = ptr.To("")
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
