@@ -45,8 +45,7 @@ type conn struct {
 	idleOnce sync.Once
 	expired  atomic.Bool // shut down by the drain timeout with sends still on it
 	shut     sync.Once
-	mu       sync.Mutex
-	closed   bool // no new dial; under mu, set before closedBit
+	mu       sync.Mutex // serialises dial and close: closedBit is set under it
 }
 
 func newConn(addr, module string) *conn {
@@ -55,11 +54,9 @@ func newConn(addr, module string) *conn {
 
 const closedBit = 1 << 62
 
-func (c *conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+// isClosed reports whether the connection was closed (no new dial, no new
+// send).
+func (c *conn) isClosed() bool { return c.users.Load()&closedBit != 0 }
 
 // use takes the connection for one send; false when it is closed (its
 // module moved or left). A true use is ended with done.
@@ -92,9 +89,9 @@ func (c *conn) inFlight() int64 {
 // last of them closes idle; the caller starts Pool.drainConn).
 func (c *conn) close() (draining bool) {
 	c.mu.Lock()
-	c.closed = true
+	old := c.users.Or(closedBit)
 	c.mu.Unlock()
-	if old := c.users.Or(closedBit); old&^closedBit == 0 {
+	if old&^closedBit == 0 {
 		c.shutdown()
 		return false
 	}
@@ -137,7 +134,7 @@ func (p *Pool) client(c *conn) (modulepb.ModuleServiceClient, error) {
 	if cc != nil {
 		// Started outside c.mu: p.mu is taken before c.mu elsewhere. On a
 		// closed pool no watch is started; Close closes cc (cc was stored
-		// in c before c.close ran, or c.closed would have stopped dial).
+		// in c before c.close ran, or closedBit would have stopped dial).
 		p.mu.Lock()
 		p.goLocked(func() { p.watch(c, cc) })
 		p.mu.Unlock()
@@ -153,7 +150,7 @@ func (p *Pool) dial(c *conn) (modulepb.ModuleServiceClient, *grpc.ClientConn, er
 	if cl := c.client.Load(); cl != nil {
 		return *cl, nil, nil
 	}
-	if c.closed {
+	if c.isClosed() {
 		return nil, nil, router.Transient(router.CodeUnavailable, fmt.Sprintf("connection to %s is closed (module moved or left)", c.addr))
 	}
 	creds, hs := grpcwire.WatchHandshakes(p.creds)
