@@ -67,7 +67,8 @@ type HTTP struct {
 	TLSKey  string `toml:"tls_key"`
 	// RequestTimeout bounds each request of a client to the server
 	// (remote.Config.RequestTimeout): a server that does not answer within
-	// it fails the request. Positive; default DefaultRequestTimeout.
+	// it fails the request. Positive. `serve` and `nats`, which are no
+	// clients, ignore it.
 	RequestTimeout time.Duration `toml:"request_timeout"`
 }
 
@@ -78,12 +79,25 @@ const DefaultRequestTimeout = remote.DefaultRequestTimeout
 // DefaultListen is the default address of `switchboard serve`.
 const DefaultListen = "127.0.0.1:7400"
 
-// Discovery is the seed-compatible [discovery] section.
+// Discovery is the [discovery] section: which catalog, and how instances
+// stay alive in it.
 type Discovery struct {
-	DSN               string        `toml:"dsn"`
+	// DSN names the catalog: sqlite://PATH (sqlite:///abs/path for an
+	// absolute one), sqlite::memory: (one process only), postgres://…,
+	// http(s)://HOST:PORT of a `switchboard serve`, or kube://NAMESPACE.
+	DSN string `toml:"dsn"`
+	// HeartbeatInterval is how often a registered instance renews its
+	// registration: at least 10ms and at most half of TTL. When none is
+	// set anywhere, the CLI derives min(3s, TTL/3).
 	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
-	PollInterval      time.Duration `toml:"poll_interval"`
-	TTL               time.Duration `toml:"ttl"`
+	// PollInterval is the period of the full resync every watching
+	// process runs as a safety net (changes are pushed); at least 1s,
+	// since each one re-reads the whole catalog.
+	PollInterval time.Duration `toml:"poll_interval"`
+	// TTL is the liveness window of an instance registered without one of
+	// its own: it is stale once it has not renewed for TTL, and reaped
+	// at twice TTL.
+	TTL time.Duration `toml:"ttl"`
 	// MaxTTL is the largest TTL an instance may be registered with.
 	MaxTTL time.Duration `toml:"max_ttl"`
 	// SelfPreservationThreshold is the fraction of the instances that may
@@ -94,7 +108,9 @@ type Discovery struct {
 	SelfPreservationMin       int     `toml:"self_preservation_min"`
 }
 
-// Default returns the defaults of SPEC §8.
+// Default returns the defaults: switchboard's Default* values, DefaultListen
+// and DefaultRequestTimeout, and self-preservation at half of at least 10
+// instances.
 func Default() Config {
 	return Config{Discovery: Discovery{
 		DSN:               switchboard.DefaultDSN,
