@@ -242,7 +242,16 @@ func Open(ctx context.Context, dsn string, opts Options) (Catalog, error) {
 	backendsMu.RUnlock()
 	if !ok {
 		sort.Strings(names)
-		return nil, &FieldError{Field: "dsn", Value: RedactDSN(dsn), Reason: "backend " + d.Scheme + " is not linked into this program (have: " + strings.Join(names, ", ") + ")", kind: ErrUnknownBackend}
+		linked := strings.Join(names, ", ")
+		if linked == "" {
+			linked = "none"
+		}
+		// The package that registers each scheme: a blank import links it.
+		reason := "backend " + d.Scheme + " is not linked into this program"
+		if pkg, ok := map[string]string{"sqlite": "sqlite", "postgres": "postgres", "kube": "kube", "http": "remote", "https": "remote"}[d.Scheme]; ok {
+			reason += `: add import _ "github.com/switchboard-io/switchboard/` + pkg + `"`
+		}
+		return nil, &FieldError{Field: "dsn", Value: RedactDSN(dsn), Reason: reason + " (linked: " + linked + ")", kind: ErrUnknownBackend}
 	}
 	// Every registration without a TTL of its own gets the default: one
 	// above the maximum would be refused, or stored past it.
