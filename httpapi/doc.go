@@ -99,7 +99,8 @@
 // Reconnecting with Last-Event-ID (or ?last_event_id=, or ?lastEventId=
 // as EventSource polyfills send it; an empty one is none) resumes without
 // loss: the server replays the events after that id from its history
-// (Options.History, 10,000 events), then sends "synced". When it cannot —
+// (Options.History, 10,000 events, and
+// Options.HistoryBytes, 64 MiB of the instances they hold), then sends "synced". When it cannot —
 // another server or run issued the id, or the history no longer reaches
 // back that far — it sends a new snapshot whose marker says "fresh":true:
 // the client must replace what it had with it (the remote client diffs the

@@ -25,16 +25,23 @@ import (
 // reads that history at its own pace with its own cursor, so a slow
 // subscriber holds no queue of its own: when it falls behind the oldest
 // entry it is sent a fresh snapshot instead.
+//
+// The history is bounded twice: in entries (limit) and in the bytes of the
+// instances its entries hold (maxBytes), so one client re-registering a
+// large instance over and over cannot make the server keep thousands of
+// copies of it.
 type feed struct {
-	log     *slog.Logger
-	epoch   string // distinguishes this feed's event ids from another server's or run's
-	limit   int    // entries of history kept
-	observe func(in *switchboard.Instance)
+	log      *slog.Logger
+	epoch    string // distinguishes this feed's event ids from another server's or run's
+	limit    int    // entries of history kept
+	maxBytes int64  // bytes of history kept (entry sizes summed)
+	observe  func(in *switchboard.Instance)
 
 	mu           sync.RWMutex // readers: every SSE subscriber at once on each change
 	state        map[string]*state
 	hashes       map[string]string // id -> secret hash, from the reserved metadata key
 	ring         []entry           // ring[i] has seq first+i
+	ringBytes    int64             // the sizes of every entry in ring
 	first        int64
 	head         int64 // seq of the newest entry; 0 before any
 	ready        bool  // the initial snapshot is in
@@ -64,13 +71,14 @@ type entry struct {
 	next   *state
 	gone   *state
 	errMsg string
+	size   int64 // e.bytes(), counted once
 }
 
-func newFeed(log *slog.Logger, limit int, observe func(*switchboard.Instance)) *feed {
+func newFeed(log *slog.Logger, limit int, maxBytes int64, observe func(*switchboard.Instance)) *feed {
 	var b [4]byte
 	rand.Read(b[:])
 	return &feed{
-		log: log, epoch: hex.EncodeToString(b[:]), limit: limit, observe: observe,
+		log: log, epoch: hex.EncodeToString(b[:]), limit: limit, maxBytes: maxBytes, observe: observe,
 		state: map[string]*state{}, hashes: map[string]string{}, first: 1, healthy: true,
 		wake: make(chan struct{}), readyCh: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -162,18 +170,63 @@ func (f *feed) apply(ev switchboard.Event) {
 	}
 	f.head++
 	e.seq = f.head
+	e.size = e.bytes()
 	f.ring = append(f.ring, e)
-	if len(f.ring) > f.limit {
-		drop := len(f.ring) - f.limit
-		clear(f.ring[:drop])
-		f.ring = f.ring[drop:]
-		f.first += int64(drop)
+	f.ringBytes += e.size
+	// The newest entry always stays, whatever its size: a subscriber
+	// that is up to date must be able to read it.
+	for len(f.ring) > 1 && (len(f.ring) > f.limit || f.ringBytes > f.maxBytes) {
+		f.ringBytes -= f.ring[0].size
+		f.ring[0] = entry{}
+		f.ring = f.ring[1:]
+		f.first++
 	}
 	if len(f.ring) == 1 {
 		f.first = e.seq
 	}
 	close(f.wake)
 	f.wake = make(chan struct{})
+}
+
+// historyBytes returns the bytes the history's entries hold (their sizes
+// summed) and how many entries it has.
+func (f *feed) historyBytes() (int64, int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ringBytes, len(f.ring)
+}
+
+// entryOverhead is what an entry costs beside the instances it points to:
+// the entry itself and its slot in the ring, rounded up.
+const entryOverhead = 128
+
+// bytes is what e keeps alive, counted from above: each state it points to
+// whole (prev included, though the entry before usually holds it too), so
+// the history's real size is never more than its count.
+func (e *entry) bytes() int64 {
+	return entryOverhead + e.prev.bytes() + e.next.bytes() + e.gone.bytes() + int64(len(e.errMsg))
+}
+
+// stateOverhead is what a state costs beside its strings and documents:
+// the Instance's fields, the slice and map headers, the JSON's header.
+const stateOverhead = 512
+
+// bytes is the memory st holds: its JSON, and the instance's strings,
+// capabilities, metadata and components (0 for nil).
+func (st *state) bytes() int64 {
+	if st == nil {
+		return 0
+	}
+	in := &st.inst
+	n := stateOverhead + len(st.json) + len(in.ID) + len(in.Name) + len(in.Type) + len(in.Address) +
+		len(in.Version) + len(in.Components)
+	for _, c := range in.Capabilities {
+		n += 16 + len(c)
+	}
+	for k, v := range in.Metadata {
+		n += 48 + len(k) + len(v)
+	}
+	return int64(n)
 }
 
 // eventID is the SSE id of seq: the feed's epoch and the sequence number.

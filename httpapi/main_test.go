@@ -35,7 +35,7 @@ func start(t *testing.T, opts httpapi.Options) *srv {
 	return serveOn(t, cat, opts)
 }
 
-func serveOn(t *testing.T, cat switchboard.Catalog, opts httpapi.Options) *srv {
+func serveOn(t testing.TB, cat switchboard.Catalog, opts httpapi.Options) *srv {
 	t.Helper()
 	if opts.DSN == "" {
 		opts.DSN = "sqlite:///tmp/test.db"
@@ -45,7 +45,7 @@ func serveOn(t *testing.T, cat switchboard.Catalog, opts httpapi.Options) *srv {
 }
 
 // call does one request and returns the status and body.
-func call(t *testing.T, method, url string, body any, hdr ...string) (int, []byte) {
+func call(t testing.TB, method, url string, body any, hdr ...string) (int, []byte) {
 	t.Helper()
 	resp := request(t, method, url, body, hdr...)
 	defer resp.Body.Close()
@@ -56,7 +56,7 @@ func call(t *testing.T, method, url string, body any, hdr ...string) (int, []byt
 // request does one request with body (nil, a string, bytes or a value to
 // encode as JSON) and headers (name, value, …) and returns the response,
 // its body unread (it can be read until the test ends).
-func request(t *testing.T, method, url string, body any, hdr ...string) *http.Response {
+func request(t testing.TB, method, url string, body any, hdr ...string) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -189,7 +189,7 @@ type registered struct {
 	Secret   string               `json:"secret"`
 }
 
-func register(t *testing.T, s *srv, body any, hdr ...string) registered {
+func register(t testing.TB, s *srv, body any, hdr ...string) registered {
 	t.Helper()
 	code, b := call(t, "PUT", s.url+"/v1/instances", body, hdr...)
 	if code != 200 {

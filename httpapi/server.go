@@ -41,6 +41,11 @@ type Options struct {
 	// History is how many watch events the server keeps for resuming SSE
 	// streams with Last-Event-ID (default 10,000).
 	History int
+	// HistoryBytes bounds the same history by the bytes of the instances
+	// its events hold (default 64 MiB): a client re-registering one large
+	// instance over and over makes the server keep fewer events, not more
+	// memory. The newest event is kept whatever its size.
+	HistoryBytes int64
 	// KeepAlive is the period of SSE keep-alive comments (default 15 s).
 	KeepAlive time.Duration
 	// WriteTimeout bounds one write to an SSE subscriber; a subscriber that
@@ -65,6 +70,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.History <= 0 {
 		o.History = 10000
+	}
+	if o.HistoryBytes <= 0 {
+		o.HistoryBytes = 64 << 20
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
@@ -142,7 +150,7 @@ func New(cat switchboard.Catalog, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
 	s.metrics = newServerMetrics(s)
-	s.feed = newFeed(opts.Logger, opts.History, s.metrics.observe)
+	s.feed = newFeed(opts.Logger, opts.History, opts.HistoryBytes, s.metrics.observe)
 	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc, opts.Logger, s.stop)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.feed.run(ctx, cat) }()
