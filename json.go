@@ -23,6 +23,7 @@ type instanceJSON struct {
 	RegisteredAt string            `json:"registered_at"`
 	LastSeen     string            `json:"last_seen"`
 	Stale        bool              `json:"stale"`
+	Revision     int64             `json:"revision,omitempty"`
 }
 
 // MarshalJSON writes the instance in the CLI and HTTP contract: capabilities
@@ -32,7 +33,7 @@ func (in Instance) MarshalJSON() ([]byte, error) {
 	j := instanceJSON{
 		ID: in.ID, Name: in.Name, Type: in.Type, Address: in.Address,
 		Capabilities: in.Capabilities, Version: in.Version, Metadata: in.Metadata,
-		Components: in.Components, TTL: in.TTL.String(), Stale: in.Stale,
+		Components: in.Components, TTL: in.TTL.String(), Stale: in.Stale, Revision: in.Revision,
 		RegisteredAt: formatTime(in.RegisteredAt), LastSeen: formatTime(in.LastSeen),
 	}
 	if j.Capabilities == nil {
@@ -53,7 +54,7 @@ func (in *Instance) UnmarshalJSON(b []byte) error {
 	out := Instance{
 		ID: j.ID, Name: j.Name, Type: j.Type, Address: j.Address,
 		Capabilities: j.Capabilities, Version: j.Version, Metadata: j.Metadata,
-		Components: j.Components, Stale: j.Stale,
+		Components: j.Components, Stale: j.Stale, Revision: j.Revision,
 	}
 	var err error
 	if j.TTL != "" {
@@ -93,8 +94,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Reason   Reason    `json:"reason,omitempty"`
 		Instance *Instance `json:"instance,omitempty"`
 		Error    string    `json:"error,omitempty"`
+		Revision int64     `json:"revision,omitempty"`
 	}
-	o := out{Event: e.Kind, Reason: e.Reason}
+	o := out{Event: e.Kind, Reason: e.Reason, Revision: e.Revision}
 	switch e.Kind {
 	case EventAdded, EventUpdated, EventRemoved:
 		in := e.Instance

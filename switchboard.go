@@ -54,6 +54,15 @@ type Instance struct {
 	LastSeen     time.Time
 	// Stale is computed when the instance is read: now - LastSeen > TTL.
 	Stale bool
+	// Revision is the catalog's version of this state: the position in the
+	// catalog's change log of the change that last wrote the row (a
+	// registration, an update, a revival). It grows with every change of
+	// the instance and is comparable across instances of one catalog, as
+	// etcd's mod_revision and a Kubernetes resourceVersion are; a heartbeat
+	// that only renews LastSeen keeps it. Zero means unknown (a catalog that
+	// does not track revisions, or an instance not read from a catalog).
+	// Register ignores it.
+	Revision int64
 }
 
 // HasCapability reports whether c is one of the instance's capabilities.
@@ -129,6 +138,10 @@ type Reason string
 const (
 	ReasonDeregistered Reason = "deregistered"
 	ReasonExpired      Reason = "expired"
+	// ReasonUnknown is a removal learned from a full read of the catalog
+	// rather than from its change log (the entry was trimmed, or the
+	// catalog was restored): the row is gone, why is not known.
+	ReasonUnknown Reason = "unknown"
 )
 
 // Event is one change seen by a watcher.
@@ -137,6 +150,13 @@ type Event struct {
 	Reason   Reason // for EventRemoved
 	Instance Instance
 	Err      error // for EventError
+	// Revision is the catalog version the event brings the watcher to for
+	// this instance: Instance.Revision for added and updated; for removed,
+	// the deletion's own log position, or the instance's last revision when
+	// the removal was learned without the log (an expiry judged by the
+	// watcher's clock, a resync). Per instance, the revisions a watcher
+	// sees never decrease. Zero when the catalog does not track versions.
+	Revision int64
 }
 
 // Catalog is the registry every backend implements. Implementations are safe
@@ -249,6 +269,13 @@ type WatchStats struct {
 	// had not renewed for half their TTL plus those expired within their
 	// last TTL: what self-preservation compares with its threshold.
 	MissedRenewals int
+	// WaitingFor is the oldest change the watch has seen a later change
+	// of while it has not seen it (its writer drew the number and has not
+	// committed yet, or is rolling back), and WaitingSince how long it has
+	// been waited for; 0 when none. Changes after it are delivered
+	// meanwhile: only its own change waits.
+	WaitingFor   int64
+	WaitingSince time.Duration
 }
 
 // WatchStatser is implemented by catalogs that report their WatchStats

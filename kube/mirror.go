@@ -345,7 +345,8 @@ func (m *mirror) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 }
 
 // ChangesSince implements hub.Source.
-func (m *mirror) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
+func (m *mirror) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, error) {
+	seq := cur.Seq // the informers hand events over in order: no gaps
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.watchErr != nil {

@@ -406,7 +406,7 @@ func TestChangeLog(t *testing.T) {
 	if err := c.Deregister(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := src.ChangesSince(ctx, snap.Seq)
+	batch, err := src.ChangesSince(ctx, hub.Cursor{Seq: snap.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestChangeLog(t *testing.T) {
 	if batch.Seq != ch[2].Seq || batch.Now.IsZero() {
 		t.Errorf("batch seq %d now %v", batch.Seq, batch.Now)
 	}
-	empty, err := src.ChangesSince(ctx, batch.Seq)
+	empty, err := src.ChangesSince(ctx, hub.Cursor{Seq: batch.Seq})
 	if err != nil || len(empty.Changes) != 0 || empty.Seq != batch.Seq {
 		t.Fatalf("caught up: %+v %v", empty, err)
 	}
@@ -435,7 +435,7 @@ func TestChangeLog(t *testing.T) {
 		t.Fatalf("snapshot: %+v %v", snap, err)
 	}
 	// A position from the future: the database was recreated or restored.
-	if _, err := src.ChangesSince(ctx, batch.Seq+1000); !errors.Is(err, hub.ErrCursorGone) {
+	if _, err := src.ChangesSince(ctx, hub.Cursor{Seq: batch.Seq + 1000}); !errors.Is(err, hub.ErrCursorGone) {
 		t.Fatalf("future cursor: %v, want ErrCursorGone", err)
 	}
 
@@ -473,14 +473,14 @@ func TestChangeLogTrim(t *testing.T) {
 	if n := count(t, conn, `SELECT count(*) FROM changes`); n != 5 {
 		t.Fatalf("%d entries kept, want 5", n)
 	}
-	if _, err := src.ChangesSince(ctx, first.Seq); !errors.Is(err, hub.ErrCursorGone) {
+	if _, err := src.ChangesSince(ctx, hub.Cursor{Seq: first.Seq}); !errors.Is(err, hub.ErrCursorGone) {
 		t.Fatalf("trimmed cursor: %v, want ErrCursorGone", err)
 	}
 	trimmed := int64(count(t, conn, `SELECT trimmed_to::int FROM change_log`))
-	if b, err := src.ChangesSince(ctx, trimmed); err != nil || len(b.Changes) != 5 {
+	if b, err := src.ChangesSince(ctx, hub.Cursor{Seq: trimmed}); err != nil || len(b.Changes) != 5 {
 		t.Fatalf("from trim point: %d changes, %v", len(b.Changes), err)
 	}
-	if b, err := src.ChangesSince(ctx, mid.Seq); err != nil || len(b.Changes) != 0 {
+	if b, err := src.ChangesSince(ctx, hub.Cursor{Seq: mid.Seq}); err != nil || len(b.Changes) != 0 {
 		t.Fatalf("from head: %+v, %v", b, err)
 	}
 	// Age keeps entries too: nothing is trimmed while it is young.

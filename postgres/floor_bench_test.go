@@ -93,7 +93,8 @@ func BenchmarkSnapshotFloor(b *testing.B) {
 type memSource struct{ s hub.Snapshot }
 
 func (m memSource) Snapshot(context.Context) (hub.Snapshot, error) { return m.s, nil }
-func (m memSource) ChangesSince(_ context.Context, seq int64) (hub.Batch, error) {
+func (m memSource) ChangesSince(_ context.Context, cur hub.Cursor) (hub.Batch, error) {
+	seq := cur.Seq
 	return hub.Batch{Seq: seq, Epoch: m.s.Epoch, Now: m.s.Now}, nil
 }
 func (m memSource) RenewedSince(context.Context, time.Time) ([]hub.Renewal, time.Time, error) {

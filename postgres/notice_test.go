@@ -59,7 +59,7 @@ func TestNotificationCarriesChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := source{c}.ChangesSince(ctx, 0)
+	batch, err := source{c}.ChangesSince(ctx, hub.Cursor{Seq: 0})
 	if err != nil || len(batch.Changes) != 1 {
 		t.Fatalf("log read: %+v %v", batch, err)
 	}

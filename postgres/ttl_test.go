@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
@@ -64,7 +65,7 @@ func TestLegacyTTLReadRounded(t *testing.T) {
 	if missing, err := c.Heartbeat(ctx, "legacy"); err != nil || len(missing) != 0 {
 		t.Fatalf("Heartbeat: %v, %v", missing, err)
 	}
-	batch, err := source{c}.ChangesSince(ctx, 0)
+	batch, err := source{c}.ChangesSince(ctx, hub.Cursor{Seq: 0})
 	if err != nil || len(batch.Changes) != 1 || batch.Changes[0].Instance.TTL != want {
 		t.Fatalf("log read: %+v, %v; want ttl %v", batch, err, want)
 	}

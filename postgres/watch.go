@@ -316,7 +316,8 @@ const maxBatch = 5000
 // the catalog reads again soon. A position the log no longer holds
 // (trimmed), or one from the future (the database was restored or
 // recreated), is ErrCursorGone.
-func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
+func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, error) {
+	seq := cur.Seq
 	b, blocked, err := s.changesSince(ctx, seq, nil)
 	if err == nil && blocked {
 		var w writers

@@ -74,14 +74,14 @@ func TestLogReadInVisibilityOrder(t *testing.T) {
 	ctx := ctxT(t)
 	src := source{c}
 	reg(t, c, "a", "h:1")
-	base, err := src.ChangesSince(ctx, 0)
+	base, err := src.ChangesSince(ctx, hub.Cursor{Seq: 0})
 	if err != nil || len(base.Changes) != 1 {
 		t.Fatalf("first entry: %+v %v", base, err)
 	}
 
 	held, commit := openWriter(t, dsn, "held")
 	reg(t, c, "b", "h:2") // commits a higher seq first
-	got, err := src.ChangesSince(ctx, base.Seq)
+	got, err := src.ChangesSince(ctx, hub.Cursor{Seq: base.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestLogReadInVisibilityOrder(t *testing.T) {
 	if r.snap.Seq < held && slices.Contains(ids, "held") || r.snap.Seq >= held && !slices.Contains(ids, "held") {
 		t.Fatalf("snapshot at seq %d holds %v: inconsistent with the entry at %d", r.snap.Seq, ids, held)
 	}
-	got, err = src.ChangesSince(ctx, base.Seq)
+	got, err = src.ChangesSince(ctx, hub.Cursor{Seq: base.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestLogReadInVisibilityOrder(t *testing.T) {
 	gap, rollback := openWriter(t, dsn, "rolled-back")
 	rollback(false)
 	reg(t, c, "c", "h:3")
-	after, err := src.ChangesSince(ctx, got.Seq)
+	after, err := src.ChangesSince(ctx, hub.Cursor{Seq: got.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}

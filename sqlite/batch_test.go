@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
@@ -32,7 +33,7 @@ func TestChangesSinceBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := source{c}.ChangesSince(tctx(t), 0)
+	b, err := source{c}.ChangesSince(tctx(t), hub.Cursor{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,11 +122,12 @@ func (s source) StreamSnapshot(ctx context.Context, held hub.Held, emit func(hub
 // while more entries wait.
 const changesBatch = 5000
 
-// ChangesSince reads up to changesBatch log entries after seq, each joined
+// ChangesSince reads up to changesBatch log entries after the cursor, each joined
 // with its row as it is now, in one read transaction. hub.ErrCursorGone
 // when entries after seq were trimmed, or when seq is ahead of the log (the
 // database was replaced, e.g. restored from a backup).
-func (s source) ChangesSince(ctx context.Context, seq int64) (hub.Batch, error) {
+func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, error) {
+	seq := cur.Seq // SQLite commits its writers one at a time: the log has no gaps to wait for
 	c := s.c
 	if c.closed.Load() {
 		return hub.Batch{}, errClosed("changes")

@@ -474,7 +474,7 @@ func TestChangeLogTrimAndCursor(t *testing.T) {
 	c, _ := newFile(t)
 	ctx := tctx(t)
 	src := source{c}
-	b, err := src.ChangesSince(ctx, 0)
+	b, err := src.ChangesSince(ctx, hub.Cursor{Seq: 0})
 	if err != nil || len(b.Changes) != 0 || b.Seq != 0 {
 		t.Fatalf("empty log: %+v %v", b, err)
 	}
@@ -491,13 +491,13 @@ func TestChangeLogTrimAndCursor(t *testing.T) {
 	if err != nil || snap.Seq != 21 || len(snap.Instances) != 0 {
 		t.Fatalf("snapshot: seq %d, %d rows, %v", snap.Seq, len(snap.Instances), err)
 	}
-	if _, err := src.ChangesSince(ctx, 0); !errors.Is(err, hub.ErrCursorGone) {
+	if _, err := src.ChangesSince(ctx, hub.Cursor{Seq: 0}); !errors.Is(err, hub.ErrCursorGone) {
 		t.Fatalf("trimmed position: %v", err)
 	}
-	if _, err := src.ChangesSince(ctx, 22); !errors.Is(err, hub.ErrCursorGone) {
+	if _, err := src.ChangesSince(ctx, hub.Cursor{Seq: 22}); !errors.Is(err, hub.ErrCursorGone) {
 		t.Fatalf("position ahead of the log: %v", err)
 	}
-	b, err = src.ChangesSince(ctx, 16)
+	b, err = src.ChangesSince(ctx, hub.Cursor{Seq: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +511,7 @@ func TestChangeLogTrimAndCursor(t *testing.T) {
 	if first := b.Changes[0]; first.Deleted || first.Found || first.Seq != 17 {
 		t.Fatalf("upsert of a deleted row: %+v", first)
 	}
-	if b, err = src.ChangesSince(ctx, 21); err != nil || len(b.Changes) != 0 || b.Seq != 21 {
+	if b, err = src.ChangesSince(ctx, hub.Cursor{Seq: 21}); err != nil || len(b.Changes) != 0 || b.Seq != 21 {
 		t.Fatalf("at head: %+v %v", b, err)
 	}
 
@@ -522,7 +522,7 @@ func TestChangeLogTrimAndCursor(t *testing.T) {
 		in.Version = fmt.Sprint(i)
 		mustRegister(t, c, in)
 	}
-	b, err = src.ChangesSince(ctx, 21)
+	b, err = src.ChangesSince(ctx, hub.Cursor{Seq: 21})
 	if err != nil || len(b.Changes) != 10 || !b.Changes[9].Found || b.Changes[9].Instance.Version != "9" {
 		t.Fatalf("young entries: %+v %v", b, err)
 	}

@@ -76,8 +76,18 @@ type Hub struct {
 	subs    map[*sub]struct{}
 	dl      deadlines
 	bulk    bool // applying a snapshot: dl is heapified after it, not per item
+	// The cursor (see Cursor): seq, read and missing; gaps says since when
+	// each missing number has been waited for.
 	seq     int64
+	read    int64
+	missing []int64
+	gaps    map[int64]*gap
 	epoch   string // the history seq belongs to (Snapshot.Epoch)
+	// tombs holds the position of each recent deletion (see versions.go).
+	tombs map[string]int64
+	// force is set while a snapshot of another history is applied: its
+	// versions are not comparable with the mirror's, and it rules.
+	force bool
 	// The catalog clock: catalog time clockNow was read at local
 	// (monotonic) time clockLocal.
 	clockNow, clockLocal time.Time
@@ -159,18 +169,29 @@ func (h *Hub) Notify() {
 	}
 }
 
-// Publish hands the hub a write this process has just committed, so its
-// watchers hear of it without a read of the log. It is applied at once when
-// it directly follows what the hub has seen (b.Changes[0].Seq == last + 1);
-// otherwise, or before the first Watch, it is only a Notify. Backends call it
-// after commit, in commit order or not: out-of-order calls fall back to
-// reading the log. The hub keeps its own copy of each instance: the caller
-// (and whoever it returned the instance to) may go on using its maps.
+// Publish hands the hub a write this process has just committed (or one
+// another process announced), so its watchers hear of it without a read of
+// the log. Changes that carry versions are applied at once, each where it
+// is newer than the mirror's state (versions.go), in any order; the
+// cursor moves with them only when they directly follow it. Changes
+// without versions are applied only when they directly follow the cursor
+// (b.Changes[0].Seq == last + 1). Before the first Watch, or otherwise, it
+// is only a Notify: the log brings the change. The hub keeps its own copy
+// of each instance: the caller (and whoever it returned the instance to)
+// may go on using its maps.
 func (h *Hub) Publish(b Batch) {
 	if h.started.Load() && len(b.Changes) > 0 {
 		h.mu.Lock()
-		if h.healthy && b.Epoch == h.epoch && b.Changes[0].Seq == h.seq+1 {
-			h.applyBatch(cloneBatch(b))
+		if h.healthy && b.Epoch == h.epoch {
+			follows := len(h.missing) == 0 && b.Changes[0].Seq == max(h.read, h.seq)+1
+			if follows || versioned(b.Changes) {
+				h.setClock(b.Now)
+				h.applyChanges(cloneBatch(b).Changes, b.Now)
+			}
+			if follows {
+				last := b.Changes[len(b.Changes)-1].Seq
+				h.advance(last, last, nil)
+			}
 		}
 		h.mu.Unlock()
 	}
@@ -204,6 +225,7 @@ func (h *Hub) Stats() Stats {
 	s := Stats{Instances: len(h.entries), Watchers: len(h.subs), Healthy: h.healthy, LastError: h.lastErr,
 		Preserving: h.preserving, HeldExpirations: h.held, SelfPreservationEvents: h.preserveEvents,
 		MissedRenewals: h.missed}
+	s.WaitingFor, s.WaitingSince = h.oldestMissing()
 	for _, e := range h.entries {
 		if !e.expired {
 			s.Active++
@@ -334,7 +356,7 @@ func (h *Hub) step() error {
 	ctx, cancel := context.WithTimeout(h.ctx, readTimeout)
 	defer cancel()
 	h.mu.Lock()
-	seq, epoch := h.seq, h.epoch
+	cur, epoch := h.cursor(), h.epoch
 	recovering := !h.healthy
 	h.mu.Unlock()
 
@@ -342,7 +364,7 @@ func (h *Hub) step() error {
 	var batch Batch
 	var err error
 	reset := false // the log no longer holds our cursor: the snapshot rules
-	batch, err = h.src.ChangesSince(ctx, seq)
+	batch, err = h.src.ChangesSince(ctx, cur)
 	if errors.Is(err, ErrCursorGone) || (err == nil && batch.Epoch != epoch) {
 		// Trimmed past the cursor, or another history (the catalog was
 		// re-created or restored): its entries say nothing about ours.
@@ -407,7 +429,7 @@ func (h *Hub) renew(e *entry, lastSeen, now time.Time) {
 	h.refresh(e, now, false)
 	if wasExpired && !e.expired {
 		// Only a revival is news: a renewal of a live entry is not.
-		h.transition(e.inst, true, e.inst, false, "")
+		h.transition(e.inst, true, e.inst, false, "", 0)
 	}
 }
 
@@ -474,6 +496,13 @@ func (h *Hub) catalogNow() time.Time {
 }
 
 func (h *Hub) applySnapshot(s Snapshot) {
+	// A snapshot of another history rules: its versions say nothing
+	// against the mirror's.
+	h.force = s.Epoch != h.epoch
+	defer func() { h.force = false }()
+	if h.force {
+		clear(h.tombs)
+	}
 	h.beginSnapshot(s.Now, len(s.Instances))
 	h.applyPart(s.Instances, nil, s.Now)
 	h.endSnapshot(s)
@@ -500,9 +529,13 @@ func (h *Hub) beginSnapshot(now time.Time, rows int) {
 // nil: none).
 func (h *Hub) applyPart(ins []switchboard.Instance, digests []uint64, now time.Time) {
 	for i := range ins {
-		e := h.upsert(&ins[i], now)
+		in := &ins[i]
+		e := h.put(in, now)
+		if e == nil {
+			continue // deleted since the read: a tombstone says so
+		}
 		e.mark = h.gen
-		if digests != nil {
+		if digests != nil && e.inst == in {
 			e.digest = digests[i]
 		}
 	}
@@ -513,31 +546,20 @@ func (h *Hub) applyPart(ins []switchboard.Instance, digests []uint64, now time.T
 func (h *Hub) endSnapshot(s Snapshot) {
 	h.bulk = false
 	heap.Init(&h.dl)
-	h.dropUnseen(h.gen, s.Now, nil)
-	h.seq, h.epoch = s.Seq, s.Epoch
+	h.dropUnseen(h.gen, s.Now, max(s.Read, s.Seq), nil)
+	h.epoch = s.Epoch
+	h.seq, h.read = 0, 0 // a snapshot sets the cursor, forward or back
+	h.advance(s.Seq, s.Read, s.Missing)
 }
 
-// applyBatch applies the changes the hub has not seen yet: a batch read
-// from the log may overlap what Publish applied meanwhile.
+// applyBatch applies a batch read from the log and moves the cursor to
+// where the read ended. The batch may overlap what Publish applied
+// meanwhile: versions (or, without them, the cursor) keep that from
+// going back.
 func (h *Hub) applyBatch(b Batch) {
 	h.setClock(b.Now)
-	for _, c := range b.Changes {
-		if c.Seq <= h.seq {
-			continue
-		}
-		h.seq = c.Seq
-		h.touch(c.ID)
-		switch {
-		case c.Deleted:
-			h.delete(c.ID, c.Reason)
-		case c.Found:
-			in := c.Instance
-			h.upsert(&in, b.Now)
-		}
-	}
-	if b.Seq > h.seq {
-		h.seq = b.Seq
-	}
+	h.applyChanges(b.Changes, b.Now)
+	h.advance(b.Seq, b.Read, b.Missing)
 }
 
 // upsert makes in (which the hub owns from now on and never modifies
@@ -550,7 +572,7 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 		h.refresh(e, now, true)
 		h.entries[in.ID] = e
 		h.reposition(e)
-		h.transition(nil, false, e.inst, e.expired, "")
+		h.transition(nil, false, e.inst, e.expired, "", 0)
 		return e
 	}
 	old, oldExpired := e.inst, e.expired
@@ -562,27 +584,31 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 		h.reposition(e)
 	}
 	h.refresh(e, now, false)
-	h.transition(old, oldExpired, e.inst, e.expired, "")
+	h.transition(old, oldExpired, e.inst, e.expired, "", 0)
 	return e
 }
 
 // dropUnseen removes the entries that generation gen, read at catalog time
-// now, did not see (mark) and keep does not hold: deleted while the hub was
-// not looking. A row past its TTL was reaped, anything else left.
-func (h *Hub) dropUnseen(gen uint64, now time.Time, keep map[string]struct{}) {
+// now and reflecting the log up to read, did not see (mark) and keep does
+// not hold: deleted while the hub was not looking. An entry whose version
+// is above read was written after the read and stays. A row past its TTL
+// was reaped, anything else left.
+func (h *Hub) dropUnseen(gen uint64, now time.Time, read int64, keep map[string]struct{}) {
 	for id, e := range h.entries {
-		if _, k := keep[id]; k || e.mark == gen {
+		if _, k := keep[id]; k || e.mark == gen || (!h.force && e.inst.Revision > read) {
 			continue
 		}
 		reason := switchboard.ReasonDeregistered
 		if e.expired || !now.Before(e.deadline) {
 			reason = switchboard.ReasonExpired
 		}
-		h.delete(id, reason)
+		h.delete(id, reason, 0)
 	}
 }
 
-func (h *Hub) delete(id string, reason switchboard.Reason) {
+// delete removes id's entry; rev is the deletion's log position (0 when
+// the hub judged it without the log), for the watchers' events.
+func (h *Hub) delete(id string, reason switchboard.Reason, rev int64) {
 	e := h.entries[id]
 	if e == nil {
 		return
@@ -591,5 +617,5 @@ func (h *Hub) delete(id string, reason switchboard.Reason) {
 	e.gone = true
 	h.dropped++
 	h.tidyOrder()
-	h.transition(e.inst, e.expired, nil, false, reason)
+	h.transition(e.inst, e.expired, nil, false, reason, rev)
 }

@@ -85,7 +85,8 @@ func (m *memSource) Snapshot(context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-func (m *memSource) ChangesSince(_ context.Context, seq int64) (Batch, error) {
+func (m *memSource) ChangesSince(_ context.Context, cur Cursor) (Batch, error) {
+	seq := cur.Seq
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++
@@ -383,8 +384,8 @@ type gateSource struct {
 	gate    chan struct{}
 }
 
-func (g *gateSource) ChangesSince(ctx context.Context, seq int64) (Batch, error) {
-	b, err := g.memSource.ChangesSince(ctx, seq)
+func (g *gateSource) ChangesSince(ctx context.Context, cur Cursor) (Batch, error) {
+	b, err := g.memSource.ChangesSince(ctx, cur)
 	if len(b.Changes) > 0 && g.armed.CompareAndSwap(true, false) {
 		g.entered <- struct{}{}
 		<-g.gate

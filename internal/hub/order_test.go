@@ -29,7 +29,7 @@ func TestOrderFollowsRandomChanges(t *testing.T) {
 		h.mu.Lock()
 		switch rng.IntN(4) {
 		case 0:
-			h.delete(id, switchboard.ReasonDeregistered)
+			h.delete(id, switchboard.ReasonDeregistered, 0)
 		default:
 			in := inst(id, time.Hour)
 			in.Name = fmt.Sprintf("svc-%d", rng.IntN(7)) // a rename, often

@@ -95,7 +95,7 @@ func (h *Hub) expire(now time.Time) {
 			continue
 		}
 		e.expired, e.expiredAt = true, now
-		h.transition(e.inst, false, e.inst, true, switchboard.ReasonExpired)
+		h.transition(e.inst, false, e.inst, true, switchboard.ReasonExpired, 0)
 		expired = true
 	}
 	h.held = len(h.heldItems)

@@ -89,6 +89,7 @@ func (h *Hub) beginResync() bool {
 func (h *Hub) endResync() {
 	h.mu.Lock()
 	h.touched = nil
+	h.pruneTombs()
 	h.mu.Unlock()
 	h.resyncs.Done()
 }
@@ -144,7 +145,7 @@ func (h *Hub) resyncWhole(ctx context.Context) error {
 	if !h.reconcile(snap.Instances, nil, snap.Now, gen) {
 		return errSuperseded
 	}
-	h.sweep(gen, snap.Now)
+	h.sweep(gen, snap.Now, max(snap.Read, snap.Seq))
 	return nil
 }
 
@@ -160,6 +161,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 		gen   uint64
 		begun bool
 		now   time.Time
+		read  int64
 	)
 	// begin starts the generation at the read's first row or part (both
 	// come from the source's goroutine, in order).
@@ -173,7 +175,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 			return errOtherEpoch
 		}
 		h.gen++
-		gen, begun, now = h.gen, true, head.Now
+		gen, begun, now, read = h.gen, true, head.Now, max(head.Read, head.Seq)
 		return nil
 	}
 	held := func(head *Part, id string, digest uint64, lastSeen time.Time) bool {
@@ -212,7 +214,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 	case !begun:
 		return errNoParts
 	}
-	h.sweep(gen, now)
+	h.sweep(gen, now, read)
 	return nil
 }
 
@@ -239,8 +241,13 @@ func (h *Hub) reconcile(ins []switchboard.Instance, digests []uint64, now time.T
 				h.keep(e, in.LastSeen, now, gen)
 			} else {
 				c := *in
-				e = h.upsert(&c, now)
+				if e = h.put(&c, now); e == nil {
+					continue // deleted since the read
+				}
 				e.mark = gen
+				if e.inst != &c {
+					continue // the mirror's state is newer than the read's
+				}
 			}
 			if digests != nil {
 				e.digest = digests[j]
@@ -262,13 +269,13 @@ func (h *Hub) keep(e *entry, lastSeen, now time.Time, gen uint64) {
 	e.mark = gen
 }
 
-// sweep ends generation gen's reconciliation, read at catalog time now:
-// an entry it did not see and the log did not touch was deleted while the
-// hub was not looking.
-func (h *Hub) sweep(gen uint64, now time.Time) {
+// sweep ends generation gen's reconciliation, read at catalog time now
+// and reflecting the log up to read: an entry it did not see and the log
+// did not touch was deleted while the hub was not looking.
+func (h *Hub) sweep(gen uint64, now time.Time, read int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gen == gen {
-		h.dropUnseen(gen, now, h.touched)
+		h.dropUnseen(gen, now, read, h.touched)
 	}
 }

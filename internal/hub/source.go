@@ -32,6 +32,12 @@ import (
 var ErrCursorGone = errors.New("change log position no longer available")
 
 // Change is one entry of the backend's change log, in log order.
+//
+// Versions: Instance.Revision is the position of the change that last
+// wrote the row (0 when the source does not track it), and a deletion's
+// own version is its Seq. The hub applies a state of an instance only when
+// it is newer than the one it holds (see versions.go), whichever path
+// brings it: a snapshot, a log read, a write's own publish or a push.
 type Change struct {
 	Seq int64
 	ID  string
@@ -44,11 +50,28 @@ type Change struct {
 	Found    bool
 }
 
+// Cursor is how far a hub has read a change log. Every entry at or below
+// Seq has been read or will never exist. Above it, a log whose writers
+// commit out of order (PostgreSQL) may show entries after numbers still in
+// flight: Read is the highest number read, and Missing the numbers in
+// (Seq, Read] not read yet, ascending. A source without such gaps keeps
+// Read equal to Seq and Missing empty.
+type Cursor struct {
+	Seq     int64
+	Read    int64
+	Missing []int64
+}
+
 // Snapshot is every row (stale ones included) and the log position it is
 // consistent with.
 type Snapshot struct {
 	Instances []switchboard.Instance
-	Seq       int64
+	// Seq is the position every entry up to which is reflected in the
+	// rows; Read and Missing, as in Cursor, what the rows reflect beyond
+	// it (zero Read: nothing beyond Seq).
+	Seq     int64
+	Read    int64
+	Missing []int64
 	// Epoch names the catalog's history (created with its schema): a
 	// position is only meaningful within one epoch. A catalog re-created or
 	// restored from elsewhere has another epoch, even where its sequence
@@ -60,7 +83,12 @@ type Snapshot struct {
 // Batch is the log after a position.
 type Batch struct {
 	Changes []Change
-	Seq     int64 // position after the last change (unchanged when empty)
+	// Seq, Read and Missing are the cursor after the batch (see Cursor):
+	// Seq is the position after the last change (unchanged when empty);
+	// a zero Read means Read equals Seq and nothing is missing.
+	Seq     int64
+	Read    int64
+	Missing []int64
 	// Epoch is the history the changes were read from (see Snapshot.Epoch):
 	// a batch from another epoch than the hub's cursor is never applied;
 	// the hub resyncs from a snapshot instead.
@@ -79,9 +107,11 @@ type Renewal struct {
 type Source interface {
 	// Snapshot reads every row and the current log position.
 	Snapshot(ctx context.Context) (Snapshot, error)
-	// ChangesSince reads the log entries after seq, each joined with the
-	// row as it is now. ErrCursorGone when the log was trimmed past seq.
-	ChangesSince(ctx context.Context, seq int64) (Batch, error)
+	// ChangesSince reads the log entries the cursor has not read (above
+	// cur.Read, and the numbers in cur.Missing), each joined with the row
+	// as it is now, in seq order, and returns the cursor after them.
+	// ErrCursorGone when the log was trimmed past what the cursor needs.
+	ChangesSince(ctx context.Context, cur Cursor) (Batch, error)
 	// RenewedSince returns the rows whose last_seen is after since, and the
 	// catalog clock (heartbeats are learned in bulk, never as events).
 	RenewedSince(ctx context.Context, since time.Time) ([]Renewal, time.Time, error)
@@ -120,6 +150,8 @@ type Part struct {
 	Digests []uint64
 	Rows    int
 	Seq     int64
+	Read    int64   // as in Snapshot
+	Missing []int64 // as in Snapshot
 	Epoch   string
 	Now     time.Time
 }

@@ -181,13 +181,13 @@ func (h *Hub) catchUp(s *sub) []switchboard.Event {
 		case !p.was && is:
 			out = append(out, e.added())
 		case p.was && is:
-			out = append(out, switchboard.Event{Kind: switchboard.EventUpdated, Instance: e.view()})
+			out = append(out, switchboard.Event{Kind: switchboard.EventUpdated, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && e != nil:
 			r := switchboard.ReasonDeregistered // no longer matches the query
 			if e.expired {
 				r = switchboard.ReasonExpired
 			}
-			out = append(out, switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: e.view()})
+			out = append(out, switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && p.removal != nil:
 			out = append(out, *p.removal)
 		}
@@ -217,7 +217,8 @@ func (h *Hub) pump(ctx context.Context, s *sub) {
 	for i := range len(initial) + len(marks) {
 		var ev switchboard.Event
 		if i < len(initial) {
-			ev = switchboard.Event{Kind: switchboard.EventAdded, Instance: view(initial[i].inst, initial[i].expired)}
+			in := initial[i].inst
+			ev = switchboard.Event{Kind: switchboard.EventAdded, Instance: view(in, initial[i].expired), Revision: in.Revision}
 		} else {
 			ev = marks[i-len(initial)]
 		}
@@ -276,7 +277,11 @@ func size(in *switchboard.Instance) int {
 
 // transition emits, to every watcher, what changed between the old and the
 // new state of one instance (nil: absent).
-func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switchboard.Instance, curExpired bool, reason switchboard.Reason) {
+//
+// rev is a removal's own log position (0: judged without the log, as an
+// expiry); a removal without one carries the instance's last revision, so
+// a watcher's revisions of one instance never decrease.
+func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switchboard.Instance, curExpired bool, reason switchboard.Reason, rev int64) {
 	if len(h.subs) == 0 {
 		return
 	}
@@ -294,7 +299,7 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		switch {
 		case !was && is:
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired)}
+				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired), Revision: cur.Revision}
 			}
 		case was && !is:
 			r := reason
@@ -308,12 +313,13 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 			if cur != nil {
 				in = cur
 			}
+			v := max(rev, in.Revision)
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired)}
+				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired), Revision: v}
 			}
 		case was && is && !same:
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired)}
+				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired), Revision: cur.Revision}
 			}
 		default:
 			continue
@@ -344,5 +350,5 @@ func view(in *switchboard.Instance, expired bool) switchboard.Instance {
 func (e *entry) view() switchboard.Instance { return view(e.inst, e.expired) }
 
 func (e *entry) added() switchboard.Event {
-	return switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view()}
+	return switchboard.Event{Kind: switchboard.EventAdded, Instance: e.view(), Revision: e.inst.Revision}
 }

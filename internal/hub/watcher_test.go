@@ -55,7 +55,8 @@ func (m *trimmedSource) Snapshot(context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-func (m *trimmedSource) ChangesSince(_ context.Context, seq int64) (Batch, error) {
+func (m *trimmedSource) ChangesSince(_ context.Context, cur Cursor) (Batch, error) {
+	seq := cur.Seq
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := Batch{Seq: seq, Now: time.Now()}
