@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,31 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// lockName is the lock file the broker keeps in its data dir (on Unix).
+const lockName = "switchboard-nats.lock"
+
+// storeName is the directory nats-server keeps its streams in, under
+// StoreDir.
+const storeName = "jetstream"
+
+// firstMissing is the outermost directory of dir's path that does not
+// exist ("" when dir exists or cannot be examined): what MkdirAll(dir)
+// creates.
+func firstMissing(dir string) string {
+	missing := ""
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			return missing
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return ""
+		}
+		missing = p
+		if parent := filepath.Dir(p); parent == p {
+			return missing
+		}
+	}
+}
+
 // Server is a running broker.
 type Server struct {
 	ns     *server.Server
@@ -52,7 +78,9 @@ type Server struct {
 // Start starts a broker and returns once it accepts connections. Options
 // are checked before anything is created; a broker that cannot start (its
 // port taken, its JetStream store unusable) fails at once with the
-// broker's own reason, not after ReadyTimeout.
+// broker's own reason, not after ReadyTimeout, and removes what it created
+// (the data dir when it was new, else the lock file and JetStream store
+// when they were); a store that existed is left as it was.
 func Start(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, &switchboard.FieldError{Field: "data dir", Value: "", Reason: "the embedded broker needs a directory for its JetStream store"}
@@ -60,19 +88,6 @@ func Start(opts Options) (*Server, error) {
 	if opts.Port < -1 || opts.Port > 65535 {
 		return nil, &switchboard.FieldError{Field: "port", Value: strconv.Itoa(opts.Port), Reason: "want 1 to 65535 (or -1 for any free port)"}
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
-	}
-	unlock, err := lockDir(opts.Dir)
-	if err != nil {
-		return nil, err
-	}
-	started := false
-	defer func() {
-		if !started {
-			unlock()
-		}
-	}()
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
 	}
@@ -85,6 +100,48 @@ func Start(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// What this Start creates goes again if it fails: the directories
+	// that did not exist, else the lock file and the JetStream store when
+	// they are new. A store that was there before is never touched.
+	created := firstMissing(opts.Dir)
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		if created != "" {
+			os.RemoveAll(created)
+		}
+		return nil, fmt.Errorf("embedded nats: data dir: %w", err)
+	}
+	var newPaths []string
+	if created != "" {
+		newPaths = []string{created}
+	} else {
+		for _, p := range []string{filepath.Join(opts.Dir, lockName), filepath.Join(opts.Dir, storeName)} {
+			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+				newPaths = append(newPaths, p)
+			}
+		}
+	}
+	unlock, err := lockDir(opts.Dir)
+	if err != nil {
+		// Another broker holds the lock file: it is not ours to remove.
+		if created != "" {
+			os.RemoveAll(created)
+		}
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if started {
+			return
+		}
+		// Removed while the lock is still held, so no other broker is
+		// using what goes.
+		for _, p := range newPaths {
+			if err := os.RemoveAll(p); err != nil {
+				opts.Logger.Warn("embedded nats: cleaning up after a failed start", "path", p, "err", err)
+			}
+		}
+		unlock()
+	}()
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "switchboard-embedded",
 		Host:       opts.Host,

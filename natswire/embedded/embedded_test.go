@@ -159,3 +159,81 @@ func TestStartRefusesADirInUse(t *testing.T) {
 	}
 	again.Shutdown()
 }
+
+// A Start that fails (its port taken) leaves nothing it created behind:
+// not the data dir and its parents when they were new, not the lock file
+// or the JetStream store in a dir that existed; a store that was there
+// before keeps every file.
+func TestFailedStartCleansUp(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+
+	root := t.TempDir()
+	dir := filepath.Join(root, ".data", "nats")
+	if _, err := Start(Options{Dir: dir, Port: port, Logger: quiet}); err == nil {
+		t.Fatal("Start succeeded on a port in use")
+	}
+	if left := listTree(t, root); len(left) != 0 {
+		t.Fatalf("a failed Start in a new dir left %v", left)
+	}
+
+	// An existing, empty dir: it stays, empty.
+	empty := t.TempDir()
+	if _, err := Start(Options{Dir: empty, Port: port, Logger: quiet}); err == nil {
+		t.Fatal("Start succeeded on a port in use")
+	}
+	if left := listTree(t, empty); len(left) != 0 {
+		t.Fatalf("a failed Start in an existing empty dir left %v", left)
+	}
+
+	// A dir with a store of its own: nothing of it goes.
+	used := t.TempDir()
+	s, err := Start(Options{Dir: used, Port: -1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "kept", Subjects: []string{"kept.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	s.Shutdown()
+	before := listTree(t, used)
+	if _, err := Start(Options{Dir: used, Port: port, Logger: quiet}); err == nil {
+		t.Fatal("Start succeeded on a port in use")
+	}
+	if after := listTree(t, used); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatalf("a failed Start changed an existing store:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// listTree lists every path under root, relative to it, sorted.
+func listTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != root {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -10,9 +10,6 @@ import (
 	"syscall"
 )
 
-// lockName is the lock file the broker keeps in its data dir.
-const lockName = "switchboard-nats.lock"
-
 // lockDir takes an exclusive lock on dir for the broker's life: two
 // brokers writing one JetStream store would corrupt it. The lock is a flock
 // on a file in dir, so it ends with the process however it ends.
