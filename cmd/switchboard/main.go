@@ -193,7 +193,7 @@ when several hosts share one catalog.`,
 	root.SuggestionsMinimumDistance = 2
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(flagError)
 	root.SetVersionTemplate("{{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.dsn, "dsn", "", "catalog DSN: sqlite://PATH, sqlite::memory:, postgres://… (default from config: "+switchboard.DefaultDSN+")")
