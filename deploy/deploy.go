@@ -1,6 +1,10 @@
-// Package deploy holds the Kubernetes manifests of a module deployment
-// (crd/, rbac.yaml, deployment.yaml) and embeds the generated TinyModule CRD
-// for programs and tests that install it.
+// Package deploy holds what runs Switchboard outside a developer's shell:
+// the Kubernetes manifests of a module deployment (crd/, rbac.yaml,
+// deployment.yaml), of `switchboard serve` in a cluster (serve.yaml), and a
+// systemd unit for serve (switchboard.service). It embeds the generated
+// TinyModule CRD and the RBAC for programs and tests that install them. Its
+// tests apply every manifest to a real API server and run the unit's
+// command.
 package deploy
 
 import _ "embed"
