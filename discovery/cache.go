@@ -3,15 +3,11 @@
 // expiry), that answers lookups by name, type or capability without a query
 // per call and without locks, and picks instances round-robin or at random.
 //
-// Each event is applied in time proportional to the change, not to the size
-// of the catalog: the indexes are persistent B+ trees, so a change copies
-// one path per index it touches and every published version stays intact
-// for its readers (see Snapshot). Each instance is held as a compact
-// record; what instances repeat (names, types, capability lists, metadata
-// maps) is shared between them, and each capability also keeps a copy of
-// its members' records in numbered slots, so that a pick finds its record
-// by shifts and reads one cache line (see slots); a random pick has that
-// line prefetched by an earlier pick (see ahead).
+// Each published version (see Snapshot) is immutable. A change copies the
+// entry of its instance in the index by id (one shard of it) and makes new
+// versions of the buckets it touches (its name's, its type's, its
+// capabilities'), so it costs in proportion to those buckets, not to the
+// catalog; a burst of changes is published as one version.
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service"; a
@@ -46,8 +42,8 @@ type Options struct {
 }
 
 // maxBurst bounds how many events are applied before a version is
-// published, so a long burst (a snapshot) does not hold back lookups of
-// its first changes.
+// published, so a long burst does not hold back lookups of its first
+// changes.
 const maxBurst = 1024
 
 // Cache is a live, lock-free view of the catalog.
@@ -62,7 +58,6 @@ type Cache struct {
 	subMu  sync.Mutex // orders publishing and subscribing
 	subs   map[int]func(*Snapshot, []Change)
 	nextID int
-	pub    []Change // the changes handed to the subscribers, reused
 
 	// presumed: stale on the catalog's stats alone (startStale), until the
 	// watch's first event after the snapshot confirms it (error) or not.
@@ -170,8 +165,6 @@ func (c *Cache) follow(ch <-chan switchboard.Event) {
 		case ev.Kind == switchboard.EventSynced && wasStale:
 			c.opts.Logger.Info("discovery: catalog reachable again")
 		}
-		// Publish once per burst (bounded): each version costs a few node
-		// copies per change, not a rebuild.
 		if len(ch) == 0 || c.w.pending >= maxBurst {
 			c.publish()
 			pending = c.deliver(pending)
@@ -202,15 +195,8 @@ func (c *Cache) publish() {
 		fns = append(fns, fn)
 	}
 	c.subMu.Unlock()
-	if len(fns) > 0 {
-		for _, ch := range c.w.changes {
-			c.pub = append(c.pub, ch.public())
-		}
-		for _, fn := range fns {
-			fn(s, c.pub)
-		}
-		clear(c.pub)
-		c.pub = c.pub[:0]
+	for _, fn := range fns {
+		fn(s, c.w.changes)
 	}
 	clear(c.w.changes)
 	c.w.changes = c.w.changes[:0]
@@ -268,8 +254,8 @@ func (c *Cache) ByType(typ string) []switchboard.Instance { return c.snap.Load()
 // All returns every active instance (shared; do not modify).
 func (c *Cache) All() []switchboard.Instance { return c.snap.Load().All() }
 
-// Count returns how many active instances q selects (O(log n) for a query
-// with one field).
+// Count returns how many active instances q selects (a lookup, when q has
+// one field).
 func (c *Cache) Count(q switchboard.Query) int { return c.snap.Load().Count(q) }
 
 // Get returns the active instance with that id.
@@ -279,15 +265,14 @@ func (c *Cache) Get(id string) (switchboard.Instance, bool) { return c.snap.Load
 func (c *Cache) Lookup(q switchboard.Query) []switchboard.Instance { return c.snap.Load().Lookup(q) }
 
 // PickRoundRobin returns the next active instance with capability cp,
-// cycling through the capability's slots; false when there is none. It
-// finds the capability in O(log n) of the number of capabilities, then
-// the member in O(1), and allocates nothing.
+// cycling through the capability's members; false when there is none. It
+// allocates nothing.
 func (c *Cache) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRoundRobin(cp)
 }
 
-// PickRandom returns a uniformly random active instance with capability cp
-// (the capability in O(log n), the member in O(1), no allocation).
+// PickRandom returns a uniformly random active instance with capability cp,
+// allocating nothing.
 func (c *Cache) PickRandom(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRandom(cp)
 }

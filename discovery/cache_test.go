@@ -216,8 +216,7 @@ func BenchmarkLookupByCapability(b *testing.B) {
 					}
 				})
 			})
-			// Random picks from every core at once: each goroutine keeps
-			// its stripe of the numbers drawn ahead (see PickRandom).
+			// Random picks from every core at once.
 			b.Run("PickRandomParallel/all", func(b *testing.B) {
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {

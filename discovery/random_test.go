@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -249,17 +248,6 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if w := m.set[in.ID]; ok && !equal(&in, &w) {
 			t.Fatalf("PickRandom(%s):\n got %+v\nwant %+v", c, in, w)
 		}
-		// The same from numbers drawn ahead, which a capability this small
-		// does not use in PickRandom (numbers drawn against other versions:
-		// TestPickAheadOutlivesVersions).
-		if b := lookupBucket(&s.caps, hashID(c), c); b != nil {
-			sl := *b.pool
-			sl.ahead = newAhead()
-			in := sl.pickAhead().instance()
-			if w := m.set[in.ID]; !in.HasCapability(c) || !equal(&in, &w) {
-				t.Fatalf("pickAhead(%s):\n got %+v\nwant %+v", c, in, w)
-			}
-		}
 	}
 	// Combined queries go through Lookup, Count and Instances.
 	for _, q := range []switchboard.Query{
@@ -287,65 +275,28 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 	if stale != m.stale || !errors.Is(err, m.err) && err != m.err {
 		t.Fatalf("Stale = %v, %v; want %v, %v", stale, err, m.stale, m.err)
 	}
-	// Every tree's structure, the indexes of buckets included.
-	check(t, &s.all, cmpNameID, slices.Collect(func(yield func(*rec) bool) { s.all.each(yield) }))
-	check(t, &s.ids, cmpIDEntry, slices.Collect(func(yield func(idEntry) bool) { s.ids.each(yield) }))
-	check(t, &s.caps, cmpKeyed[member], slices.Collect(func(yield func(keyed[member]) bool) { s.caps.each(yield) }))
-	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
-		check(t, idx, cmpKeyed[*rec], slices.Collect(func(yield func(keyed[*rec]) bool) { idx.each(yield) }))
-	}
-	for _, idx := range []*tree[keyed[*rec]]{&s.names, &s.types} {
-		idx.each(func(e keyed[*rec]) bool {
-			b := e.b
-			if e.h != hashID(b.key) {
-				t.Fatalf("bucket %q under another hash", b.key)
+	// Every bucket kept is not empty, is under its key, and holds the
+	// instances the index by id holds now.
+	for _, idx := range []*pmap[*bucket]{&s.names, &s.types, &s.caps} {
+		n := 0
+		idx.each(func(k string, b *bucket) {
+			n++
+			if got, ok := idx.get(k); !ok || got != b {
+				t.Fatalf("bucket %q not found under its key", k)
 			}
-			if b.set.n == 0 {
-				t.Fatalf("empty bucket %q kept", b.key)
+			if len(b.m) == 0 {
+				t.Fatalf("empty bucket %q kept", k)
 			}
-			check(t, &b.set, cmpNameID, slices.Collect(func(yield func(*rec) bool) { b.set.each(yield) }))
-			return true
+			for _, p := range b.m {
+				if q, _ := s.ids.get(p.ID); q != p {
+					t.Fatalf("bucket %q holds a version of %s that is not the current one", k, p.ID)
+				}
+			}
 		})
+		if n != idx.n {
+			t.Fatalf("index of %d buckets counts %d", n, idx.n)
+		}
 	}
-	// A capability bucket's tree points to the records the index by id
-	// holds now; each member's slot holds a copy of its record, and the
-	// slots are exactly the members.
-	s.caps.each(func(e keyed[member]) bool {
-		b := e.b
-		if e.h != hashID(b.key) {
-			t.Fatalf("bucket %q under another hash", b.key)
-		}
-		if b.set.n == 0 {
-			t.Fatalf("empty bucket %q kept", b.key)
-		}
-		check(t, &b.set, cmpMember, slices.Collect(func(yield func(member) bool) { b.set.each(yield) }))
-		checkSlots(t, b.pool, b.set.n)
-		taken := make([]bool, b.pool.n)
-		b.set.each(func(m member) bool {
-			if p := lookupID(&s.ids, hashID(m.p.id), m.p.id); p != m.p {
-				t.Fatalf("capability %s points to a record of %s that is not the current one", b.key, m.p.id)
-			}
-			if m.slot < 0 || int(m.slot) >= b.pool.n {
-				t.Fatalf("capability %s: %s in slot %d of %d", b.key, m.p.id, m.slot, b.pool.n)
-			}
-			if taken[m.slot] {
-				t.Fatalf("capability %s: %s in slot %d, which another member holds", b.key, m.p.id, m.slot)
-			}
-			taken[m.slot] = true
-			if r := b.pool.at(int(m.slot)); !sameRec(m.p, r) {
-				t.Fatalf("capability %s: slot %d holds %s, not the current record of %s", b.key, m.slot, r.id, m.p.id)
-			}
-			return true
-		})
-		return true
-	})
-}
-
-// sameRec reports whether a and b are copies of one record.
-func sameRec(a, b *rec) bool {
-	return a.id == b.id && a.addr == b.addr && a.sh == b.sh &&
-		reflect.ValueOf(a.meta).Pointer() == reflect.ValueOf(b.meta).Pointer() &&
-		a.reg == b.reg && a.seen == b.seen
 }
 
 type kept struct {
@@ -399,15 +350,8 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 		w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
 	}
 	s := w.snapshot()
-	if s.Len() != 0 || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
+	if s.Len() != 0 || s.all != nil || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
 		t.Fatalf("after removing everything: %d instances, %d capabilities, %d names, %d types, %d ids", s.Len(), s.caps.n, s.names.n, s.types.n, s.ids.n)
-	}
-	if n := len(w.in.strs) + len(w.in.caps) + len(w.in.metas) + len(w.in.comps) + len(w.in.shapes); n != 0 {
-		var left []string
-		for k := range w.in.strs {
-			left = append(left, k)
-		}
-		t.Fatalf("seed %d: %d shared values left after every instance left: %s", seed, n, strings.Join(left, ","))
 	}
 	t.Logf("seed %d: %d steps, %d older versions re-checked", seed, steps, len(old))
 }
@@ -417,20 +361,10 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 // each, until a few are left. In every version (and in each kept older one
 // at the end) each member must be the pick of exactly one index in [0, n):
 // PickRandom draws the index uniformly, so that is what makes it fair,
-// whatever the tree's shape after the removals. Two versions, one of a few
-// hundred members (leaves under an inner node) and the last (one leaf),
-// are also sampled: the counts must pass a chi-square test at p = 1e-7.
-// It runs twice: as PickRandom picks in a capability of this size, and
-// with every pick drawing ahead (see ahead).
+// whatever the removals did. Two versions, one of a few hundred members
+// and the last, are also sampled: the counts must pass a chi-square test
+// at p = 1e-7.
 func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
-	t.Run("plain", func(t *testing.T) { uniformAcrossVersions(t, false) })
-	t.Run("ahead", func(t *testing.T) {
-		drawAheadAlways(t)
-		uniformAcrossVersions(t, true)
-	})
-}
-
-func uniformAcrossVersions(t *testing.T, ahead bool) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 4))
 	const n, cp = 5000, "all"
@@ -449,17 +383,17 @@ func uniformAcrossVersions(t *testing.T, ahead bool) {
 	// members one to one.
 	exactlyOnce := func(v version) {
 		t.Helper()
-		b := lookupBucket(&v.s.caps, hashID(cp), cp)
-		if b == nil || b.set.n != len(v.ids) || b.pool.n != len(v.ids) {
+		b := v.s.capability(cp)
+		if b == nil || len(b.m) != len(v.ids) {
 			t.Fatalf("seed %d: no bucket of %d members", seed, len(v.ids))
 		}
 		hits := make(map[string]int, len(v.ids))
-		for i := range b.pool.n {
-			hits[b.pool.at(i).id]++
+		for _, p := range b.m {
+			hits[p.ID]++
 		}
 		for _, id := range v.ids {
 			if hits[id] != 1 {
-				t.Fatalf("seed %d: %s is the pick of %d indices of %d", seed, id, hits[id], b.set.n)
+				t.Fatalf("seed %d: %s is the pick of %d indices of %d", seed, id, hits[id], len(b.m))
 			}
 		}
 	}
@@ -485,15 +419,56 @@ func uniformAcrossVersions(t *testing.T, ahead bool) {
 		}
 	}
 	uniform(t, s, cp, present, 1)
-	if ahead {
-		drewAhead(t, s, cp)
-	} else if b := lookupBucket(&s.caps, hashID(cp), cp); b.pool.ahead != nil {
-		t.Fatalf("the picks of %q draw ahead below aheadFrom", cp)
-	}
 	for _, v := range kept {
 		exactlyOnce(v)
 	}
 	t.Logf("seed %d: %d older versions re-checked", seed, len(kept))
+}
+
+// TestPickRandomOutlivesVersions picks from a version of 3,000 members,
+// then from one of a single member and one of 64 made after it: each
+// version's picks stay among its own members, uniformly, while a later
+// version is published, and from many goroutines at once.
+func TestPickRandomOutlivesVersions(t *testing.T) {
+	const cp = "all"
+	w, s := fleetWriter(3000)
+	ids := fleetIDs(3000)
+	for range 100 {
+		if _, ok := s.PickRandom(cp); !ok {
+			t.Fatal("no pick")
+		}
+	}
+	for _, id := range ids[1:] {
+		w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
+	}
+	one := w.snapshot()
+	for range 100 {
+		if in, ok := one.PickRandom(cp); !ok || in.ID != ids[0] {
+			t.Fatalf("PickRandom in a version of one member = %q, %v; want %s", in.ID, ok, ids[0])
+		}
+	}
+	for i := 1; i < 64; i++ {
+		w.apply(&switchboard.Event{Kind: switchboard.EventAdded, Instance: fleetInstance(i)})
+	}
+	s = w.snapshot()
+	uniform(t, s, cp, ids[:64], 8)
+	uniform(t, one, cp, ids[:1], 8) // the older version, still held
+}
+
+// TestPickRandomFromManyGoroutines picks from 64 goroutines at once: the
+// picks, counted together, must be uniform.
+func TestPickRandomFromManyGoroutines(t *testing.T) {
+	_, s := fleetWriter(200)
+	uniform(t, s, "all", fleetIDs(200), 64)
+}
+
+// fleetIDs returns the ids of the first n instances of the fleet.
+func fleetIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fleetInstance(i).ID
+	}
+	return ids
 }
 
 // uniform draws PickRandom 400 times per member of cp in s, spread over

@@ -1,9 +1,0 @@
-//go:build !purego
-
-#include "textflag.h"
-
-// func prefetch(p *rec)
-TEXT ·prefetch(SB), NOSPLIT|NOFRAME, $0-8
-	MOVD	p+0(FP), R0
-	PRFM	(R0), PLDL1KEEP
-	RET
