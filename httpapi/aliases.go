@@ -33,18 +33,21 @@ type (
 
 // Error codes and headers: see package schema.
 const (
-	CodeInvalid        = schema.CodeInvalid
-	CodeInvalidName    = schema.CodeInvalidName
-	CodeInvalidAddress = schema.CodeInvalidAddress
-	CodeTooLarge       = schema.CodeTooLarge
-	CodeUnauthorized   = schema.CodeUnauthorized
-	CodeForbidden      = schema.CodeForbidden
-	CodeNotFound       = schema.CodeNotFound
-	CodeLeaseHeld      = schema.CodeLeaseHeld
-	CodeLeaseLost      = schema.CodeLeaseLost
-	CodeUnavailable    = schema.CodeUnavailable
-	CodeMethod         = schema.CodeMethod
-	CodeNoCatalog      = schema.CodeNoCatalog
-	CodeBusy           = schema.CodeBusy
-	SecretHeader       = schema.SecretHeader
+	CodeInvalid          = schema.CodeInvalid
+	CodeInvalidName      = schema.CodeInvalidName
+	CodeInvalidAddress   = schema.CodeInvalidAddress
+	CodeTooLarge         = schema.CodeTooLarge
+	CodeUnauthorized     = schema.CodeUnauthorized
+	CodeForbidden        = schema.CodeForbidden
+	CodeNotFound         = schema.CodeNotFound
+	CodeLeaseHeld        = schema.CodeLeaseHeld
+	CodeLeaseLost        = schema.CodeLeaseLost
+	CodeUnavailable      = schema.CodeUnavailable
+	CodeMethod           = schema.CodeMethod
+	CodeNoCatalog        = schema.CodeNoCatalog
+	CodeBusy             = schema.CodeBusy
+	CodeUnsupportedMedia = schema.CodeUnsupportedMedia
+	CodeTooMany          = schema.CodeTooMany
+	SecretHeader         = schema.SecretHeader
+	LeaseNextHeader      = schema.LeaseNextHeader
 )

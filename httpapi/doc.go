@@ -16,10 +16,10 @@
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)
 //	GET    /v1/now                        the catalog's clock → {"now":"…"}
 //	GET    /v1/info                       backend, redacted DSN, health, counts, self-preservation, default_ttl (the catalog's default TTL, "10s"; absent when it does not say)
-//	GET    /v1/leases                     [lease, …]
-//	POST   /v1/leases/acquire             {"name","holder","ttl"} → lease; 409 lease_held
-//	POST   /v1/leases/renew               {"name","holder","token","ttl"} → lease; 409 lease_lost
-//	POST   /v1/leases/release             {"name","holder","token"} → 204; 409 lease_lost
+//	GET    /v1/leases?limit=&after=       [lease, …] by name, a page at a time (X-Next-After names the next page's start)
+//	POST   /v1/leases/acquire             {"name","holder","ttl","secret"?} → lease with its "secret"; 409 lease_held
+//	POST   /v1/leases/renew               {"name","holder","token","ttl","secret"} → lease; 409 lease_lost
+//	POST   /v1/leases/release             {"name","holder","token","secret"} → 204; 409 lease_lost
 //	GET    /healthz                       200 when the catalog answers (its clock and a read of its rows), else 503; 200 "degraded" with code no_catalog when its tables are gone (the next write recreates them: a 503 would take the server out of rotation); no token needed; with a Token set, the catalog's error only to a request carrying it
 //	GET    /metrics                       Prometheus
 //	/                                     Options.UI, when set
@@ -31,23 +31,58 @@
 // twice, included; so is a body not received within Options.BodyTimeout),
 // 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
 // token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
-// (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 501
+// (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 415
+// (unsupported_media_type) for a body not sent as application/json, 429
+// (too_many_requests, with Retry-After) above a quota, 501
 // (not_implemented) for leases on a catalog without them, 503
 // (unavailable) when the catalog cannot be reached, 503 (no_catalog) when
 // there is no catalog there (switchboard.ErrNoCatalog: its tables are
 // missing), 503 (busy, with Retry-After) when the catalog stayed locked
 // (switchboard.ErrBusy). Nothing stored changes on any error.
 //
+// # Credentials and roles
+//
+// Options.Token is the clients' token; Options.AdminToken the
+// administrator's. A client registers, renews and deletes its own rows,
+// holds its own leases, and reaps what is reapable (a default reap, or an
+// older_than of at least twice the longest TTL); only the administrator
+// reaps live rows, deletes another's row without its secret and releases
+// another's lease (403 otherwise, saying what is needed). A server without
+// any token answers only Host names that are IP addresses, localhost (and
+// names under .localhost) or Options.AllowedHosts (403 else: DNS
+// rebinding), lets any caller reap by age, and has no administrator.
+// Every server refuses cross-origin browser requests that change state
+// (net/http's CrossOriginProtection) and request bodies that are not
+// application/json. Each reap by age or that deleted rows, each delete of
+// another's row, each lease release, each refused credential, steal
+// attempt and refused request is one structured log line whose message
+// starts with "audit: ".
+//
+// Quotas (Options.MaxInstances, MaxLeases, MaxWatchers and
+// MaxWatchersPerClient) answer 429 with Retry-After: a registration of a
+// new id past the instances held, an acquisition of a new lease name past
+// the leases held, a watch past the streams open, in all or of one client
+// (its role and IP address).
+//
 // # Secrets
 //
 // A registration returns a secret (or keeps the one the client sent in
-// X-Instance-Secret). Its SHA-256 is stored with the row, under a reserved
-// metadata key that the API strips from every response and event; the
-// secret itself is never stored, listed or logged. Heartbeat, deregister
+// X-Instance-Secret). It is stored hashed with a salt of its own
+// (SHA-256; rows of earlier releases hold a bare SHA-256, still read)
+// with the row, under a reserved metadata key that the API strips from
+// every response and event; the secret itself is never stored, listed or
+// logged. Heartbeat, deregister
 // and re-register of that id need the secret, until the row expires (its
 // owner stopped heartbeating): then anyone may register the id again and
 // gets a new secret. Rows registered directly on the backend have no
 // secret.
+//
+// A lease acquired through the API gets a secret too, stored hashed in the
+// catalog's holder column after the holder's name (never shown): renewing,
+// releasing, and acquiring it again as the same holder while it is held
+// need it, so a client that read the lease's holder and token from the
+// list cannot take it over. A lease's TTL is at most Options.MaxLeaseTTL
+// (1 h). Lease errors never name another holder or its token.
 //
 // # Watch (Server-Sent Events)
 //

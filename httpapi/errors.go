@@ -15,20 +15,30 @@ import (
 type apiError struct {
 	status int
 	body   ErrorBody
+	retry  string // Retry-After, in seconds ("" for none)
 }
 
 func (e *apiError) Error() string { return e.body.Error }
 
 func badRequest(field, msg string) error {
-	return &apiError{http.StatusBadRequest, ErrorBody{Error: msg, Field: field, Code: CodeInvalid}}
+	return &apiError{status: http.StatusBadRequest, body: ErrorBody{Error: msg, Field: field, Code: CodeInvalid}}
 }
 
+// tooMany is a quota reached: 429 with Retry-After.
+func tooMany(msg string) error {
+	return &apiError{status: http.StatusTooManyRequests, body: ErrorBody{Error: msg, Code: CodeTooMany}, retry: quotaRetryAfter}
+}
+
+// quotaRetryAfter is the Retry-After of a quota reached, in seconds: rows
+// and streams go away at the pace of TTLs and reconnections.
+const quotaRetryAfter = "10"
+
 func unauthorized(msg string) error {
-	return &apiError{http.StatusUnauthorized, ErrorBody{Error: msg, Code: CodeUnauthorized}}
+	return &apiError{status: http.StatusUnauthorized, body: ErrorBody{Error: msg, Code: CodeUnauthorized}}
 }
 
 func forbidden(msg string) error {
-	return &apiError{http.StatusForbidden, ErrorBody{Error: msg, Code: CodeForbidden}}
+	return &apiError{status: http.StatusForbidden, body: ErrorBody{Error: msg, Code: CodeForbidden}}
 }
 
 // catalogErrors are the catalog's sentinel errors with their status and
@@ -104,7 +114,7 @@ func catalogDown(msg string, cause error) error {
 			code = body.Code
 		}
 	}
-	return &apiError{http.StatusServiceUnavailable, ErrorBody{Error: msg, Code: code}}
+	return &apiError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: msg, Code: code}}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -124,6 +134,10 @@ func writeError(w http.ResponseWriter, err error) int {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
 	case body.Code == CodeBusy:
 		w.Header().Set("Retry-After", busyRetryAfter)
+	}
+	var ae *apiError
+	if errors.As(err, &ae) && ae.retry != "" {
+		w.Header().Set("Retry-After", ae.retry)
 	}
 	writeJSON(w, status, body)
 	return status

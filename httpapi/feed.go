@@ -260,6 +260,18 @@ func (f *feed) counts() (active, stale int) {
 	return active, stale
 }
 
+// maxTTL is the longest TTL of the mirrored rows (def for a row without
+// one), def when there are none.
+func (f *feed) maxTTL(def time.Duration) time.Duration {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	longest := def
+	for _, st := range f.state {
+		longest = max(longest, cmp.Or(st.inst.TTL, def))
+	}
+	return longest
+}
+
 // reachableFor is how long the catalog has been reachable to the feed:
 // since its last sync after an error (or its first), zero while unhealthy.
 func (f *feed) reachableFor() time.Duration {

@@ -91,6 +91,7 @@ func FuzzRequests(f *testing.F) {
 		if err != nil {
 			return // not a valid URL: never reaches a server
 		}
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		api.ServeHTTP(rec, req)
 		switch rec.Code {

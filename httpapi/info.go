@@ -44,6 +44,17 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// defaultTTL is the TTL the catalog gives a row registered without one:
+// its own when it says, else the library's default.
+func (s *Server) defaultTTL() time.Duration {
+	if d, ok := s.cat.(switchboard.TTLDefaulter); ok {
+		if ttl := d.DefaultTTL(); ttl > 0 {
+			return ttl
+		}
+	}
+	return switchboard.DefaultTTL
+}
+
 // healthProbeID is the id /healthz reads to see that the catalog's rows
 // can be read, not only its clock: a PostgreSQL database whose catalog
 // tables were dropped (restarted or restored empty) still tells the time.

@@ -3,15 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"reflect"
@@ -22,39 +18,15 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// secretKey is the reserved metadata key under which the SHA-256 of an
-// instance's secret is stored with its row: it lives and dies with the row,
-// is shared by every server on the same database, and is stripped from
-// every response and event of the API.
+// secretKey is the reserved metadata key under which an instance's
+// secret is stored hashed (secrets.go) with its row: it lives and dies with
+// the row, is shared by every server on the same database, and is stripped
+// from every response and event of the API.
 const secretKey = "switchboard.secret-sha256"
-
-func hashSecret(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
-
-func newSecret() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// validSecret bounds what a client may present as a secret.
-func validSecret(s string) bool {
-	if len(s) < 16 || len(s) > 256 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
 
 // owner is what the server knows of a row's ownership.
 type owner struct {
-	hash  string // the secret's SHA-256; empty for a row registered directly on the backend
+	hash  string // the secret as stored (secrets.go); empty for a row registered directly on the backend
 	stale bool   // past its TTL: its owner stopped heartbeating
 	found bool
 }
@@ -78,7 +50,7 @@ func checkSecret(id, hash, given string) error {
 	if given == "" {
 		return unauthorized(fmt.Sprintf("instance %q belongs to the client that registered it: send its secret in %s", id, SecretHeader))
 	}
-	if subtle.ConstantTimeCompare([]byte(hashSecret(given)), []byte(hash)) != 1 {
+	if !secretMatches(hash, given) {
 		return forbidden(fmt.Sprintf("wrong secret for instance %q", id))
 	}
 	return nil
@@ -271,9 +243,17 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 		// same --id takes it over after one TTL, not after the reap).
 		if o.found && !o.stale {
 			if err := checkSecret(in.ID, o.hash, given); err != nil {
+				s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", in.ID))
 				return err
 			}
 		}
+		if !o.found {
+			if err := s.instanceQuota(); err != nil {
+				return err
+			}
+		}
+	} else if err := s.instanceQuota(); err != nil {
+		return err
 	}
 	if secret == "" {
 		secret = newSecret()
@@ -304,11 +284,19 @@ func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error 
 	if !o.found {
 		return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
 	}
+	other := false // the administrator deleting a row that is not its own
 	if err := checkSecret(id, o.hash, r.Header.Get(SecretHeader)); err != nil {
-		return err
+		if roleOf(r) != roleAdmin {
+			s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", id))
+			return err
+		}
+		other = true
 	}
 	if err := s.cat.Deregister(r.Context(), id); err != nil {
 		return err
+	}
+	if other {
+		s.audit(r, slog.LevelInfo, "audit: instance deleted by another party", slog.String("id", id))
 	}
 	s.feed.await(r.Context(), id, func(st *state) bool { return st == nil })
 	w.WriteHeader(http.StatusNoContent)
@@ -324,6 +312,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(refused) > 0 {
+		s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", id))
 		return refused[0].err
 	}
 	if len(missing) > 0 {
@@ -345,6 +334,11 @@ func (s *Server) handleHeartbeats(w http.ResponseWriter, r *http.Request) error 
 	missing, refused, err := s.heartbeat(r.Context(), req.Instances)
 	if err != nil {
 		return err
+	}
+	if len(refused) > 0 {
+		// One line per request, not per id: a batch may refuse thousands.
+		s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"),
+			slog.Int("ids", len(refused)), slog.String("id", refused[0].id))
 	}
 	resp := HeartbeatResponse{Missing: missing}
 	if resp.Missing == nil {
@@ -438,9 +432,21 @@ func (s *Server) handleReap(w http.ResponseWriter, r *http.Request) error {
 		}
 		reachable = d
 	}
+	if older > 0 && roleOf(r) != roleAdmin && !s.open() {
+		// A client may reap by age only what is reapable anyway: rows
+		// stale for twice their TTL. Below twice the longest TTL it could
+		// delete live rows.
+		if live := 2 * s.feed.maxTTL(s.defaultTTL()); older < live {
+			s.audit(r, slog.LevelWarn, "audit: reap refused", slog.Duration("older_than", older), slog.Duration("live_below", live))
+			return s.errNeedsAdmin(fmt.Sprintf("reaping rows older than %s (under %s, twice the longest TTL, it would delete live registrations)", older, live))
+		}
+	}
 	n, err := s.reap(r.Context(), older, reachable)
 	if err != nil {
 		return err
+	}
+	if older > 0 || n > 0 {
+		s.audit(r, slog.LevelInfo, "audit: reap", slog.Duration("older_than", older), slog.Int("rows", n))
 	}
 	out := ReapResponse{Reaped: n}
 	if s.opts.ReapInterval > 0 {

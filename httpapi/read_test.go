@@ -319,6 +319,6 @@ func stuckSubscriber(t *testing.T, s *srv) net.Conn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(conn, "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	return conn
 }

@@ -317,7 +317,7 @@ func TestStuckListReader(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET /v1/instances HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(conn, "GET /v1/instances HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	testkit.WaitUntil(t, "the list handler to give up on its stuck reader", func() bool {
 		_, b := call(t, "GET", s.url+"/metrics", nil)
 		for _, line := range strings.Split(string(b), "\n") {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,6 +21,34 @@ type Options struct {
 	// /healthz and the UI are open, but /healthz says why the catalog
 	// failed only to a request that carries the token.
 	Token string
+	// AdminToken, when set, is the credential of the administrator: it
+	// is accepted wherever Token is, and it alone may reap live rows
+	// (older_than below twice the longest TTL), delete or renew nothing
+	// but delete another client's row without its secret, and release
+	// another holder's lease. With neither token set, the server answers
+	// only IP and loopback Host names (AllowedHosts besides) and any
+	// caller may reap by age, but nobody is the administrator; with Token
+	// alone, nobody is either.
+	AdminToken string
+	// AllowedHosts are the host names (without port) answered besides the
+	// loopback ones when no token is set: any other Host header is
+	// refused with 403, so a page whose DNS name was rebound to this
+	// server cannot use it. With a token set, every Host is answered.
+	AllowedHosts []string
+	// MaxLeaseTTL is the longest TTL a lease may be taken or renewed for
+	// (default 1 h; 400 above).
+	MaxLeaseTTL time.Duration
+	// MaxInstances, MaxLeases and MaxWatchers are the server's global
+	// quotas: registrations of a new id beyond MaxInstances rows (default
+	// 100,000), acquisitions of a new lease name beyond MaxLeases rows
+	// (default 10,000), and watch streams beyond MaxWatchers open ones
+	// (default 1,000) are answered 429 with Retry-After.
+	// MaxWatchersPerClient bounds the open watch streams of one client
+	// (its bearer token's role and its IP address; default 64).
+	MaxInstances         int
+	MaxLeases            int
+	MaxWatchers          int
+	MaxWatchersPerClient int
 	// UI, when set, is served at / (the live dashboard).
 	UI http.Handler
 	// DSN is the catalog's DSN, reported by /v1/info with its password
@@ -71,6 +98,21 @@ func (o Options) withDefaults() Options {
 	if o.History <= 0 {
 		o.History = 10000
 	}
+	if o.MaxLeaseTTL <= 0 {
+		o.MaxLeaseTTL = time.Hour
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = 100000
+	}
+	if o.MaxLeases <= 0 {
+		o.MaxLeases = 10000
+	}
+	if o.MaxWatchers <= 0 {
+		o.MaxWatchers = 1000
+	}
+	if o.MaxWatchersPerClient <= 0 {
+		o.MaxWatchersPerClient = 64
+	}
 	if o.HistoryBytes <= 0 {
 		o.HistoryBytes = 64 << 20
 	}
@@ -100,6 +142,8 @@ type Server struct {
 	feed    *feed
 	beats   *batcher
 	metrics *serverMetrics
+	cop     *http.CrossOriginProtection
+	streams *streamQuota
 	cancel  context.CancelFunc
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -150,6 +194,8 @@ func New(cat switchboard.Catalog, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
 	s.metrics = newServerMetrics(s)
+	s.cop = http.NewCrossOriginProtection()
+	s.streams = &streamQuota{max: opts.MaxWatchers, perClient: opts.MaxWatchersPerClient, by: map[string]int{}}
 	s.feed = newFeed(opts.Logger, opts.History, opts.HistoryBytes, s.metrics.observe)
 	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc, opts.Logger, s.stop)
 	s.wg.Add(1)
@@ -207,7 +253,7 @@ func (s *Server) routes() {
 		s.mux.Handle(path, s.instrument("unknown", s.authorize(methodNotAllowed(strings.Join(allowed[path], ", ")))))
 	}
 	s.mux.Handle("/v1/", s.instrument("unknown", s.authorize(func(w http.ResponseWriter, r *http.Request) error {
-		return &apiError{http.StatusNotFound, ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
+		return &apiError{status: http.StatusNotFound, body: ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
 	})))
 	s.mux.Handle("GET /healthz", s.instrument("healthz", s.handleHealthz))
 	s.mux.Handle("GET /metrics", s.instrument("metrics", s.authorize(s.metrics.handle)))
@@ -224,52 +270,21 @@ func (s *Server) routes() {
 func methodNotAllowed(methods string) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", methods)
-		return &apiError{http.StatusMethodNotAllowed, ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: CodeMethod}}
+		return &apiError{status: http.StatusMethodNotAllowed, body: ErrorBody{Error: r.Method + " " + r.URL.Path + ": method not allowed (allowed: " + methods + ")", Code: CodeMethod}}
 	}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. What guard refuses reaches no route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.guard(r); err != nil {
+		status, body := classify(err)
+		s.audit(r, slog.LevelWarn, "audit: request refused", slog.Int("status", status), slog.String("host", r.Host),
+			slog.String("origin", r.Header.Get("Origin")), slog.String("error", body.Error))
+		s.metrics.request("refused", writeError(w, err))
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
-
-// authorize checks the bearer token, when one is configured, in constant
-// time.
-func (s *Server) authorize(h handler) handler {
-	if s.opts.Token == "" {
-		return h
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.checkToken(r); err != nil {
-			return err
-		}
-		return h(w, r)
-	}
-}
-
-// checkToken checks r's bearer token against the configured one (nil
-// when none is configured): unauthorized when missing, forbidden when
-// wrong.
-func (s *Server) checkToken(r *http.Request) error {
-	if s.opts.Token == "" {
-		return nil
-	}
-	// The scheme is case-insensitive (RFC 9110 §11.1): "bearer x" is the
-	// token x, not a missing one.
-	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	tok = strings.TrimLeft(tok, " ")
-	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return unauthorized("missing API token: send Authorization: Bearer <token>")
-	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) != 1 {
-		return forbidden("wrong API token")
-	}
-	return nil
-}
-
-// authorized reports whether r may see what the token protects: it
-// carries the token, or none is configured.
-func (s *Server) authorized(r *http.Request) bool { return s.checkToken(r) == nil }
 
 // statusWriter records the status a handler wrote, and bounds the
 // writing of the response: a client that does not read its answer (a

@@ -37,6 +37,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.streams.take(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	rctx, cancel := context.WithTimeout(r.Context(), watchReadyWait)
 	err = s.feed.waitReady(rctx)
 	cancel()

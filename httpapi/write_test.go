@@ -40,9 +40,10 @@ func TestRegisterSecretsAndOwnership(t *testing.T) {
 	if r.Instance.ID != "w-1" || len(r.Secret) < 32 {
 		t.Fatalf("register: %+v", r)
 	}
-	// Stored hashed: the row holds a SHA-256, never the secret.
+	// Stored hashed with a salt of its own: the row holds a salted
+	// SHA-256, never the secret.
 	stored := listAll(t, s)[0]
-	if h := stored.Metadata["switchboard.secret-sha256"]; len(h) != 64 || strings.Contains(h, r.Secret) {
+	if h := stored.Metadata["switchboard.secret-sha256"]; !strings.HasPrefix(h, "s1$") || len(h) < 60 || strings.Contains(h, r.Secret) {
 		t.Fatalf("stored secret: %v", stored.Metadata)
 	}
 	for _, url := range []string{"/v1/instances", "/v1/instances/w-1", "/v1/instances?all=true"} {
@@ -215,13 +216,13 @@ func TestReapNowAndLeases(t *testing.T) {
 	}
 	code, b = call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"compactor-lock","holder":"pod-b","ttl":"1m"}`)
 	expectError(t, code, b, 409, "lease_held", "")
-	renew := map[string]any{"name": "compactor-lock", "holder": "pod-a", "token": l.Token, "ttl": "2m"}
+	renew := map[string]any{"name": "compactor-lock", "holder": "pod-a", "token": l.Token, "ttl": "2m", "secret": l.Secret}
 	code, b = call(t, "POST", s.url+"/v1/leases/renew", renew)
 	var r httpapi.LeaseJSON
 	if code != 200 || json.Unmarshal(b, &r) != nil || r.TTL != "2m0s" || r.Token != l.Token || !r.ExpiresAt.After(l.ExpiresAt) {
 		t.Fatalf("renew: %d %s", code, b)
 	}
-	stale := map[string]any{"name": "compactor-lock", "holder": "pod-a", "token": l.Token + 1}
+	stale := map[string]any{"name": "compactor-lock", "holder": "pod-a", "token": l.Token + 1, "secret": l.Secret}
 	code, b = call(t, "POST", s.url+"/v1/leases/renew", stale)
 	expectError(t, code, b, 409, "lease_lost", "")
 	if code, b := call(t, "POST", s.url+"/v1/leases/release", renew); code != 204 {

@@ -33,6 +33,12 @@ const (
 	// switchboard.ErrBusy: a write waited its whole time for a lock
 	// another process holds; it did not happen. Retry after the delay.
 	CodeBusy = "busy"
+	// CodeUnsupportedMedia (415) is a request body not sent as
+	// Content-Type: application/json.
+	CodeUnsupportedMedia = "unsupported_media_type"
+	// CodeTooMany (429, with a Retry-After header in seconds) is a quota
+	// of the server reached: instances, leases or watch streams.
+	CodeTooMany = "too_many_requests"
 )
 
 // ErrorBody is the JSON body of every error response.
@@ -112,15 +118,28 @@ type LeaseJSON struct {
 	TTL       string    `json:"ttl"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Held      bool      `json:"held"`
+	// Secret is returned by acquire alone: it must be sent to renew,
+	// release or acquire the lease again as the same holder. It is never
+	// listed.
+	Secret string `json:"secret,omitempty"`
 }
+
+// LeaseNextHeader, on a page of GET /v1/leases, is the name to pass as
+// ?after= for the next page; absent on the last page.
+const LeaseNextHeader = "X-Next-After"
 
 // LeaseRequest is the body of acquire (name, holder, ttl), renew (the
 // lease as held; ttl "" or "0s" renews by the stored TTL) and release.
+// Secret is the one acquire returned: renew, release and acquiring again
+// as the same holder need it. Acquire may send one of its own (16 to 256
+// printable ASCII characters) to keep across terms; else it gets a new
+// one.
 type LeaseRequest struct {
 	Name   string `json:"name"`
 	Holder string `json:"holder"`
 	Token  int64  `json:"token"`
 	TTL    string `json:"ttl"`
+	Secret string `json:"secret,omitempty"`
 }
 
 // Info is the body of GET /v1/info: what the server serves and how it is.
