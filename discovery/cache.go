@@ -2,6 +2,8 @@
 // the catalog, fed by Catalog.Watch (snapshot, then pushed deltas with TTL
 // expiry), that answers lookups by name, type or capability without a query
 // per call and without locks, and picks instances round-robin or at random.
+// It is meant to be a process's one view of the catalog: the resolver and
+// the address pool can both read the same cache.
 //
 // Each published version (see Snapshot) is immutable. A change copies the
 // entry of its instance in the index by id (one shard of it) and makes new
@@ -12,7 +14,9 @@
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service"; a
 // cache created while the catalog already knows of an outage is stale from
-// the start.
+// the start. When the watch ends before the cache is closed, the cache
+// watches again with backoff, stale meanwhile, and at the new watch's
+// synced drops what the catalog no longer has.
 package discovery
 
 import (
@@ -22,6 +26,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -37,7 +42,8 @@ type Options struct {
 	// OnEvent, if set, is called from the cache's goroutine for each event,
 	// in order, once the cache's lookups reflect it (or a later change
 	// that arrived in the same burst): after a removal, lookups no longer
-	// offer that instance.
+	// offer that instance. An instance that a new watch (after one that
+	// ended) no longer has comes as a removal with ReasonUnknown.
 	OnEvent func(switchboard.Event)
 }
 
@@ -48,12 +54,14 @@ const maxBurst = 1024
 
 // Cache is a live, lock-free view of the catalog.
 type Cache struct {
-	opts   Options
-	snap   atomic.Pointer[Snapshot]
-	w      *writer
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	opts    Options
+	cat     switchboard.Catalog
+	snap    atomic.Pointer[Snapshot]
+	w       *writer
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+	pending []switchboard.Event // for OnEvent, until published
 
 	subMu  sync.Mutex // orders publishing and subscribing
 	subs   map[int]func(*Snapshot, []Change)
@@ -77,28 +85,26 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	q := opts.Query
-	q.All = false
+	opts.Query.All = false
 	wctx, cancel := context.WithCancel(ctx)
-	ch, err := cat.Watch(wctx, q)
+	ch, err := cat.Watch(wctx, opts.Query)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	c := &Cache{opts: opts, cancel: cancel, done: make(chan struct{}), w: newWriter()}
+	c := &Cache{opts: opts, cat: cat, cancel: cancel, done: make(chan struct{}), w: newWriter()}
 	c.snap.Store(c.w.snapshot())
-	var pending []switchboard.Event
 	// Apply the snapshot synchronously: New returns a usable cache.
-	for ev := range ch {
-		c.w.apply(&ev)
-		if c.opts.OnEvent != nil {
-			pending = append(pending, ev)
+	for {
+		ev, ok := next(wctx, ch)
+		if !ok {
+			break
 		}
+		c.apply(&ev)
 		if ev.Kind == switchboard.EventSynced {
-			c.startStale(cat)
+			c.startStale()
 			c.publish()
-			c.deliver(pending)
-			go c.follow(ch)
+			go c.run(wctx, ch)
 			return c, nil
 		}
 	}
@@ -107,6 +113,18 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 		return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", err)
 	}
 	return nil, fmt.Errorf("discovery: watch ended before the snapshot: %w", switchboard.ErrClosed)
+}
+
+// next returns the watch's next event; false when it ended or ctx did (a
+// catalog's watch ends with its context, but the cache does not wait for
+// it to).
+func next(ctx context.Context, ch <-chan switchboard.Event) (switchboard.Event, bool) {
+	select {
+	case ev, ok := <-ch:
+		return ev, ok
+	case <-ctx.Done():
+		return switchboard.Event{}, false
+	}
 }
 
 // errUnreachable is the stale error of a cache whose catalog reports an
@@ -127,8 +145,8 @@ var errUnreachable = errors.New("discovery: the catalog reports it cannot be rea
 // out of date or could not be read themselves (a remote handle's stats are
 // a request of their own, which can fail while its stream is fine), and
 // the cache is fresh again.
-func (c *Cache) startStale(cat switchboard.Catalog) {
-	ws, ok := cat.(switchboard.WatchStatser)
+func (c *Cache) startStale() {
+	ws, ok := c.cat.(switchboard.WatchStatser)
 	if !ok {
 		return
 	}
@@ -144,10 +162,35 @@ func (c *Cache) startStale(cat switchboard.Catalog) {
 	c.opts.Logger.Warn("discovery: catalog unreachable; serving the last known set, marked stale", "err", err)
 }
 
-func (c *Cache) follow(ch <-chan switchboard.Event) {
+// apply applies one event to the working version and keeps it for OnEvent.
+func (c *Cache) apply(ev *switchboard.Event) {
+	c.w.apply(ev)
+	if c.opts.OnEvent != nil {
+		c.pending = append(c.pending, c.w.removed...) // a resync's, before its synced
+		c.pending = append(c.pending, *ev)
+	}
+	clear(c.w.removed)
+	c.w.removed = c.w.removed[:0]
+}
+
+// run follows the watch, and watches again each time it ends before ctx.
+func (c *Cache) run(ctx context.Context, ch <-chan switchboard.Event) {
 	defer close(c.done)
-	var pending []switchboard.Event
-	for ev := range ch {
+	for ch != nil {
+		c.follow(ctx, ch)
+		ch = c.rewatch(ctx)
+	}
+	c.w.stale, c.w.err = true, switchboard.ErrClosed
+	c.publish()
+}
+
+// follow applies one watch's events until it ends.
+func (c *Cache) follow(ctx context.Context, ch <-chan switchboard.Event) {
+	for {
+		ev, ok := next(ctx, ch)
+		if !ok {
+			return
+		}
 		if c.presumed {
 			c.presumed = false
 			if ev.Kind != switchboard.EventError {
@@ -155,10 +198,7 @@ func (c *Cache) follow(ch <-chan switchboard.Event) {
 			}
 		}
 		wasStale := c.w.stale
-		c.w.apply(&ev)
-		if c.opts.OnEvent != nil {
-			pending = append(pending, ev)
-		}
+		c.apply(&ev)
 		switch {
 		case ev.Kind == switchboard.EventError && !wasStale:
 			c.opts.Logger.Warn("discovery: catalog unreachable; serving the last known set, marked stale", "err", ev.Err)
@@ -167,25 +207,46 @@ func (c *Cache) follow(ch <-chan switchboard.Event) {
 		}
 		if len(ch) == 0 || c.w.pending >= maxBurst {
 			c.publish()
-			pending = c.deliver(pending)
 		}
+	}
+}
+
+// rewatch opens a new watch after one that ended before ctx, retrying with
+// backoff while it fails; the cache is stale until the new watch's synced.
+// It returns nil when ctx ends or the catalog is closed.
+func (c *Cache) rewatch(ctx context.Context) <-chan switchboard.Event {
+	if ctx.Err() != nil {
+		return nil
 	}
 	c.w.stale, c.w.err = true, switchboard.ErrClosed
 	c.publish()
-	c.deliver(pending)
-}
-
-// deliver hands published events to OnEvent and returns the emptied slice.
-func (c *Cache) deliver(events []switchboard.Event) []switchboard.Event {
-	for _, ev := range events {
-		c.opts.OnEvent(ev)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.opts.Logger.Warn("discovery: catalog watch ended; serving the last known set, marked stale; watching again", "retry_in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		ch, err := c.cat.Watch(ctx, c.opts.Query)
+		if err == nil {
+			c.w.startResync()
+			return ch
+		}
+		if errors.Is(err, switchboard.ErrClosed) {
+			return nil
+		}
+		c.w.err = err
+		c.publish()
 	}
-	clear(events)
-	return events[:0]
 }
 
 // publish makes the working version the one lookups read, then tells the
-// subscribers what changed.
+// subscribers what changed and hands the events to OnEvent.
 func (c *Cache) publish() {
 	s := c.w.snapshot()
 	c.subMu.Lock()
@@ -200,6 +261,11 @@ func (c *Cache) publish() {
 	}
 	clear(c.w.changes)
 	c.w.changes = c.w.changes[:0]
+	for _, ev := range c.pending {
+		c.opts.OnEvent(ev)
+	}
+	clear(c.pending)
+	c.pending = c.pending[:0]
 }
 
 // Subscribe calls fn, from the cache's goroutine, each time a new view is

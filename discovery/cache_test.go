@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,12 +101,17 @@ func TestPicks(t *testing.T) {
 
 // chanCatalog is a Catalog whose Watch stream the test writes: a fake for
 // the cache's own logic (stale marking), where no real outage is needed.
+// It has one stream: a watch after the first finds the catalog closed.
 type chanCatalog struct {
 	switchboard.Catalog
-	ch chan switchboard.Event
+	ch      chan switchboard.Event
+	watched atomic.Bool
 }
 
 func (c *chanCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	if c.watched.Swap(true) {
+		return nil, switchboard.ErrClosed
+	}
 	return c.ch, nil
 }
 
@@ -549,4 +556,98 @@ func (h *halfWatch) Watch(ctx context.Context, q switchboard.Query) (<-chan swit
 		close(h.ch)
 	}()
 	return h.ch, nil
+}
+
+// seqCatalog's Watch takes its answers, a stream or an error, from watches,
+// in order, as the test gives them.
+type seqCatalog struct {
+	switchboard.Catalog
+	watches chan watchAnswer
+}
+
+type watchAnswer struct {
+	ch  chan switchboard.Event
+	err error
+}
+
+func (c *seqCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
+	select {
+	case a := <-c.watches:
+		return a.ch, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestCacheWatchesAgainWhenTheWatchEnds: a watch that ends while the cache
+// is open leaves the cache serving the last known set, stale; the cache
+// watches again (through a failed attempt, whose error it reports), and at
+// the new watch's synced drops what that watch did not send, telling
+// OnEvent and the subscribers.
+func TestCacheWatchesAgainWhenTheWatchEnds(t *testing.T) {
+	cat := &seqCatalog{watches: make(chan watchAnswer, 4)}
+	a1, a2 := inst("a", "storage", time.Minute), inst("a", "storage", time.Minute)
+	a1.ID, a2.ID = "a1", "a2"
+	w1 := make(chan switchboard.Event, 4)
+	w1 <- switchboard.Event{Kind: switchboard.EventAdded, Instance: a1}
+	w1 <- switchboard.Event{Kind: switchboard.EventAdded, Instance: a2}
+	w1 <- switchboard.Event{Kind: switchboard.EventSynced}
+	cat.watches <- watchAnswer{ch: w1}
+	events := make(chan switchboard.Event, 16)
+	c, err := discovery.New(context.Background(), cat, discovery.Options{
+		Logger:  slog.New(slog.DiscardHandler),
+		OnEvent: func(ev switchboard.Event) { events <- ev },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var mu sync.Mutex
+	var removed []string
+	_, cancel := c.SubscribeChanges(func(_ *discovery.Snapshot, changes []discovery.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ch := range changes {
+			if ch.New == nil {
+				removed = append(removed, ch.Old.ID)
+			}
+		}
+	})
+	defer cancel()
+
+	close(w1)
+	testkit.WaitUntil(t, "stale after the watch ended", func() bool { s, _ := c.Stale(); return s })
+	if _, err := c.Stale(); !errors.Is(err, switchboard.ErrClosed) {
+		t.Fatalf("stale error after the watch ended = %v, want ErrClosed", err)
+	}
+	if n := len(c.ByCapability("storage")); n != 2 {
+		t.Fatalf("the last known set is not served while watching again: %d instances", n)
+	}
+	refused := errors.New("dial tcp: connection refused")
+	cat.watches <- watchAnswer{err: refused}
+	testkit.WaitUntil(t, "the failed watch reported", func() bool { _, err := c.Stale(); return errors.Is(err, refused) })
+
+	a1.Address = "127.0.0.1:2"
+	w2 := make(chan switchboard.Event, 4)
+	w2 <- switchboard.Event{Kind: switchboard.EventAdded, Instance: a1}
+	w2 <- switchboard.Event{Kind: switchboard.EventSynced}
+	cat.watches <- watchAnswer{ch: w2}
+	testkit.WaitUntil(t, "fresh after the new watch's synced", func() bool { s, _ := c.Stale(); return !s })
+	if got := c.ByCapability("storage"); len(got) != 1 || got[0].ID != "a1" || got[0].Address != "127.0.0.1:2" {
+		t.Fatalf("after the resync: %+v, want a1 at its new address only", got)
+	}
+	mu.Lock()
+	if !slices.Equal(removed, []string{"a2"}) {
+		t.Errorf("subscribers were told of the removals %v, want [a2]", removed)
+	}
+	mu.Unlock()
+	var kinds []string
+	for len(events) > 0 {
+		ev := <-events
+		kinds = append(kinds, strings.TrimSpace(fmt.Sprint(ev.Kind, " ", ev.Reason, " ", ev.Instance.ID)))
+	}
+	want := []string{"added  a1", "added  a2", "synced", "added  a1", "removed unknown a2", "synced"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("OnEvent saw %q, want %q", kinds, want)
+	}
 }

@@ -183,6 +183,11 @@ type writer struct {
 	stale   bool     // an error event came, and no synced since
 	err     error    // that error
 
+	// resync holds the ids a new watch has sent since it started, until
+	// its synced: the instances it did not send are gone.
+	resync map[string]bool
+	// removed collects the removals a resync found, for OnEvent.
+	removed []switchboard.Event
 }
 
 func newWriter() *writer { return &writer{edits: map[editKey]*edit{}} }
@@ -192,6 +197,9 @@ func (w *writer) apply(ev *switchboard.Event) {
 	w.pending++
 	switch ev.Kind {
 	case switchboard.EventAdded, switchboard.EventUpdated:
+		if w.resync != nil {
+			w.resync[ev.Instance.ID] = true
+		}
 		w.put(&ev.Instance)
 	case switchboard.EventRemoved:
 		w.remove(ev.Instance.ID)
@@ -199,6 +207,27 @@ func (w *writer) apply(ev *switchboard.Event) {
 		w.stale, w.err = true, ev.Err
 	case switchboard.EventSynced:
 		w.stale, w.err = false, nil
+		if w.resync != nil {
+			w.endResync()
+		}
+	}
+}
+
+// startResync is called when a new watch replaces one that ended: at its
+// synced, what it did not send is removed.
+func (w *writer) startResync() { w.resync = map[string]bool{} }
+
+func (w *writer) endResync() {
+	var gone []*switchboard.Instance
+	w.ids.each(func(id string, in *switchboard.Instance) {
+		if !w.resync[id] {
+			gone = append(gone, in)
+		}
+	})
+	w.resync = nil
+	for _, in := range gone {
+		w.remove(in.ID)
+		w.removed = append(w.removed, switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonUnknown, Instance: *in})
 	}
 }
 

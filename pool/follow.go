@@ -3,91 +3,127 @@ package pool
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 )
 
 // Follow keeps the pool in step with the instances of cat selected by q
 // (switchboard.Query{} for all): every instance is added under its module
 // name (Instance.Name) with its ID and Address, moved when its address
 // changes, and removed when it is deregistered or expires. It works with
-// every backend, through Catalog.Watch.
+// every backend: it starts a discovery cache on cat for q, closed with the
+// follow, and follows it as FollowCache does. A process that already has a
+// cache of the catalog should call FollowCache instead and keep one view.
 //
 // Follow returns once the catalog's current set has been applied (the
 // watch's first EventSynced), so a send right after it finds every module
 // already registered; it returns an error when the first Watch fails or ctx
 // ends first, and ErrClosed when the pool is closed (before or while it
-// waits for that sync). The watch goes on in the background until ctx
-// ends. While the
-// catalog is unreachable (EventError) the last known set is kept; if the
-// watch stream ends early it is re-established with backoff and the
-// instances that disappeared meanwhile are removed at its next sync.
+// waits for that sync). The cache goes on in the background until ctx ends
+// or the pool closes; what it does while the catalog is unreachable, or
+// when its watch ends early, is the cache's: it keeps the last known set,
+// and watches again.
 func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboard.Query) error {
-	// Count the follow under p.mu: Close sets closed under the same lock
-	// before it waits, so no Add can race its Wait, and a follow is either
-	// waited for or refused.
+	ctx, done, err := p.startFollow(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := discovery.New(ctx, cat, discovery.Options{Query: q, Logger: p.log})
+	if err != nil {
+		closed := p.ctx.Err() != nil
+		done()
+		if closed {
+			return ErrClosed
+		}
+		return err
+	}
+	p.followCache(ctx, c, q, func() { c.Close(); done() })
+	return nil
+}
+
+// FollowCache keeps the pool in step with the instances of c selected by q,
+// as Follow does with a catalog, sharing the process's one view of it (the
+// cache that a resolver, say, also reads). It returns once the cache's
+// current set has been applied, and follows the cache's changes in the
+// background until ctx ends or the pool closes; it returns ErrClosed on a
+// closed pool. An instance marked Stale counts as gone.
+func (p *Pool) FollowCache(ctx context.Context, c *discovery.Cache, q switchboard.Query) error {
+	ctx, done, err := p.startFollow(ctx)
+	if err != nil {
+		return err
+	}
+	p.followCache(ctx, c, q, done)
+	return nil
+}
+
+// startFollow counts a follow under p.mu: Close sets closed under the same
+// lock before it waits, so no Add can race its Wait, and a follow is
+// either waited for or refused. The context returned ends with ctx or the
+// pool; done releases it and the count.
+func (p *Pool) startFollow(ctx context.Context) (context.Context, func(), error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return ErrClosed
+		return nil, nil, ErrClosed
 	}
 	p.follows.Add(1)
 	p.mu.Unlock()
-	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.ctx, cancel)
-	events, err := cat.Watch(ctx, q)
-	if err != nil {
-		stop()
-		cancel()
-		p.follows.Done()
-		return err
-	}
+	return ctx, func() { stop(); cancel(); p.follows.Done() }, nil
+}
+
+// followCache applies the current set of c, then, on a goroutine of its
+// own, each change the cache publishes, until ctx ends; then it calls done.
+// The cache's goroutine only queues the changes: dialling is not its work.
+func (p *Pool) followCache(ctx context.Context, c *discovery.Cache, q switchboard.Query, done func()) {
 	f := &follower{p: p, known: map[string]string{}}
-	synced := make(chan struct{})
-	var once sync.Once
+	var mu sync.Mutex
+	var queue []discovery.Change
+	wake := make(chan struct{}, 1)
+	s, unsubscribe := c.SubscribeChanges(func(_ *discovery.Snapshot, changes []discovery.Change) {
+		mu.Lock()
+		queue = append(queue, changes...)
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	for in := range s.Instances(q) {
+		f.put(&in)
+	}
 	go func() {
-		defer p.follows.Done()
-		defer stop()
-		defer cancel()
-		backoff := 100 * time.Millisecond
+		defer done()
+		defer unsubscribe()
+		var batch []discovery.Change
 		for {
-			f.run(ctx, events, func() { once.Do(func() { close(synced) }) })
-			if ctx.Err() != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-wake:
 			}
-			for {
-				p.log.Warn("address pool: catalog watch ended; watching again", "retry_in", backoff)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
+			mu.Lock()
+			batch, queue = queue, batch[:0]
+			mu.Unlock()
+			for _, ch := range batch {
+				if ch.New != nil && q.Matches(ch.New) {
+					f.put(ch.New)
+				} else if ch.Old != nil {
+					f.remove(ch.Old.ID)
 				}
-				backoff = min(2*backoff, 10*time.Second)
-				if events, err = cat.Watch(ctx, q); err == nil {
-					break
-				}
-				p.log.Warn("address pool: catalog watch failed", "err", err)
 			}
+			clear(batch)
 		}
 	}()
-	select {
-	case <-synced:
-		return nil
-	case <-ctx.Done():
-		if parent.Err() == nil { // the pool closed, not the caller
-			return ErrClosed
-		}
-		return ctx.Err()
-	}
 }
 
 // FollowEvents applies a stream of catalog events to the pool until the
 // channel closes or ctx ends (for callers that already hold a watch).
 func (p *Pool) FollowEvents(ctx context.Context, events <-chan switchboard.Event) {
 	f := &follower{p: p, known: map[string]string{}}
-	f.run(ctx, events, func() {})
+	f.run(ctx, events)
 }
 
 // follower applies one watch's events and remembers which module each
@@ -97,7 +133,7 @@ type follower struct {
 	known map[string]string // instance id → module
 }
 
-func (f *follower) run(ctx context.Context, events <-chan switchboard.Event, onSync func()) {
+func (f *follower) run(ctx context.Context, events <-chan switchboard.Event) {
 	seen := map[string]bool{} // ids of the snapshot being received
 	snapshot := true
 	for {
@@ -113,19 +149,10 @@ func (f *follower) run(ctx context.Context, events <-chan switchboard.Event, onS
 		}
 		switch ev.Kind {
 		case switchboard.EventAdded, switchboard.EventUpdated:
-			in := ev.Instance
 			if snapshot {
-				seen[in.ID] = true
+				seen[ev.Instance.ID] = true
 			}
-			if in.Stale {
-				f.remove(in.ID)
-				continue
-			}
-			if old, ok := f.known[in.ID]; ok && old != in.Name {
-				f.p.RemoveInstance(old, in.ID)
-			}
-			f.known[in.ID] = in.Name
-			f.p.AddInstance(in.Name, in.ID, in.Address)
+			f.put(&ev.Instance)
 		case switchboard.EventRemoved:
 			f.remove(ev.Instance.ID)
 		case switchboard.EventSynced:
@@ -139,11 +166,23 @@ func (f *follower) run(ctx context.Context, events <-chan switchboard.Event, onS
 				snapshot = false
 				seen = nil
 			}
-			onSync()
 		case switchboard.EventError:
 			f.p.log.Warn("address pool: catalog unreachable; keeping the last known addresses", "err", ev.Err)
 		}
 	}
+}
+
+// put adds or moves an instance; a stale one counts as gone.
+func (f *follower) put(in *switchboard.Instance) {
+	if in.Stale {
+		f.remove(in.ID)
+		return
+	}
+	if old, ok := f.known[in.ID]; ok && old != in.Name {
+		f.p.RemoveInstance(old, in.ID)
+	}
+	f.known[in.ID] = in.Name
+	f.p.AddInstance(in.Name, in.ID, in.Address)
 }
 
 func (f *follower) remove(id string) {

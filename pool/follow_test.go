@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
@@ -177,4 +178,56 @@ func (syncedCatalog) Watch(ctx context.Context, q switchboard.Query) (<-chan swi
 	ch <- switchboard.Event{Kind: switchboard.EventSynced}
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil
+}
+
+// FollowCache follows a cache the process already has, which holds more
+// than the pool wants: only the instances q selects are registered, an
+// instance that stops matching q leaves, and the follow ends with the pool.
+func TestFollowCache(t *testing.T) {
+	srv := startServer(t, nil)
+	cat := newFakeCatalog()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type made struct {
+		c   *discovery.Cache
+		err error
+	}
+	started := make(chan made, 1)
+	go func() {
+		c, err := discovery.New(ctx, cat, discovery.Options{Logger: quiet})
+		started <- made{c, err}
+	}()
+	w := cat.nextWatch(t)
+	svc := inst("s1", "svc", srv.addr)
+	svc.Type = "service"
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("m1", "mod-a", srv.addr)}
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: svc}
+	w <- switchboard.Event{Kind: switchboard.EventSynced}
+	m := <-started
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	c := m.c
+	defer c.Close()
+	p := New(Options{Logger: quiet})
+	p.Start(ctx)
+	if err := p.FollowCache(ctx, c, switchboard.Query{Type: ModuleType}); err != nil {
+		t.Fatal(err)
+	}
+	if mods := p.Modules(); len(mods) != 1 || len(mods["mod-a"]) != 1 {
+		t.Fatalf("modules after FollowCache: %v", mods)
+	}
+	w <- switchboard.Event{Kind: switchboard.EventAdded, Instance: inst("m2", "mod-b", srv.addr)}
+	testkit.WaitUntil(t, "m2 added", func() bool { return len(p.Modules()["mod-b"]) == 1 })
+	moved := inst("m1", "mod-a", srv.addr)
+	moved.Type = "service"
+	w <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: moved}
+	testkit.WaitUntil(t, "m1 gone once it is no module", func() bool { _, ok := p.Modules()["mod-a"]; return !ok })
+	if _, ok := p.Modules()["svc"]; ok {
+		t.Fatal("an instance of another type was registered")
+	}
+	p.Close() // waits for the follow's goroutine
+	if err := p.FollowCache(ctx, c, switchboard.Query{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FollowCache on a closed pool: %v, want ErrClosed", err)
+	}
 }

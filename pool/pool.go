@@ -1,5 +1,4 @@
-// Package pool is the gRPC address pool of the module fallback wire (SPEC §6,
-// seeds/client-pool.txt), without the seed's races.
+// Package pool is the gRPC address pool of the module fallback wire.
 //
 // The pool keeps a module → instances table, each instance with its address
 // ("host:port"), and one *grpc.ClientConn per distinct address, shared by
@@ -21,8 +20,9 @@
 // DefaultCallTimeout; the trace context of a send travels in the request
 // metadata (otelgrpc when spans are recorded).
 //
-// Pool implements router.Wire; Follow keeps the table in step with a
-// switchboard.Catalog.
+// Pool implements router.Wire; FollowCache keeps the table in step with a
+// discovery.Cache, the process's view of the catalog, and Follow with a
+// switchboard.Catalog through a cache of its own.
 package pool
 
 import (
