@@ -1,7 +1,6 @@
-// Package resolver is a grpc-go name resolver for the scheme "switchboard"
-// (SPEC §4): a standard gRPC client dials "switchboard:///<capability or
-// name>" and is balanced over the live instances that have that capability
-// or that name.
+// Package resolver is a grpc-go name resolver for the scheme "switchboard":
+// a standard gRPC client dials "switchboard:///<capability or name>" and is
+// balanced over the live instances that have that capability or that name.
 //
 // The resolver reads a discovery.Cache, so every target of a process shares
 // the cache's single catalog watch (and its reconnection) and works with
