@@ -1,0 +1,4 @@
+// Package docs holds the user guides (Markdown) and their tests: every
+// relative link in README.md and docs/ resolves, and every command in a
+// `sh` block of the README's tour and of getting-started.md runs.
+package docs
