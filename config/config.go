@@ -62,6 +62,31 @@ type HTTP struct {
 	Listen string `toml:"listen"`
 	// Token, when set, is required as "Authorization: Bearer <token>".
 	Token string `toml:"token"`
+	// TokenFile names a file holding the token (its first line), so the
+	// token appears in no command line; Load reads it into Token. It
+	// cannot be set with token (unless a flag sets the token).
+	TokenFile string `toml:"token_file"`
+	// AdminToken is the server's administrator token: it alone reaps
+	// live rows, deletes another client's row and releases another's
+	// lease.
+	AdminToken string `toml:"admin_token"`
+	// AdminTokenFile names a file holding the admin token (its first
+	// line), as token_file does for the token.
+	AdminTokenFile string `toml:"admin_token_file"`
+	// AllowedHosts are host names, comma-separated, that a server without
+	// a token answers besides IP addresses and localhost.
+	AllowedHosts string `toml:"allowed_hosts"`
+	// MaxLeaseTTL is the longest time a lease may be taken or renewed for
+	// through the server (default 1h; 400 above).
+	MaxLeaseTTL time.Duration `toml:"max_lease_ttl"`
+	// MaxInstances is the server's quota of rows: a registration of a new
+	// id past it is answered 429 with Retry-After (default 100000).
+	MaxInstances int `toml:"max_instances"`
+	// MaxLeases is the server's quota of lease names (default 10000).
+	MaxLeases int `toml:"max_leases"`
+	// MaxWatchers is the server's quota of open watch streams (default
+	// 1000; one client may hold 64 of them).
+	MaxWatchers int `toml:"max_watchers"`
 	// TLSCert and TLSKey are PEM files; both set means HTTPS.
 	TLSCert string `toml:"tls_cert"`
 	TLSKey  string `toml:"tls_key"`
@@ -75,6 +100,9 @@ type HTTP struct {
 // DefaultRequestTimeout is the default [http] request_timeout: the remote
 // catalog's own default.
 const DefaultRequestTimeout = remote.DefaultRequestTimeout
+
+// DefaultMaxLeaseTTL is the default [http] max_lease_ttl.
+const DefaultMaxLeaseTTL = time.Hour
 
 // DefaultListen is the default address of `switchboard serve`.
 const DefaultListen = "127.0.0.1:7400"
@@ -121,7 +149,8 @@ func Default() Config {
 
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
-	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout}}
+	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
+		MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000}}
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -204,7 +233,67 @@ func LoadExcept(unused []string, path string, getenv func(string) string, overri
 	if err := c.validate(skip); err != nil {
 		return Config{}, c.NameSource(err)
 	}
+	if err := c.readTokenFiles(); err != nil {
+		return Config{}, c.NameSource(err)
+	}
 	return c, nil
+}
+
+// readTokenFiles sets Token and AdminToken from their files, when named.
+// A token set both ways is an error, unless an override (a flag) set it:
+// the flag wins.
+func (c *Config) readTokenFiles() error {
+	for _, t := range []struct {
+		key, fileKey string
+		tok          *string
+		file         string
+	}{
+		{"http.token", "http.token_file", &c.HTTP.Token, c.HTTP.TokenFile},
+		{"http.admin_token", "http.admin_token_file", &c.HTTP.AdminToken, c.HTTP.AdminTokenFile},
+	} {
+		if t.file == "" || (*t.tok != "" && c.src != nil && c.src.from[t.key] == overrideOrigin) {
+			continue
+		}
+		if *t.tok != "" {
+			return &switchboard.FieldError{Field: t.fileKey, Value: t.file, Reason: t.key + " is set too: set the token or its file, not both"}
+		}
+		tok, err := ReadTokenFile(t.file)
+		if err != nil {
+			return &switchboard.FieldError{Field: t.fileKey, Value: t.file, Reason: err.Error()}
+		}
+		*t.tok = tok
+	}
+	return nil
+}
+
+// ReadTokenFile returns the token in the file at path: its first line,
+// without surrounding blanks. A file that cannot be read, or whose first
+// line is empty, is an error saying so.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the token file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	tok := strings.TrimSpace(line)
+	if tok == "" {
+		return "", errors.New("the token file's first line is empty")
+	}
+	if strings.ContainsFunc(tok, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", errors.New("the token file's first line has control characters")
+	}
+	return tok, nil
+}
+
+// Hosts returns AllowedHosts as a list, without blanks and empty entries.
+func (h HTTP) Hosts() []string {
+	var out []string
+	for _, x := range strings.Split(h.AllowedHosts, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Validate checks the DSN, the listen address, that the request timeout is
@@ -250,6 +339,24 @@ func (c Config) validate(skip map[string]bool) error {
 		},
 		func() error {
 			return tlsPair("http", c.HTTP.TLSCert, c.HTTP.TLSKey, "both for HTTPS, neither for HTTP")
+		},
+		positive("http.max_lease_ttl", c.HTTP.MaxLeaseTTL),
+		func() error {
+			for _, q := range []struct {
+				key string
+				n   int
+			}{{"http.max_instances", c.HTTP.MaxInstances}, {"http.max_leases", c.HTTP.MaxLeases}, {"http.max_watchers", c.HTTP.MaxWatchers}} {
+				if q.n < 1 {
+					return &switchboard.FieldError{Field: q.key, Value: strconv.Itoa(q.n), Reason: "must be at least 1"}
+				}
+			}
+			return nil
+		},
+		func() error {
+			if c.HTTP.AdminToken != "" && c.HTTP.AdminToken == c.HTTP.Token {
+				return &switchboard.FieldError{Field: "http.admin_token", Value: "(redacted)", Reason: "must differ from http.token: every client holds that one"}
+			}
+			return nil
 		},
 		func() error { return tlsPair("transport", c.Transport.TLSCert, c.Transport.TLSKey, "both, or neither") },
 		c.Transport.validateMode,

@@ -318,7 +318,8 @@ func TestOverridesWinAndFixBadValues(t *testing.T) {
 }
 
 func TestHTTPSection(t *testing.T) {
-	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen, RequestTimeout: config.DefaultRequestTimeout}) {
+	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen, RequestTimeout: config.DefaultRequestTimeout,
+		MaxLeaseTTL: config.DefaultMaxLeaseTTL, MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000}) {
 		t.Fatalf("default [http] = %+v", got)
 	}
 	p := writeFile(t, t.TempDir(), `[http]
@@ -331,7 +332,8 @@ tls_key = "key.pem"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.HTTP{Listen: "0.0.0.0:7400", Token: "from-env", TLSCert: "cert.pem", TLSKey: "key.pem", RequestTimeout: config.DefaultRequestTimeout}
+	want := config.Default().HTTP
+	want.Listen, want.Token, want.TLSCert, want.TLSKey = "0.0.0.0:7400", "from-env", "cert.pem", "key.pem"
 	if c.HTTP != want {
 		t.Fatalf("[http] = %+v, want %+v", c.HTTP, want)
 	}
@@ -661,5 +663,43 @@ func TestPollIntervalFloor(t *testing.T) {
 	var fe *switchboard.FieldError
 	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "poll_interval" {
 		t.Errorf("Validate with poll_interval 1ms: %v", err)
+	}
+}
+
+// TestTokenFiles: token_file and admin_token_file (from the file or the
+// environment) fill the tokens from the files' first lines; a token set
+// both ways is refused naming the key, unless a flag set it; an empty or
+// missing file is refused saying so.
+func TestTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	tok := writeFile(t, dir, "client-secret-token\n")
+	adm := filepath.Join(dir, "admin")
+	if err := os.WriteFile(adm, []byte("  admin-secret-token  \nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load("", env{"SWITCHBOARD_HTTP_TOKEN_FILE": tok, "SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE": adm}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Token != "client-secret-token" || c.HTTP.AdminToken != "admin-secret-token" {
+		t.Fatalf("tokens %q %q", c.HTTP.Token, c.HTTP.AdminToken)
+	}
+	_, err = config.Load("", env{"SWITCHBOARD_HTTP_TOKEN_FILE": tok, "SWITCHBOARD_HTTP_TOKEN": "x"}.get)
+	if err == nil || !strings.Contains(err.Error(), "SWITCHBOARD_HTTP_TOKEN_FILE") || !strings.Contains(err.Error(), "not both") {
+		t.Fatalf("token and token file: %v", err)
+	}
+	c, err = config.Load("", env{"SWITCHBOARD_HTTP_TOKEN_FILE": tok}.get, func(c *config.Config) { c.HTTP.Token = "flag" })
+	if err != nil || c.HTTP.Token != "flag" {
+		t.Fatalf("a flag's token over the file's: %q %v", c.HTTP.Token, err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	for _, f := range []string{empty, filepath.Join(dir, "missing")} {
+		if _, err := config.Load("", env{"SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE": f}.get); err == nil || !strings.Contains(err.Error(), "SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE") {
+			t.Fatalf("admin token file %s: %v", f, err)
+		}
+	}
+	if _, err := config.Load("", env{"SWITCHBOARD_HTTP_TOKEN": "same", "SWITCHBOARD_HTTP_ADMIN_TOKEN": "same"}.get); err == nil || strings.Contains(err.Error(), "same") {
+		t.Fatalf("admin token equal to the token: %v", err)
 	}
 }

@@ -39,6 +39,14 @@ var settings = []setting{
 	{key: "discovery.self_preservation_min", ptr: func(c *Config) any { return &c.Discovery.SelfPreservationMin }},
 	{key: "http.listen", ptr: func(c *Config) any { return &c.HTTP.Listen }},
 	{key: "http.token", ptr: func(c *Config) any { return &c.HTTP.Token }},
+	{key: "http.token_file", ptr: func(c *Config) any { return &c.HTTP.TokenFile }},
+	{key: "http.admin_token", ptr: func(c *Config) any { return &c.HTTP.AdminToken }},
+	{key: "http.admin_token_file", ptr: func(c *Config) any { return &c.HTTP.AdminTokenFile }},
+	{key: "http.allowed_hosts", ptr: func(c *Config) any { return &c.HTTP.AllowedHosts }},
+	{key: "http.max_lease_ttl", ptr: func(c *Config) any { return &c.HTTP.MaxLeaseTTL }},
+	{key: "http.max_instances", ptr: func(c *Config) any { return &c.HTTP.MaxInstances }},
+	{key: "http.max_leases", ptr: func(c *Config) any { return &c.HTTP.MaxLeases }},
+	{key: "http.max_watchers", ptr: func(c *Config) any { return &c.HTTP.MaxWatchers }},
 	{key: "http.tls_cert", ptr: func(c *Config) any { return &c.HTTP.TLSCert }},
 	{key: "http.tls_key", ptr: func(c *Config) any { return &c.HTTP.TLSKey }},
 	{key: "http.request_timeout", ptr: func(c *Config) any { return &c.HTTP.RequestTimeout }},
@@ -121,7 +129,7 @@ func (s setting) setEnv(c *Config, name, v string) error {
 	case *int:
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return &switchboard.FieldError{Field: name, Value: v, Reason: "want a whole number of instances"}
+			return &switchboard.FieldError{Field: name, Value: v, Reason: "want a whole number, such as 10"}
 		}
 		*p = n
 	}
