@@ -12,11 +12,15 @@ import (
 // The ownership of the ids of one heartbeat request comes from the
 // server's mirror; an id the mirror does not hold (a row registered
 // through another server that this one has not seen yet, or no row at
-// all) is read from the catalog. Up to ownerGets such ids are read with
-// one Get each, at most ownerGetsParallel at a time; more (a client
-// renewing thousands of rows after the catalog was restored empty) are
-// read with one List of the catalog, stale rows included: a request of
-// 10,000 ids costs at most one listing, not 10,000 reads one after another.
+// all) is read from the catalog, and only those ids: with one GetMany
+// (WHERE id IN …) on a catalog that has it (switchboard.MultiGetter, both
+// SQL backends), else with one Get each for up to ownerGets of them, at
+// most ownerGetsParallel at a time. Never with a listing of the whole
+// catalog: a request naming 10,000 unknown ids would make every server
+// read every row. On a catalog without GetMany, the ids past ownerGets
+// are answered missing (their owners register them again, and a
+// registration reads its own id) while the mirror is current, and 503
+// while it is not.
 const (
 	ownerGets         = 32
 	ownerGetsParallel = 8
@@ -29,25 +33,31 @@ func (s *Server) owners(ctx context.Context, ids []string) (map[string]owner, er
 	if len(miss) == 0 {
 		return out, nil
 	}
-	if len(miss) <= ownerGets {
-		return out, s.getOwners(ctx, miss, out)
-	}
-	list, err := s.cat.List(ctx, switchboard.Query{All: true})
-	if errors.Is(err, switchboard.ErrNoCatalog) {
-		return out, nil // no catalog, no rows: see catalogOwner
-	}
-	if err != nil {
-		return nil, err
-	}
-	for i := range list {
-		in := &list[i]
-		// A missed id is in out already, as the zero owner (not found).
-		if o, ok := out[in.ID]; ok && !o.found {
-			out[in.ID] = owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}
+	if mg, ok := s.cat.(switchboard.MultiGetter); ok {
+		list, err := mg.GetMany(ctx, miss)
+		if errors.Is(err, switchboard.ErrNoCatalog) {
+			return out, nil // no catalog, no rows: see catalogOwner
 		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range list {
+			in := &list[i]
+			// A missed id is in out already, as the zero owner (not found).
+			if o, ok := out[in.ID]; ok && !o.found {
+				out[in.ID] = owner{hash: in.Metadata[secretKey], stale: in.Stale, found: true}
+			}
+		}
+		// An id GetMany did not return has no row: out's zero owner says so.
+		return out, nil
 	}
-	// An id the listing lacks has no row: out's zero owner says so.
-	return out, nil
+	if len(miss) > ownerGets {
+		if _, healthy, _ := s.feed.health(); !healthy {
+			return nil, catalogDown("the server cannot read the catalog now, so it cannot tell whose rows these are: retry later", s.feed.lastError())
+		}
+		miss = miss[:ownerGets] // the rest stay not found
+	}
+	return out, s.getOwners(ctx, miss, out)
 }
 
 // getOwners reads the ownership of ids (distinct) from the catalog, one Get
