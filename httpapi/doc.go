@@ -82,7 +82,9 @@
 // releasing, and acquiring it again as the same holder while it is held
 // need it, so a client that read the lease's holder and token from the
 // list cannot take it over. A lease's TTL is at most Options.MaxLeaseTTL
-// (1 h). Lease errors never name another holder or its token.
+// (1 h). Lease errors never name another holder or its token. A holder
+// longer than 954 bytes leaves no room in the column for the secret: its
+// lease is taken without one, as leases stored by earlier releases are.
 //
 // # Watch (Server-Sent Events)
 //

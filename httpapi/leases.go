@@ -24,9 +24,11 @@ import (
 // (no holderSep) has no secret, as before, until its next term.
 const holderSep = "\x1f"
 
-// holderReserve is what the stored secret adds to a holder, at most: a
-// holder's name may be MaxLeaseHolder less this.
-const holderReserve = 96
+// holderReserve is what the stored secret adds to a holder: holderSep
+// and hashSecret's form. A holder longer than MaxLeaseHolder less this
+// (954 bytes) has no room for it: its lease is taken without a secret, as
+// a lease of an earlier release, and the answer carries none.
+var holderReserve = len(holderSep) + len(hashSecret(""))
 
 // splitHolder returns the holder's name and its stored secret ("" for a
 // lease without one).
@@ -130,8 +132,6 @@ func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (switchboa
 	switch {
 	case strings.Contains(req.Holder, holderSep):
 		return nil, req, 0, badRequest("holder", "lease holder must not contain the control character U+001F")
-	case len(req.Holder) > switchboard.MaxLeaseHolder-holderReserve:
-		return nil, req, 0, badRequest("holder", fmt.Sprintf("lease holder: %d bytes; at most %d", len(req.Holder), switchboard.MaxLeaseHolder-holderReserve))
 	case req.Secret != "" && !validSecret(req.Secret):
 		return nil, req, 0, badRequest("secret", "lease secret must be 16 to 256 printable ASCII characters")
 	}
@@ -211,11 +211,18 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.leaseReply(w, r, le, req.Secret)
 	}
-	secret := req.Secret
-	if secret == "" {
+	secret, stored := req.Secret, req.Holder
+	switch {
+	case len(req.Holder)+holderReserve > switchboard.MaxLeaseHolder:
+		secret = "" // no room for it (see holderReserve)
+		s.log.Warn("lease taken without a secret: its holder leaves no room for one", "lease", req.Name, "holder_bytes", len(req.Holder))
+	case secret == "":
 		secret = newSecret()
 	}
-	le, err := l.Acquire(ctx, req.Name, req.Holder+holderSep+hashSecret(secret), ttl)
+	if secret != "" {
+		stored += holderSep + hashSecret(secret)
+	}
+	le, err := l.Acquire(ctx, req.Name, stored, ttl)
 	if err != nil {
 		return s.leaseErr(req.Name, err)
 	}
