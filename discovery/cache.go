@@ -5,11 +5,12 @@
 // It is meant to be a process's one view of the catalog: the resolver and
 // the address pool can both read the same cache.
 //
-// Each published version (see Snapshot) is immutable. A change copies the
-// entry of its instance in the index by id (one shard of it) and makes new
-// versions of the buckets it touches (its name's, its type's, its
-// capabilities'), so it costs in proportion to those buckets, not to the
-// catalog; a burst of changes is published as one version.
+// Each published version (see Snapshot) is immutable. A change copies one
+// shard of the index by id, and one chunk of members (and the list of
+// chunks) of each bucket it touches (its name's, its type's, its
+// capabilities'), not the catalog; a burst of changes is published as one
+// version. Picks read a capability's bucket: round robin by a counter,
+// random by rand.IntN.
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service"; a

@@ -284,17 +284,47 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 			if got, ok := idx.get(k); !ok || got != b {
 				t.Fatalf("bucket %q not found under its key", k)
 			}
-			if len(b.m) == 0 {
+			if b.n == 0 {
 				t.Fatalf("empty bucket %q kept", k)
 			}
-			for _, p := range b.m {
+			checkBucket(t, k, b)
+			b.each(func(p *switchboard.Instance) bool {
 				if q, _ := s.ids.get(p.ID); q != p {
 					t.Fatalf("bucket %q holds a version of %s that is not the current one", k, p.ID)
 				}
-			}
+				return true
+			})
 		})
 		if n != idx.n {
 			t.Fatalf("index of %d buckets counts %d", n, idx.n)
+		}
+	}
+}
+
+// checkBucket verifies a bucket's structure: no empty or oversized chunk,
+// the running counts and the count right, the members in strictly
+// increasing order, and at(i) the i-th of them.
+func checkBucket(t *testing.T, key string, b *bucket) {
+	t.Helper()
+	var all []*switchboard.Instance
+	for j, c := range b.chunks {
+		if len(c.m) == 0 || len(c.m) > chunkMax {
+			t.Fatalf("bucket %q: chunk %d of %d members", key, j, len(c.m))
+		}
+		all = append(all, c.m...)
+		if c.end != len(all) {
+			t.Fatalf("bucket %q: chunk %d ends at %d, not %d", key, j, c.end, len(all))
+		}
+	}
+	if len(all) != b.n {
+		t.Fatalf("bucket %q counts %d members, holds %d", key, b.n, len(all))
+	}
+	for i, p := range all {
+		if i > 0 && cmpNameID(all[i-1], p) >= 0 {
+			t.Fatalf("bucket %q: members %d and %d out of order", key, i-1, i)
+		}
+		if b.at(i) != p {
+			t.Fatalf("bucket %q: at(%d) is not its %d-th member", key, i, i)
 		}
 	}
 }
@@ -310,6 +340,8 @@ type kept struct {
 // index of the published version against views built from scratch. Older
 // versions kept along the way must not have changed at the end.
 func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
+	defer func(old int) { chunkMax = old }(chunkMax)
+	chunkMax = 8 // buckets of many chunks, which split and join
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	steps := 3000
@@ -350,7 +382,7 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 		w.apply(&switchboard.Event{Kind: switchboard.EventRemoved, Instance: switchboard.Instance{ID: id}})
 	}
 	s := w.snapshot()
-	if s.Len() != 0 || s.all != nil || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
+	if s.Len() != 0 || s.caps.n != 0 || s.names.n != 0 || s.types.n != 0 || s.ids.n != 0 {
 		t.Fatalf("after removing everything: %d instances, %d capabilities, %d names, %d types, %d ids", s.Len(), s.caps.n, s.names.n, s.types.n, s.ids.n)
 	}
 	t.Logf("seed %d: %d steps, %d older versions re-checked", seed, steps, len(old))
@@ -384,16 +416,17 @@ func TestPickRandomIsUniformAcrossVersions(t *testing.T) {
 	exactlyOnce := func(v version) {
 		t.Helper()
 		b := v.s.capability(cp)
-		if b == nil || len(b.m) != len(v.ids) {
+		if b == nil || b.n != len(v.ids) {
 			t.Fatalf("seed %d: no bucket of %d members", seed, len(v.ids))
 		}
+		checkBucket(t, cp, b)
 		hits := make(map[string]int, len(v.ids))
-		for _, p := range b.m {
-			hits[p.ID]++
+		for i := range b.n {
+			hits[b.at(i).ID]++
 		}
 		for _, id := range v.ids {
 			if hits[id] != 1 {
-				t.Fatalf("seed %d: %s is the pick of %d indices of %d", seed, id, hits[id], len(b.m))
+				t.Fatalf("seed %d: %s is the pick of %d indices of %d", seed, id, hits[id], b.n)
 			}
 		}
 	}

@@ -12,37 +12,10 @@ import (
 // keeps that version alive; Cache's methods read the newest.
 type Snapshot struct {
 	ids                pmap[*switchboard.Instance]
-	all                *bucket // nil when empty
+	all                *bucket // nil before the first instance
 	names, types, caps pmap[*bucket]
 	stale              bool
 	err                error
-}
-
-// members returns the bucket's members (none for a nil bucket).
-func (b *bucket) members() []*switchboard.Instance {
-	if b == nil {
-		return nil
-	}
-	return b.m
-}
-
-// listing returns the members as a slice, building it on first use and
-// keeping it for the other readers of this version of the bucket. Building
-// it copies the bucket (O(k)); the writer never does, so a large bucket
-// costs nothing per change unless somebody lists it.
-func (b *bucket) listing() []switchboard.Instance {
-	if b == nil {
-		return nil
-	}
-	if l := b.list.Load(); l != nil {
-		return *l
-	}
-	l := make([]switchboard.Instance, len(b.m))
-	for i, p := range b.m {
-		l[i] = *p
-	}
-	b.list.Store(&l)
-	return l
 }
 
 func (s *Snapshot) capability(cp string) *bucket { b, _ := s.caps.get(cp); return b }
@@ -72,17 +45,16 @@ func (s *Snapshot) ByType(typ string) []switchboard.Instance {
 func (s *Snapshot) All() []switchboard.Instance { return s.all.listing() }
 
 // Len returns the number of active instances.
-func (s *Snapshot) Len() int { return len(s.all.members()) }
+func (s *Snapshot) Len() int { return s.all.len() }
 
 // source returns the smallest bucket that holds what q selects, and
 // whether every member of it is selected.
-func (s *Snapshot) source(q switchboard.Query) ([]*switchboard.Instance, bool) {
-	m, fields := s.all.members(), 0
+func (s *Snapshot) source(q switchboard.Query) (*bucket, bool) {
+	b, fields := s.all, 0
 	consider := func(idx *pmap[*bucket], key string) {
 		fields++
-		b, _ := idx.get(key)
-		if bm := b.members(); fields == 1 || len(bm) < len(m) {
-			m = bm
+		if c, _ := idx.get(key); fields == 1 || c.len() < b.len() {
+			b = c
 		}
 	}
 	if q.Capability != "" {
@@ -94,22 +66,23 @@ func (s *Snapshot) source(q switchboard.Query) ([]*switchboard.Instance, bool) {
 	if q.Type != "" {
 		consider(&s.types, q.Type)
 	}
-	return m, fields <= 1
+	return b, fields <= 1
 }
 
 // Count returns how many active instances q selects, without listing them
 // when q has one field (a lookup).
 func (s *Snapshot) Count(q switchboard.Query) int {
-	m, single := s.source(q)
+	b, single := s.source(q)
 	if single {
-		return len(m)
+		return b.len()
 	}
 	n := 0
-	for _, p := range m {
+	b.each(func(p *switchboard.Instance) bool {
 		if q.Matches(p) {
 			n++
 		}
-	}
+		return true
+	})
 	return n
 }
 
@@ -118,12 +91,8 @@ func (s *Snapshot) Count(q switchboard.Query) int {
 // its slices and maps with the cache (do not modify them).
 func (s *Snapshot) Instances(q switchboard.Query) iter.Seq[switchboard.Instance] {
 	return func(yield func(switchboard.Instance) bool) {
-		m, _ := s.source(q)
-		for _, p := range m {
-			if q.Matches(p) && !yield(*p) {
-				return
-			}
-		}
+		b, _ := s.source(q)
+		b.each(func(p *switchboard.Instance) bool { return !q.Matches(p) || yield(*p) })
 	}
 }
 
@@ -160,7 +129,7 @@ func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 		return switchboard.Instance{}, false
 	}
 	n := b.rr.Add(1) - 1
-	return *b.m[n%uint64(len(b.m))], true
+	return *b.at(int(n % uint64(b.n))), true
 }
 
 // PickRandom returns a uniformly random instance with capability cp.
@@ -169,5 +138,5 @@ func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
 	if b == nil {
 		return switchboard.Instance{}, false
 	}
-	return *b.m[rand.IntN(len(b.m))], true
+	return *b.at(rand.IntN(b.n)), true
 }
