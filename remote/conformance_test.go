@@ -5,7 +5,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/catalogtest"
-	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 	"github.com/switchboard-io/switchboard/remote"
 )
@@ -21,7 +20,7 @@ func TestLeasesOverSQLite(t *testing.T) {
 // overPG is a remote catalog through a fresh server on a fresh schema of
 // this binary's PostgreSQL database.
 func overPG(t *testing.T) *remote.Client {
-	url, _ := serve(t, openPG(t, pgtest.Schema(t, testDSN)), httpapi.Options{})
+	url, _ := serve(t, openPG(t, pgtest.Schema(t, testDSN)), unboundedLeases)
 	return client(t, url, remote.Config{})
 }
 

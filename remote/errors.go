@@ -30,6 +30,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized (missing API token or instance secret)")
 	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
 	ErrUnavailable  = errors.New("catalog unavailable")
+	// ErrTooMany is a quota of the server reached (429): its instances,
+	// leases or watch streams. It is also ErrUnavailable: retry later.
+	ErrTooMany = errors.New("a quota of the server is reached")
 )
 
 // APIError is an error response of the server.
@@ -66,6 +69,8 @@ func (e *APIError) Is(target error) bool {
 		// The write did not happen; as with every backend's ErrBusy, a
 		// retry may succeed.
 		return target == switchboard.ErrBusy || target == ErrUnavailable
+	case schema.CodeTooMany:
+		return target == ErrTooMany || target == ErrUnavailable
 	case schema.CodeNoCatalog:
 		// The catalog's tables are gone; the next registration or
 		// heartbeat (of a handle that may create them) creates them again.
@@ -123,6 +128,8 @@ func statusCode(status int) string {
 		return schema.CodeForbidden
 	case http.StatusRequestEntityTooLarge:
 		return schema.CodeTooLarge
+	case http.StatusTooManyRequests:
+		return schema.CodeTooMany
 	}
 	return schema.CodeUnavailable
 }

@@ -3,8 +3,10 @@ package remote_test
 import (
 	"context"
 	"log/slog"
+	"math"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
@@ -58,9 +60,14 @@ func client(t testing.TB, url string, cfg remote.Config) *remote.Client {
 	return c
 }
 
+// unboundedLeases lets a server take leases for any TTL: the conformance
+// suite takes one for 292 years, which a server refuses by default (its
+// max_lease_ttl is tested in httpapi).
+var unboundedLeases = httpapi.Options{MaxLeaseTTL: time.Duration(math.MaxInt64)}
+
 // overSQLite is a remote catalog through a fresh server on a fresh SQLite
 // file.
 func overSQLite(t *testing.T) *remote.Client {
-	url, _ := serve(t, testkit.OpenSQLite(t), httpapi.Options{})
+	url, _ := serve(t, testkit.OpenSQLite(t), unboundedLeases)
 	return client(t, url, remote.Config{})
 }

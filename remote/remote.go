@@ -125,8 +125,9 @@ type Client struct {
 	// where the server renews a window's heartbeats of many clients at once.
 	ids idgen.Source
 
-	mu      sync.Mutex
-	secrets map[string]string // id -> secret returned at registration
+	mu           sync.Mutex
+	secrets      map[string]string // id -> secret returned at registration
+	leaseSecrets map[string]string // leaseKey -> secret returned by acquire
 
 	watchers atomic.Int64
 
@@ -176,7 +177,7 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	cctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		base: strings.TrimSuffix(rawURL, "/"), cfg: cfg, http: hc, log: cfg.Logger,
-		ctx: cctx, cancel: cancel, secrets: map[string]string{}, ids: idgen.New(),
+		ctx: cctx, cancel: cancel, secrets: map[string]string{}, leaseSecrets: map[string]string{}, ids: idgen.New(),
 	}, nil
 }
 

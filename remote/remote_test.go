@@ -354,3 +354,43 @@ func TestReapGraceLeavesReapingToAServerThatReaps(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseSecretsAcrossClients: a lease a client acquired through the
+// server carries a secret that client keeps: it renews, re-acquires and
+// releases with it; another client (another process) naming the same
+// holder and the token it read from the list can neither take, renew nor
+// release it.
+func TestLeaseSecretsAcrossClients(t *testing.T) {
+	url, _ := serve(t, testkit.OpenSQLite(t), httpapi.Options{ReapInterval: -1})
+	owner, thief := client(t, url, remote.Config{}), client(t, url, remote.Config{})
+	ctx := context.Background()
+	l, err := owner.Acquire(ctx, "lock", "pod-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := thief.Acquire(ctx, "lock", "pod-a", time.Minute); !errors.Is(err, switchboard.ErrLeaseHeld) {
+		t.Fatalf("another client acquiring as the holder: %v", err)
+	}
+	listed, err := thief.Leases(ctx)
+	if err != nil || len(listed) != 1 || listed[0].Holder != "pod-a" {
+		t.Fatalf("leases: %+v %v", listed, err)
+	}
+	if _, err := thief.Renew(ctx, listed[0]); !errors.Is(err, switchboard.ErrLeaseLost) {
+		t.Fatalf("another client renewing with the listed token: %v", err)
+	}
+	if err := thief.Release(ctx, listed[0]); !errors.Is(err, switchboard.ErrLeaseLost) {
+		t.Fatalf("another client releasing with the listed token: %v", err)
+	}
+	if _, err := owner.Renew(ctx, l); err != nil {
+		t.Fatalf("the owner's renewal: %v", err)
+	}
+	if again, err := owner.Acquire(ctx, "lock", "pod-a", time.Minute); err != nil || again.Token != l.Token {
+		t.Fatalf("the owner acquiring again: %+v %v", again, err)
+	}
+	if err := owner.Release(ctx, l); err != nil {
+		t.Fatalf("the owner's release: %v", err)
+	}
+	if _, err := thief.Acquire(ctx, "lock", "pod-b", time.Minute); err != nil {
+		t.Fatalf("a released lease is free for anyone: %v", err)
+	}
+}

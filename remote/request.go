@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
 // errNoAnswer is the cause of a request context that Config.RequestTimeout
@@ -35,12 +36,26 @@ func (c *Client) noAnswer(method, url string) error {
 // do sends one request and decodes a 2xx JSON body into out (unless nil),
 // within Config.RequestTimeout.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any, hdr ...string) error {
+	return c.doHeader(ctx, method, path, body, out, nil, hdr...)
+}
+
+// doNext is do for a GET of one page of a list: it returns the response's
+// schema.LeaseNextHeader ("" on the last page).
+func (c *Client) doNext(ctx context.Context, path string, out any) (string, error) {
+	var got http.Header
+	err := c.doHeader(ctx, http.MethodGet, path, nil, out, &got)
+	return got.Get(schema.LeaseNextHeader), err
+}
+
+// doHeader is do that also stores the response's headers in got, unless
+// nil.
+func (c *Client) doHeader(ctx context.Context, method, path string, body any, out any, got *http.Header, hdr ...string) error {
 	if c.closed.Load() {
 		return switchboard.ErrClosed
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	err := c.send(ctx, method, path, body, out, hdr)
+	err := c.send(ctx, method, path, body, out, hdr, got)
 	var answered *APIError
 	if err != nil && errors.Is(context.Cause(ctx), errNoAnswer) && !errors.As(err, &answered) {
 		// An error the server answered whole (a 404, a 409) is its answer,
@@ -50,7 +65,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any,
 	return err
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body any, out any, hdr []string) error {
+func (c *Client) send(ctx context.Context, method, path string, body any, out any, hdr []string, got *http.Header) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -80,6 +95,9 @@ func (c *Client) send(ctx context.Context, method, path string, body any, out an
 		return transportError(ctx, c.base, err)
 	}
 	defer resp.Body.Close()
+	if got != nil {
+		*got = resp.Header
+	}
 	if resp.StatusCode/100 != 2 {
 		return decodeError(resp)
 	}
