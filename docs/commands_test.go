@@ -1,3 +1,5 @@
+//go:build unix
+
 package docs
 
 import (
@@ -10,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,6 +61,11 @@ func TestGuideCommandsRun(t *testing.T) {
 			cmd := exec.CommandContext(ctx, "bash", "-c", script)
 			cmd.Dir = dir
 			cmd.Env = hermeticEnv()
+			// The script's background commands die with it, should the
+			// test time out: it runs in a process group of its own.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			cmd.WaitDelay = 10 * time.Second
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", g.file, err, out)
