@@ -91,7 +91,11 @@ var (
 // unchanged but for its scheme's case: pool_max_conns and the other pgx
 // parameters apply), migrates
 // its schema to the current version and returns the catalog. A server it
-// cannot reach is switchboard.ErrUnreachable. With opts.MustExist, a
+// cannot reach is switchboard.ErrUnreachable; each connection's setup is
+// bounded by the DSN's connect_timeout, else DefaultConnectTimeout. A
+// server that answers and refuses says so: a database that does not exist
+// is switchboard.ErrNoCatalog, a parameter the server does not know
+// switchboard.ErrInvalidDSN. With opts.MustExist, a
 // current schema is only read (no migration lock, no DDL) and a database
 // without one is switchboard.ErrNoCatalog.
 func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*Catalog, error) {
@@ -106,13 +110,14 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	if err != nil {
 		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err), dsn.Raw)
 	}
+	timeout := connectTimeout(dsn.Raw, cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, switchboard.RedactError(fmt.Errorf("postgres: connect: %w", err), dsn.Raw)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w at %s: %w", switchboard.ErrUnreachable, where(cfg), err), dsn.Raw)
+		return nil, switchboard.RedactError(connectError(ctx, err, cfg, timeout), dsn.Raw)
 	}
 	current := false
 	if opts.MustExist {
