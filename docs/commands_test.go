@@ -29,8 +29,8 @@ var runnable = []struct{ file, section string }{
 // guide in a scratch copy of the repository (its entries linked, so
 // `go build ./cmd/switchboard` works and .data/ is the scratch's own).
 // Commands that run until interrupted (register, watch, serve, echo, nats,
-// curl -N) start in the background; register, serve and echo are waited for
-// until they print their first line. At the end each is stopped as a user
+// curl -N) start in the background; register and echo are waited for until
+// they print their first line, serve until it says it is listening. At the end each is stopped as a user
 // would stop it (SIGINT for switchboard, SIGTERM otherwise), and every
 // switchboard command must exit 0. Every other command must exit 0, or the
 // code its comment gives ("# exits 1"). The server's documented address,
@@ -201,7 +201,11 @@ stop() {
 ready() {
   local n
   for n in $(seq 1 1200); do
-    [[ -s "$logs/$1.out" ]] && return 0
+    if [[ -n ${2:-} ]]; then
+      grep -qs -- "$2" "$logs/$1.out" "$logs/$1.err" && return 0
+    else
+      [[ -s "$logs/$1.out" ]] && return 0
+    fi
     kill -0 "${bg[$1]}" 2>/dev/null || { echo "FAIL: exited before it printed anything: ${what[$1]}"; cat "$logs/$1.err"; return 1; }
     sleep 0.1
   done
@@ -219,7 +223,13 @@ ready() {
 			}
 			fmt.Fprintf(&b, "%s >\"$logs/%d.out\" 2>\"$logs/%d.err\" &\nbg+=($!); kind+=(%s); what+=(%s)\n", c.line, n, n, k, shellQuote(c.line))
 			if wait {
-				fmt.Fprintf(&b, "ready %d || { stop; exit 1; }\n", n)
+				// A server is ready once it says it listens; the others
+				// once they print their first line.
+				pattern := ""
+				if strings.Contains(" "+c.line+" ", " serve ") {
+					pattern = "listening"
+				}
+				fmt.Fprintf(&b, "ready %d %s || { stop; exit 1; }\n", n, shellQuote(pattern))
 			}
 			n++
 			continue
