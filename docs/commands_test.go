@@ -30,9 +30,9 @@ var runnable = []struct{ file, section string }{
 // `go build ./cmd/switchboard` works and .data/ is the scratch's own).
 // Commands that run until interrupted (register, watch, serve, echo, nats,
 // curl -N) start in the background; register and echo are waited for until
-// they print their first line, serve until it says it is listening. At the end each is stopped as a user
-// would stop it (SIGINT for switchboard, SIGTERM otherwise), and every
-// switchboard command must exit 0. Every other command must exit 0, or the
+// they print their first line, serve until it says it is listening. At the
+// end each is stopped as a user would stop it (SIGINT for switchboard,
+// SIGTERM otherwise), and every switchboard command must exit 0. Every other command must exit 0, or the
 // code its comment gives ("# exits 1"). The server's documented address,
 // 127.0.0.1:7400, becomes a free port, so that a server already on 7400
 // does not answer instead.
