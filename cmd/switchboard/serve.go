@@ -20,20 +20,27 @@ import (
 )
 
 func newServeCmd(g *globals) *cobra.Command {
-	var listen, token, cert, key, natsListen string
+	var listen, token, tokenFile, adminTokenFile, allowedHosts, cert, key, natsListen string
 	var demo bool
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--token T] [--tls-cert F --tls-key F] [--demo]",
+		Use:   "serve [--listen ADDR] [--token-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
 		Long: `Serve the configured catalog over HTTP until Ctrl-C: the JSON API under /v1/, the SSE watch, the
 dashboard, Prometheus metrics and health. Clients (any CLI command, or the Go library) reach it
 with --dsn http://ADDR. The server is stateless over its database: several servers may share one
-PostgreSQL. sqlite::memory: is accepted (the server is then the only process that sees it).`,
+PostgreSQL. sqlite::memory: is accepted (the server is then the only process that sees it).
+
+Clients send the token (http.token; --token-file keeps it out of the process list); the admin
+token (http.admin_token, --admin-token-file) alone reaps live rows, deletes another client's
+row and releases another's lease. Without any token the server answers only IP addresses,
+localhost and --allowed-hosts, and warns at start when it listens beyond loopback.`,
 		Example: `  switchboard serve
-  switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' serve --listen :8080 --token s3cret
+  switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' serve --listen :8080 --token-file /run/secrets/sb-token --admin-token-file /run/secrets/sb-admin
   switchboard --dsn http://127.0.0.1:8080 ls`,
 		Annotations: map[string]string{
 			annEnv: envDSNHelp + "\nSWITCHBOARD_HTTP_LISTEN  address to listen on (--listen wins)\nSWITCHBOARD_HTTP_TOKEN  API token (--token wins)\n" +
+				"SWITCHBOARD_HTTP_TOKEN_FILE, SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE  files holding the API and admin tokens (--token-file, --admin-token-file win)\n" +
+				"SWITCHBOARD_HTTP_ADMIN_TOKEN  admin token\nSWITCHBOARD_HTTP_ALLOWED_HOSTS  host names answered without a token (--allowed-hosts wins)\n" +
 				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)",
 			annExit: exitLong,
 		},
@@ -47,6 +54,15 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 				}
 				if fl.Changed("token") {
 					c.HTTP.Token = token
+				}
+				if fl.Changed("token-file") {
+					c.HTTP.TokenFile = tokenFile
+				}
+				if fl.Changed("admin-token-file") {
+					c.HTTP.AdminTokenFile = adminTokenFile
+				}
+				if fl.Changed("allowed-hosts") {
+					c.HTTP.AllowedHosts = allowedHosts
 				}
 				if fl.Changed("tls-cert") {
 					c.HTTP.TLSCert = cert
@@ -76,7 +92,8 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 				}
 				// h2 first: a browser opens at most six HTTP/1.1 connections to
 				// a host, and each SSE stream holds one.
-				tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+				tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
+					CipherSuites: aeadSuites}
 			}
 			// The server is the only process that needs to see an in-memory
 			// catalog, so serve accepts sqlite::memory:.
@@ -105,11 +122,17 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", config.DefaultListen, "address to listen on ([http] listen)")
-	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN)")
+	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN); visible in the process list: prefer --token-file")
+	f.StringVar(&tokenFile, "token-file", "", "file whose first line is the API token ([http] token_file)")
+	f.StringVar(&adminTokenFile, "admin-token-file", "", "file whose first line is the admin token ([http] admin_token_file)")
+	f.StringVar(&allowedHosts, "allowed-hosts", "", "host names, comma-separated, answered without a token besides IP addresses and localhost ([http] allowed_hosts)")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate PEM file ([http] tls_cert)")
 	f.StringVar(&key, "tls-key", "", "TLS key PEM file ([http] tls_key)")
 	bindKey(f, "listen", "http.listen")
 	bindKey(f, "token", "http.token")
+	bindKey(f, "token-file", "http.token_file")
+	bindKey(f, "admin-token-file", "http.admin_token_file")
+	bindKey(f, "allowed-hosts", "http.allowed_hosts")
 	bindKey(f, "tls-cert", "http.tls_cert")
 	bindKey(f, "tls-key", "http.tls_key")
 	f.StringVar(&natsListen, "nats", "", "also run an embedded NATS broker (JetStream, store in the data directory) on ADDR: --nats or --nats=127.0.0.1:4222")
@@ -119,11 +142,16 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 }
 
 func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.Listener, c config.Config, secure, demo bool) error {
-	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
+	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, AdminToken: c.HTTP.AdminToken, AllowedHosts: c.HTTP.Hosts(),
+		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
+		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	scheme := "http"
 	if secure {
 		scheme = "https"
+	}
+	if c.HTTP.Token == "" && c.HTTP.AdminToken == "" && !loopbackOnly(ln.Addr()) {
+		warnOpen(g, ln.Addr())
 	}
 	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), switchboard.RedactDSN(c.Discovery.DSN))
 	fmt.Fprintf(g.stdout, "switchboard serve: dashboard at %s://%s/\n", scheme, ln.Addr())
