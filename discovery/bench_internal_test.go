@@ -69,7 +69,7 @@ func fleetWriter(n int) (*writer, *Snapshot) {
 
 // BenchmarkApply measures one change applied to a cache of 100,000
 // instances and published as a version of its own (the worst case: no
-// burst shares the path copies): an update that changes an instance's
+// burst shares the copies): an update that changes an instance's
 // metadata, and a removal followed by the same instance's addition.
 func BenchmarkApply(b *testing.B) {
 	const n = 100000

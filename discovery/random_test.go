@@ -354,7 +354,7 @@ func TestRandomEventsAgainstAViewBuiltFromScratch(t *testing.T) {
 	var old []kept
 	for step := 0; step < steps; step++ {
 		// The population swings between a few and several hundred, so
-		// buckets and trees grow past one node and shrink back to none.
+		// buckets grow past one chunk and shrink back to none.
 		target := 5 + (step/300%2)*400
 		for n := 1 + rng.IntN(8); n > 0; n-- {
 			ev := g.event(target)
