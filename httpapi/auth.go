@@ -154,15 +154,19 @@ func (s *Server) guard(r *http.Request) error {
 
 // jsonBody refuses a request body that is not JSON (415): a page can send
 // a form or text/plain to any origin without asking, never
-// application/json.
+// application/json. A body without a Content-Type is taken from a client
+// that is no browser (a program: it sends neither Sec-Fetch-Site nor
+// Origin), and refused from a browser, whose fetch of a typeless Blob is
+// such a body too.
 func jsonBody(r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")
-	if ct == "" && (r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody) {
-		return nil // no body: nothing to type
+	browser := r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != ""
+	if ct == "" && (!browser || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody) {
+		return nil // a program's body, or none: nothing to refuse
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		if ct == "" {

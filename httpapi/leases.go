@@ -78,7 +78,15 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := l.Leases(r.Context())
+	var list []switchboard.Lease
+	lr, paged := l.(switchboard.LeaseReader)
+	if paged {
+		// In the catalog's own order, one more than the page: is there a
+		// next page?
+		list, err = lr.LeasesAfter(r.Context(), after, limit+1)
+	} else {
+		list, err = l.Leases(r.Context())
+	}
 	if err != nil {
 		return err
 	}
@@ -88,7 +96,7 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]LeaseJSON, 0, min(limit, len(list)))
 	for _, le := range list {
-		if after != "" && le.Name <= after {
+		if !paged && after != "" && le.Name <= after {
 			continue
 		}
 		if len(out) == limit { // another lease follows the page
@@ -138,8 +146,22 @@ func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (switchboa
 	return l, req, ttl, nil
 }
 
-// current returns the lease named name as stored, and whether there is one.
+// current returns the lease named name as stored, whether there is one,
+// and, when there is none, how many leases there are (for MaxLeases). A
+// catalog that is a LeaseReader reads that lease and counts; another is
+// listed whole.
 func current(ctx context.Context, l switchboard.Leaser, name string) (switchboard.Lease, bool, int, error) {
+	if lr, ok := l.(switchboard.LeaseReader); ok {
+		le, err := lr.Lease(ctx, name)
+		switch {
+		case err == nil:
+			return le, true, 0, nil
+		case !errors.Is(err, switchboard.ErrNotFound):
+			return switchboard.Lease{}, false, 0, err
+		}
+		n, err := lr.LeaseCount(ctx)
+		return switchboard.Lease{}, false, n, err
+	}
 	list, err := l.Leases(ctx)
 	if err != nil {
 		return switchboard.Lease{}, false, 0, err

@@ -186,6 +186,11 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 	expectError(t, code, b, 415, httpapi.CodeUnsupportedMedia, "")
 	code, b = call(t, "POST", s.url+"/v1/reap?older_than=1us", "", "Content-Type", "application/x-www-form-urlencoded")
 	expectError(t, code, b, 415, httpapi.CodeUnsupportedMedia, "")
+	// A typeless body is a program's, unless a browser sent it (a fetch of
+	// a Blob): then it is refused too.
+	code, b = call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"l","holder":"evil","ttl":"1h"}`,
+		"Content-Type", "", "Sec-Fetch-Site", "same-origin")
+	expectError(t, code, b, 415, httpapi.CodeUnsupportedMedia, "")
 	if n := len(listAll(t, s)); n != 1 {
 		t.Fatalf("cross-origin writes deleted rows: %d left", n)
 	}
