@@ -96,11 +96,7 @@ func New(ctx context.Context, cat switchboard.Catalog, opts Options) (*Cache, er
 	c := &Cache{opts: opts, cat: cat, cancel: cancel, done: make(chan struct{}), w: newWriter()}
 	c.snap.Store(c.w.snapshot())
 	// Apply the snapshot synchronously: New returns a usable cache.
-	for {
-		ev, ok := next(wctx, ch)
-		if !ok {
-			break
-		}
+	for ev, ok := next(wctx, ch); ok; ev, ok = next(wctx, ch) {
 		c.apply(&ev)
 		if ev.Kind == switchboard.EventSynced {
 			c.startStale()
@@ -187,11 +183,7 @@ func (c *Cache) run(ctx context.Context, ch <-chan switchboard.Event) {
 
 // follow applies one watch's events until it ends.
 func (c *Cache) follow(ctx context.Context, ch <-chan switchboard.Event) {
-	for {
-		ev, ok := next(ctx, ch)
-		if !ok {
-			return
-		}
+	for ev, ok := next(ctx, ch); ok; ev, ok = next(ctx, ch) {
 		if c.presumed {
 			c.presumed = false
 			if ev.Kind != switchboard.EventError {

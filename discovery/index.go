@@ -109,13 +109,10 @@ func (w *wmap[V]) set(k string, v V) {
 }
 
 func (w *wmap[V]) del(k string) {
-	if w.shards == nil {
+	if _, ok := w.get(k); !ok {
 		return
 	}
 	h := hash(k)
-	if _, ok := search(w.shards[h>>(64-shardBits)], h, k); !ok {
-		return
-	}
 	s := w.shard(h >> (64 - shardBits))
 	i, _ := search(*s, h, k)
 	*s = slices.Delete(*s, i, i+1)
