@@ -40,6 +40,7 @@ func Run(t *testing.T, open Open) {
 		{"Reap", testReap},
 		{"ReapGrace", testReapGrace},
 		{"WatchSnapshotAndDeltas", testWatchDeltas},
+		{"Revisions", testRevisions},
 		{"WatchFilter", testWatchFilter},
 		{"WatchHeartbeatIsNotAnEvent", testWatchHeartbeat},
 		{"WatchExpiryAndRevival", testWatchExpiry},

@@ -49,6 +49,9 @@ type logged struct {
 func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, error)) (entries []logged, epoch string, err error) {
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		entries, epoch = nil, ""
+		if _, err := tx.Exec(ctx, `SELECT `+writerBounds); err != nil {
+			return err
+		}
 		w, err := fn(tx)
 		if err != nil || w == nil {
 			return err
@@ -130,8 +133,19 @@ func logEntrySQL(insert string) string {
 // their poll: they read the log from their cursor either way.
 const (
 	// resetNoticeSQL clears a notice a failed batch may have left on the
-	// connection; it runs first in every batch that logs.
-	resetNoticeSQL = `SELECT set_config('switchboard.notice', '', false)`
+	// connection, and bounds the transaction (writerBounds); it runs first
+	// in every batch that logs.
+	resetNoticeSQL = `SELECT set_config('switchboard.notice', '', false), ` + writerBounds
+
+	// writerBounds bounds, for a change-writing transaction only, how long
+	// it may stay open: a writer that stalls between drawing its seq and
+	// committing (a paused or cut-off process) is rolled back by the
+	// server after writerIdle idle in its transaction, or writerStatement
+	// in one statement. Until then its own change waits; no other does.
+	writerBounds = `set_config('idle_in_transaction_session_timeout', '` + writerIdle + `', true),
+		set_config('statement_timeout', '` + writerStatement + `', true)`
+	writerIdle      = "5s"
+	writerStatement = "30s"
 	// notifySQL sends the notice logEntrySQL left, if any, on Channel ($1).
 	notifySQL = `SELECT pg_notify($1, substr(v, 3)), set_config('switchboard.notice', '', false)
 		FROM (SELECT current_setting('switchboard.notice', true) AS v) x WHERE v LIKE 'n:%'`

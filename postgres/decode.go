@@ -24,7 +24,7 @@ import (
 // gives for the same row (TestDecodeMatchesScan).
 
 // binaryResults asks for every column of cols in binary format.
-var binaryResults = pgx.QueryResultFormats{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+var binaryResults = pgx.QueryResultFormats{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 
 // Binary wire constants: timestamptz counts microseconds from 2000-01-01
 // UTC (the extremes are ±infinity); pgx converts an interval's days and
@@ -72,7 +72,7 @@ func rowDigest(vals [][]byte) uint64 {
 // Metadata in another form than this package writes is read as
 // storedmeta.Read says and logged through ml (nil: not logged).
 func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *storedmeta.Log) error {
-	if len(vals) != 12 {
+	if len(vals) != colCount {
 		return fmt.Errorf("%w: %d columns", errWire, len(vals))
 	}
 	for i, v := range vals {
@@ -166,6 +166,10 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 		return fmt.Errorf("stale: %w", errWire)
 	}
 	in.Stale = vals[11][0] != 0
+	if len(vals[12]) != 8 {
+		return fmt.Errorf("revision: %w", errWire)
+	}
+	in.Revision = int64(binary.BigEndian.Uint64(vals[12]))
 	return nil
 }
 

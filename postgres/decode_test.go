@@ -110,7 +110,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 			[]byte("id"), []byte("n"), []byte("t"), []byte("a"),
 			{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, // empty text[]
 			[]byte("v"), []byte("\x01{}"), nil,
-			make([]byte, 16), make([]byte, 8), make([]byte, 8), {0},
+			make([]byte, 16), make([]byte, 8), make([]byte, 8), {0}, make([]byte, 8),
 		}
 	}
 	var in switchboard.Instance
@@ -121,6 +121,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		"null id":         func(v [][]byte) { v[0] = nil },
 		"short ttl":       func(v [][]byte) { v[8] = v[8][:12] },
 		"short timestamp": func(v [][]byte) { v[9] = v[9][:4] },
+		"short revision":  func(v [][]byte) { v[12] = v[12][:4] },
 		"infinite":        func(v [][]byte) { v[10] = bytes.Repeat([]byte{0xff}, 8); v[10][0] = 0x7f },
 		"jsonb version":   func(v [][]byte) { v[6] = []byte("\x02{}") },
 		"2-d array": func(v [][]byte) {
@@ -147,7 +148,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 }
 
 // FuzzDecodeRow: no bytes from the wire panic decodeRow, with or without
-// sharing between rows, and both decode the same. The fuzzer's input is split into the 12 columns
+// sharing between rows, and both decode the same. The fuzzer's input is split into the 13 columns
 // by a length prefix per column (0xff: NULL).
 func FuzzDecodeRow(f *testing.F) {
 	row := func(cols ...[]byte) []byte {
@@ -164,13 +165,13 @@ func FuzzDecodeRow(f *testing.F) {
 	}
 	f.Add(row([]byte("id"), []byte("n"), []byte("t"), []byte("a"),
 		[]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, []byte("v"), []byte("\x01{}"), nil,
-		make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{0}))
+		make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{0}, make([]byte, 8)))
 	f.Add(row([]byte("id"), []byte("n"), []byte("t"), []byte("a"),
 		[]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 'x'}, []byte("v"),
-		[]byte("\x01{\"k\": \"v\"}"), []byte("\x01[]"), make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{1}))
+		[]byte("\x01{\"k\": \"v\"}"), []byte("\x01[]"), make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{1}, make([]byte, 8)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var vals [][]byte
-		for len(data) > 0 && len(vals) < 12 {
+		for len(data) > 0 && len(vals) < colCount {
 			n := int(data[0])
 			data = data[1:]
 			if n == 0xff {

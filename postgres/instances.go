@@ -24,7 +24,10 @@ import (
 // cols is the instance row as every read returns it; stale is judged by the
 // database clock.
 const cols = `id, name, type, address, capabilities, version, metadata, components::text, ttl,
-	registered_at, last_seen, (now() - last_seen > ttl) AS stale`
+	registered_at, last_seen, (now() - last_seen > ttl) AS stale, revision`
+
+// colCount is how many columns cols has.
+const colCount = 13
 
 // row holds one scanned instance row.
 type row struct {
@@ -35,7 +38,7 @@ type row struct {
 
 func (r *row) dest() []any {
 	return []any{&r.in.ID, &r.in.Name, &r.in.Type, &r.in.Address, &r.in.Capabilities, &r.in.Version,
-		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale}
+		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale, &r.in.Revision}
 }
 
 // instance decodes r; metadata another tool wrote in another form is read
@@ -194,6 +197,9 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return switchboard.Instance{}, c.wrap(fmt.Sprintf("register %q", in.ID), err)
 	}
 	if res.written {
+		// The row was read back before its entry drew the seq that the
+		// entry's trigger made its revision (migration 5).
+		res.out.Revision = res.l.seq
 		if c.writes.Add(1)%trimEvery == 0 {
 			c.trimNow(ctx)
 		}

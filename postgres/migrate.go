@@ -94,6 +94,38 @@ ALTER TABLE change_log ADD COLUMN epoch text NOT NULL DEFAULT md5(random()::text
 -- refuse a catalog at this version instead of reading it wrongly.
 ALTER SEQUENCE changes_seq_seq CACHE 1;
 `,
+	5: `
+-- Every row carries its revision: the seq of the change-log entry that last
+-- wrote it. Watchers take a state only when its revision is newer than the
+-- one they hold, so no path (snapshot, log read, notification) can take
+-- them back to an older state.
+ALTER TABLE instances ADD COLUMN revision bigint NOT NULL DEFAULT 0;
+UPDATE instances i SET revision = coalesce(
+	(SELECT max(c.seq) FROM changes c WHERE c.id = i.id AND c.op = 'upsert'), 0);
+-- Every entry's seq is drawn here, whoever inserts it (this release, an
+-- older one, a repair script): the transaction id first, so that from the
+-- moment a seq exists its writer is in pg_locks under an id a reader can
+-- follow (watermark.go); then the seq, overriding any value the insert
+-- carried (one a writer drew itself, maybe before it had an id, is left
+-- unused: a gap readers settle like a rollback's); then the
+-- row's revision, in the same transaction as the entry. The column loses
+-- its default, which drew a number before the trigger ran: every entry
+-- would leave a gap. The function's search_path is the catalog's schema,
+-- whatever the inserting session's is (OR REPLACE: dropped tables leave
+-- the function behind, and a re-created catalog runs this again).
+ALTER TABLE changes ALTER COLUMN seq DROP DEFAULT;
+CREATE OR REPLACE FUNCTION changes_assign() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	PERFORM pg_current_xact_id();
+	NEW.seq := nextval('changes_seq_seq');
+	IF NEW.op = 'upsert' THEN
+		UPDATE instances SET revision = NEW.seq WHERE id = NEW.id;
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER changes_assign BEFORE INSERT ON changes FOR EACH ROW EXECUTE FUNCTION changes_assign();
+`,
 }
 
 // epochSQL is the catalog's epoch as the hub compares it: the epoch stored

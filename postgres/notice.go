@@ -77,6 +77,7 @@ func decodeNotice(payload string) (hub.Batch, error) {
 		if in.Capabilities == nil {
 			in.Capabilities = []string{}
 		}
+		in.Revision = n.Seq // the entry's trigger made it the row's revision
 		ch.Instance, ch.Found = in, true
 	default:
 		return hub.Batch{}, fmt.Errorf("notification payload: op %q", n.Op)

@@ -130,7 +130,7 @@ func readAll(rows pgx.Rows, o readOpts) ([]switchboard.Instance, error) {
 	chunk := rawChunk / 16
 	for rows.Next() {
 		vals := rows.RawValues()
-		if len(vals) != 12 {
+		if len(vals) != colCount {
 			return nil, errWire
 		}
 		need := 0
@@ -178,7 +178,7 @@ func readAll(rows pgx.Rows, o readOpts) ([]switchboard.Instance, error) {
 			if o.share {
 				it = newInterner()
 			}
-			var vals [12][]byte
+			var vals [colCount][]byte
 			for i := lo; i < hi; i++ {
 				raw[i].values(vals[:])
 				if err := decodeRow(vals[:], &out[i], it, o.md); err != nil {

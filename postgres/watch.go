@@ -178,7 +178,7 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
 	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) (err error) {
-		snap = hub.Snapshot{Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		snap = hub.Snapshot{Seq: head.Seq, Read: head.Read, Missing: head.Missing, Epoch: head.Epoch, Now: head.Now}
 		snap.Instances, err = readAll(rows, readOpts{sizeHint: head.Rows, sort: true, share: true, md: &s.c.md})
 		return err
 	})
@@ -294,6 +294,20 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 			}
 			head.Seq = seq
 		}
+		// Beyond the settled run, the rows reflect the visible entries;
+		// the numbers between them are missing (writers in flight).
+		if n := len(above); n > 0 && above[n-1] > head.Seq {
+			head.Read = above[n-1]
+			vis := make(map[int64]struct{}, n)
+			for _, seq := range above {
+				vis[seq] = struct{}{}
+			}
+			for seq := head.Seq + 1; seq < head.Read; seq++ {
+				if _, ok := vis[seq]; !ok {
+					head.Missing = append(head.Missing, seq)
+				}
+			}
+		}
 		if len(above) > 0 {
 			s.c.setReflected(head.Epoch, above[len(above)-1])
 		}
@@ -310,44 +324,48 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 // entries wait.
 const maxBatch = 5000
 
-// ChangesSince reads the log after seq, each entry joined with the row as
-// it is now, in seq order up to the watermark (watermark.go): when a gap
-// hides entries it may not pass yet, it returns those before the gap and
-// the catalog reads again soon. A position the log no longer holds
-// (trimmed), or one from the future (the database was restored or
-// recreated), is ErrCursorGone.
+// ChangesSince reads the log entries the cursor has not read (above
+// cur.Read, and the numbers in cur.Missing), each joined with the row as it
+// is now, and hands on every one that is visible: delivery never waits
+// for the log's order across instances (the hub takes a state only when
+// its revision is newer). A number below a visible entry that is not
+// visible is missing: its writer has not committed yet, or rolled back.
+// It is read again later, and dropped once the watermark (watermark.go)
+// says it is settled, so a writer that holds its transaction open delays
+// its own change only. A position the log no longer holds (trimmed), or
+// one from the future (the database was restored or recreated), is
+// ErrCursorGone.
 func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, error) {
-	seq := cur.Seq
-	b, blocked, err := s.changesSince(ctx, seq, nil)
-	if err == nil && blocked {
+	b, err := s.changesSince(ctx, cur, nil)
+	if err == nil && len(b.Missing) > 0 {
 		var w writers
 		if w, err = s.c.observeWriters(ctx); err == nil {
-			b, blocked, err = s.changesSince(ctx, seq, &w)
+			b, err = s.changesSince(ctx, cur, &w)
 		}
 	}
 	if err != nil {
 		return hub.Batch{}, s.c.wrap("changes", err)
 	}
-	s.c.recheck(blocked)
+	s.c.recheck(len(b.Missing) > 0)
 	return b, nil
 }
 
-// changesSince is one read of ChangesSince. Without w it passes no gap;
-// with w, observed before the read, it passes the gaps up to w.drawn when
-// w's writers had all ended. blocked says that visible entries wait behind
-// a gap it could not pass.
-func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.Batch, blocked bool, err error) {
-	b = hub.Batch{Seq: seq}
+// changesSince is one read of ChangesSince. Without w it settles no
+// missing number; with w, observed before the read, it settles those up to
+// w.drawn when w's writers had all ended.
+func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b hub.Batch, err error) {
+	read := max(cur.Read, cur.Seq)
 	more := false
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		b = hub.Batch{Seq: cur.Seq}
 		var trimmed, last int64
 		var mvcc string
 		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now(), `+snapshotSQL+` FROM change_log`).
 			Scan(&trimmed, &last, &b.Epoch, &b.Now, &mvcc); err != nil {
 			return err
 		}
-		if seq < trimmed || seq > last {
-			return fmt.Errorf("position %d (log holds %d..%d): %w", seq, trimmed, last, hub.ErrCursorGone)
+		if cur.Seq < trimmed || read > last {
+			return fmt.Errorf("position %d (log holds %d..%d): %w", cur.Seq, trimmed, last, hub.ErrCursorGone)
 		}
 		var settledTo int64
 		if w != nil {
@@ -361,13 +379,14 @@ func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.
 		}
 		rows, err := tx.Query(ctx, `SELECT c.seq, c.id, c.op, c.reason, i.id IS NOT NULL,
 				i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components::text, i.ttl,
-				i.registered_at, i.last_seen, (now() - i.last_seen > i.ttl)
+				i.registered_at, i.last_seen, (now() - i.last_seen > i.ttl), i.revision
 			FROM changes c LEFT JOIN instances i ON i.id = c.id
-			WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, seq, maxBatch+1)
+			WHERE c.seq > $1 OR c.seq = ANY($3::bigint[]) ORDER BY c.seq LIMIT $2`, read, maxBatch+1, cur.Missing)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		top := read // the highest number this read covers
 		for rows.Next() {
 			if len(b.Changes) == maxBatch {
 				more = true
@@ -380,19 +399,9 @@ func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.
 			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			if ch.Seq > settledTo {
-				// Every seq up to settledTo that will ever be there was read.
-				b.Seq = max(b.Seq, settledTo)
-				if ch.Seq != b.Seq+1 {
-					blocked = true
-					break
-				}
-			}
-			// A deletion whose row exists again (a later entry, maybe not
-			// readable yet, re-created it) is read as the row: the state it
-			// leads to. A snapshot may reflect both entries while its
-			// position is before them (see Snapshot); a watcher that reads
-			// them in one batch saw no removal either way.
+			// A deletion whose row exists again (a later entry re-created
+			// it) is read as the row: the state it leads to, whose revision
+			// is that later entry's.
 			ch.Deleted = op == "delete" && !ch.Found
 			if ch.Deleted {
 				ch.Reason = switchboard.Reason(reason)
@@ -406,24 +415,52 @@ func (s source) changesSince(ctx context.Context, seq int64, w *writers) (b hub.
 				ch.Instance = switchboard.Instance{ID: ch.ID}
 			}
 			b.Changes = append(b.Changes, ch)
-			b.Seq = ch.Seq
+			top = max(top, ch.Seq)
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if !more && !blocked {
-			b.Seq = max(b.Seq, settledTo)
+		b.Read, b.Missing = top, missingAfter(cur.Missing, read, top, b.Changes, settledTo)
+		b.Seq = top
+		if len(b.Missing) > 0 {
+			b.Seq = b.Missing[0] - 1
 		}
+		b.Seq = max(b.Seq, cur.Seq)
 		return nil
 	})
 	if err != nil {
-		return hub.Batch{}, false, err
+		return hub.Batch{}, err
 	}
 	b.Now = b.Now.UTC()
 	if more {
 		s.c.notify()
 	}
-	return b, blocked, nil
+	return b, nil
+}
+
+// missingAfter returns, ascending, the numbers a read leaves missing: those
+// of missing and of (read, top] that none of the read's changes carries,
+// but for those up to settledTo (settled: they will never be there).
+func missingAfter(missing []int64, read, top int64, got []hub.Change, settledTo int64) []int64 {
+	have := make(map[int64]struct{}, len(got))
+	for i := range got {
+		have[got[i].Seq] = struct{}{}
+	}
+	var out []int64
+	keep := func(n int64) {
+		if _, ok := have[n]; !ok && n > settledTo {
+			out = append(out, n)
+		}
+	}
+	for _, n := range missing {
+		if n <= top {
+			keep(n)
+		}
+	}
+	for n := read + 1; n <= top; n++ {
+		keep(n)
+	}
+	return out
 }
 
 // RenewedSince returns every row whose last_seen is after since, and now().
@@ -462,18 +499,19 @@ type nullableRow struct {
 	ttl                             *time.Duration
 	registeredAt, lastSeen          *time.Time
 	stale                           *bool
+	revision                        *int64
 }
 
 func (r *nullableRow) dest() []any {
 	return []any{&r.id, &r.name, &r.typ, &r.address, &r.caps, &r.version, &r.metadata, &r.components,
-		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale}
+		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale, &r.revision}
 }
 
 func (r *nullableRow) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	full := row{metadata: r.metadata, components: r.components}
 	full.in = switchboard.Instance{ID: *r.id, Name: *r.name, Type: *r.typ, Address: *r.address,
 		Capabilities: r.caps, Version: *r.version, TTL: *r.ttl, RegisteredAt: *r.registeredAt,
-		LastSeen: *r.lastSeen, Stale: *r.stale}
+		LastSeen: *r.lastSeen, Stale: *r.stale, Revision: *r.revision}
 	return full.instance(ml)
 }
 

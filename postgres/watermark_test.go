@@ -65,10 +65,11 @@ func seqs(b hub.Batch) []int64 {
 }
 
 // TestLogReadInVisibilityOrder pins the watermark at the source: a
-// transaction holding a low seq open hides the higher seqs that commit
-// meanwhile (a reader that passed it would never see it), a snapshot taken
-// meanwhile is consistent with its position, and a rolled-back writer's
-// seq is a gap readers pass.
+// transaction holding a low seq open does not hold back the higher seqs
+// that commit meanwhile (they are read; the cursor stays below the held
+// seq and names it missing, so it is read once it commits), a snapshot
+// taken meanwhile is consistent with its position, and a rolled-back
+// writer's seq is a gap readers pass.
 func TestLogReadInVisibilityOrder(t *testing.T) {
 	c, _, dsn := newCatalog(t)
 	ctx := ctxT(t)
@@ -85,9 +86,12 @@ func TestLogReadInVisibilityOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Changes) != 0 || got.Seq != base.Seq {
-		t.Fatalf("with seq %d in flight, read seqs %v up to %d: passed an entry that may still commit", held, seqs(got), got.Seq)
+	if !slices.Equal(seqs(got), []int64{held + 1}) || got.Seq != base.Seq || got.Read != held+1 ||
+		!slices.Equal(got.Missing, []int64{held}) {
+		t.Fatalf("with seq %d in flight, read seqs %v, cursor %d/%d missing %v; want the later entry %d read, "+
+			"the cursor at %d with %d missing", held, seqs(got), got.Seq, got.Read, got.Missing, held+1, base.Seq, held)
 	}
+	cur := hub.Cursor{Seq: got.Seq, Read: got.Read, Missing: got.Missing}
 	// A snapshot meanwhile waits for the writer (or its context): it never
 	// returns a position past a seq that may still commit.
 	type result struct {
@@ -112,12 +116,12 @@ func TestLogReadInVisibilityOrder(t *testing.T) {
 	if r.snap.Seq < held && slices.Contains(ids, "held") || r.snap.Seq >= held && !slices.Contains(ids, "held") {
 		t.Fatalf("snapshot at seq %d holds %v: inconsistent with the entry at %d", r.snap.Seq, ids, held)
 	}
-	got, err = src.ChangesSince(ctx, hub.Cursor{Seq: base.Seq})
+	got, err = src.ChangesSince(ctx, cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{held, held + 1}; !slices.Equal(seqs(got), want) || got.Seq != held+1 {
-		t.Fatalf("after the commit: seqs %v up to %d, want %v", seqs(got), got.Seq, want)
+	if want := []int64{held}; !slices.Equal(seqs(got), want) || got.Seq != held+1 || len(got.Missing) != 0 {
+		t.Fatalf("after the commit: seqs %v up to %d (missing %v), want %v up to %d", seqs(got), got.Seq, got.Missing, want, held+1)
 	}
 
 	gap, rollback := openWriter(t, dsn, "rolled-back")

@@ -362,6 +362,7 @@ type wireEvent struct {
 	Instance *switchboard.Instance `json:"instance"`
 	Error    string                `json:"error"`
 	Fresh    bool                  `json:"fresh"`
+	Revision int64                 `json:"revision"`
 }
 
 // dispatch applies one event; false when the watch has ended.
@@ -402,7 +403,10 @@ func (w *watch) dispatch(event string, data []byte) bool {
 	}
 	switch switchboard.EventKind(event) {
 	case switchboard.EventAdded, switchboard.EventUpdated:
-		_, had := w.known[in.ID]
+		old, had := w.known[in.ID]
+		if had && in.Revision != 0 && in.Revision < old.Revision {
+			return true // an older state than the one shown: never go back
+		}
 		w.known[in.ID] = in
 		kind := switchboard.EventKind(event)
 		// Never a duplicate added, nor an update of something not shown.
@@ -411,13 +415,15 @@ func (w *watch) dispatch(event string, data []byte) bool {
 		} else {
 			kind = switchboard.EventAdded
 		}
-		return w.send(switchboard.Event{Kind: kind, Instance: in})
+		return w.send(switchboard.Event{Kind: kind, Instance: in, Revision: in.Revision})
 	case switchboard.EventRemoved:
 		if _, had := w.known[in.ID]; !had {
 			return true
 		}
+		old := w.known[in.ID]
 		delete(w.known, in.ID)
-		return w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: ev.Reason, Instance: in})
+		return w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: ev.Reason, Instance: in,
+			Revision: max(ev.Revision, in.Revision, old.Revision)})
 	}
 	return true
 }
@@ -430,11 +436,13 @@ func (w *watch) applySnapshot() bool {
 		old, had := w.known[id]
 		switch {
 		case !had:
-			if !w.send(switchboard.Event{Kind: switchboard.EventAdded, Instance: in}) {
+			if !w.send(switchboard.Event{Kind: switchboard.EventAdded, Instance: in, Revision: in.Revision}) {
 				return false
 			}
+		case in.Revision != 0 && in.Revision < old.Revision:
+			w.snap[id] = old // the snapshot is older than what was shown: keep it
 		case !same(old, in):
-			if !w.send(switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}) {
+			if !w.send(switchboard.Event{Kind: switchboard.EventUpdated, Instance: in, Revision: in.Revision}) {
 				return false
 			}
 		}
@@ -460,7 +468,7 @@ func (w *watch) applySnapshot() bool {
 			reason = switchboard.ReasonExpired
 			in.Stale = true
 		}
-		if !w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: reason, Instance: in}) {
+		if !w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: reason, Instance: in, Revision: in.Revision}) {
 			return false
 		}
 	}

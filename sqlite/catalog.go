@@ -16,13 +16,14 @@ import (
 )
 
 // instanceCols are the columns scanInstance reads, in order.
-const instanceCols = `i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components, i.ttl_ms, i.registered_at, i.last_seen`
+const instanceCols = `i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components, i.ttl_ms, i.registered_at, i.last_seen, i.revision`
 
 // row is an instance as stored.
 type row struct {
 	id, name, typ, address, caps, version, metadata string
 	components                                      sql.NullString
 	ttlMS, registeredAt, lastSeen                   int64
+	revision                                        int64 // the change-log seq that last wrote the row
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -32,7 +33,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanRow(s scanner, before ...any) (row, error) {
 	var r row
 	err := s.Scan(append(before, &r.id, &r.name, &r.typ, &r.address, &r.caps, &r.version, &r.metadata,
-		&r.components, &r.ttlMS, &r.registeredAt, &r.lastSeen)...)
+		&r.components, &r.ttlMS, &r.registeredAt, &r.lastSeen, &r.revision)...)
 	return r, err
 }
 
@@ -46,6 +47,7 @@ func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, erro
 		RegisteredAt: time.UnixMicro(r.registeredAt).UTC(),
 		LastSeen:     time.UnixMicro(r.lastSeen).UTC(),
 		Stale:        now-r.lastSeen > r.ttlMS*1000,
+		Revision:     r.revision,
 	}
 	var err error
 	if in.Capabilities, err = jsonfast.Strings(r.caps); err != nil {
@@ -162,7 +164,8 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 				return nil, err
 			}
 			w.registeredAt = now
-		} else if seq, w.registeredAt, err = reRegister(ctx, tx, now, w); err != nil {
+			w.revision = seq
+		} else if seq, w.registeredAt, w.revision, err = reRegister(ctx, tx, now, w); err != nil {
 			return nil, err
 		}
 		w.lastSeen = now
@@ -180,17 +183,24 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 
 // reRegister updates the existing row of want.id: only last_seen when the
 // content is the same, everything otherwise (logged as an upsert). It
-// returns the change-log entry it wrote (0: none) and the row's
-// registered_at.
-func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registeredAt int64, err error) {
+// returns the change-log entry it wrote (0: none), the row's
+// registered_at and its revision afterwards.
+func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registeredAt, revision int64, err error) {
 	old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, want.id))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if old.sameContent(want) {
-		// A row (nearly) stale is logged by the instances_revived trigger.
-		_, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, want.id)
-		return 0, old.registeredAt, err
+		// A row (nearly) stale is logged by the instances_revived trigger,
+		// which gives it a new revision (changes_revision).
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, want.id); err != nil {
+			return 0, 0, 0, err
+		}
+		revision = old.revision
+		if now-old.lastSeen > old.ttlMS*800 {
+			err = tx.QueryRowContext(ctx, `SELECT revision FROM instances WHERE id = ?`, want.id).Scan(&revision)
+		}
+		return 0, old.registeredAt, revision, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET
 		name = ?1, type = ?2, address = ?3, capabilities = ?4, version = ?5, metadata = ?6,
@@ -198,23 +208,25 @@ func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registe
 		packed = json_array(?10, ?1, ?2, ?3, json(?4), ?5, json(?6), ?8, ?11) WHERE id = ?10`,
 		want.name, want.typ, want.address, want.caps, want.version, want.metadata,
 		want.components, want.ttlMS, now, want.id, old.registeredAt); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if old.caps != want.caps {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, want.id); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := insertCaps(ctx, tx, want.id, want.caps); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 	// A row (nearly) stale was logged by the instances_revived trigger.
 	if now-old.lastSeen <= old.ttlMS*800 {
 		if seq, err = logChange(ctx, tx, now, want.id, "upsert", ""); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
+		return seq, old.registeredAt, seq, nil
 	}
-	return seq, old.registeredAt, nil
+	err = tx.QueryRowContext(ctx, `SELECT revision FROM instances WHERE id = ?`, want.id).Scan(&revision)
+	return seq, old.registeredAt, revision, err
 }
 
 // registered is the instance Register stored: n (normalized) with the
@@ -224,6 +236,7 @@ func registered(n switchboard.Instance, w row) switchboard.Instance {
 	out.TTL = time.Duration(w.ttlMS) * time.Millisecond
 	out.RegisteredAt = time.UnixMicro(w.registeredAt).UTC()
 	out.LastSeen = time.UnixMicro(w.lastSeen).UTC()
+	out.Revision = w.revision
 	out.Stale = false
 	if out.Capabilities == nil {
 		out.Capabilities = []string{}

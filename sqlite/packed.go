@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,18 +38,19 @@ func packSQL(alias string) string {
 		alias + `.registered_at)`
 }
 
-// packedCols are the columns scanPacked reads: the packed form, last_seen
-// and components.
-var packedCols = `coalesce(i.packed, ` + packSQL("i") + `), i.last_seen, i.components`
+// packedCols are the columns scanPacked reads: the packed form, last_seen,
+// components and revision.
+var packedCols = `coalesce(i.packed, ` + packSQL("i") + `), i.last_seen, i.components, i.revision`
 
 // packedRow is a row as packedCols read it.
 type packedRow struct {
 	packed     string
 	lastSeen   int64
 	components sql.NullString
+	revision   int64
 }
 
-func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.components} }
+func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.components, &p.revision} }
 
 // decode fills in from p; now (µs, catalog clock) decides Stale. Metadata
 // in another form than this package writes is read as
@@ -62,6 +64,7 @@ func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.
 	in.RegisteredAt = time.UnixMicro(registeredAt).UTC()
 	in.LastSeen = time.UnixMicro(p.lastSeen).UTC()
 	in.Stale = now-p.lastSeen > ttlMS*1000
+	in.Revision = p.revision
 	in.Components = nil
 	if p.components.Valid {
 		in.Components = json.RawMessage(p.components.String)
@@ -73,12 +76,15 @@ func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.
 // compared with another of the same process (hub.Part.Digests).
 var digestSeed = maphash.MakeSeed()
 
-// digest is a digest of everything p holds but last_seen (its packed form
-// and components), never 0: what a resync compares instead of decoding
-// the row (hub.Held).
+// digest is a digest of everything p holds but last_seen (its packed form,
+// components and revision), never 0: what a resync compares instead of
+// decoding the row (hub.Held).
 func (p *packedRow) digest() uint64 {
 	var h maphash.Hash
 	h.SetSeed(digestSeed)
+	var rev [8]byte
+	binary.LittleEndian.PutUint64(rev[:], uint64(p.revision))
+	h.Write(rev[:])
 	h.WriteString(p.packed)
 	if p.components.Valid {
 		h.WriteByte(1)

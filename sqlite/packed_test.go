@@ -215,7 +215,12 @@ func TestMigration5Upgrade(t *testing.T) {
 		if _, err := raw.Exec(`INSERT INTO instance_capabilities SELECT ?, value FROM json_each(?)`, n.ID, string(caps)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := raw.Exec(`INSERT INTO changes (id, op, at) VALUES (?, 'upsert', ?)`, n.ID, now); err != nil {
+		res, err := raw.Exec(`INSERT INTO changes (id, op, at) VALUES (?, 'upsert', ?)`, n.ID, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Migration 7 takes each row's revision from its last entry.
+		if n.Revision, err = res.LastInsertId(); err != nil {
 			t.Fatal(err)
 		}
 		n.TTL = time.Hour

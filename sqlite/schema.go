@@ -139,6 +139,19 @@ var migrations = []string{
 	// updates one index entry, as before.
 	`DROP INDEX instances_last_seen;
 	CREATE INDEX instances_expiry ON instances(ttl_ms, last_seen);`,
+	// 7: every row carries its revision, the seq of the change-log entry
+	// that last wrote it (a registration, an update, a revival), set in the
+	// same transaction as the entry by a trigger, so that every writer,
+	// this release's, an older one's or another tool's, keeps it. Watchers
+	// compare revisions to take only newer states (internal/hub). Rows
+	// whose entries were trimmed start at 0: "unknown", as before.
+	`ALTER TABLE instances ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+	UPDATE instances SET revision = coalesce(
+		(SELECT max(seq) FROM changes c WHERE c.id = instances.id AND c.op = 'upsert'), 0);
+	CREATE TRIGGER changes_revision AFTER INSERT ON changes WHEN NEW.op = 'upsert'
+	BEGIN
+		UPDATE instances SET revision = NEW.seq WHERE id = NEW.id;
+	END;`,
 }
 
 // byTTL is a query of cols of the rows (alias i) that cond selects, where

@@ -150,7 +150,8 @@ func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, er
 		rows, err := tx.QueryContext(ctx, `SELECT ch.seq, ch.op, ch.reason, i.id IS NOT NULL,
 			ch.id, coalesce(i.name, ''), coalesce(i.type, ''), coalesce(i.address, ''),
 			coalesce(i.capabilities, '[]'), coalesce(i.version, ''), coalesce(i.metadata, '{}'),
-			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0)
+			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0),
+			coalesce(i.revision, 0)
 			FROM changes ch LEFT JOIN instances i ON i.id = ch.id
 			WHERE ch.seq > ? ORDER BY ch.seq LIMIT ?`, seq, changesBatch+1)
 		if err != nil {

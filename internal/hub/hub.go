@@ -602,6 +602,11 @@ func (h *Hub) dropUnseen(gen uint64, now time.Time, read int64, keep map[string]
 		if e.expired || !now.Before(e.deadline) {
 			reason = switchboard.ReasonExpired
 		}
+		// Deleted after the version the mirror holds: no state up to it
+		// may bring the instance back.
+		if !h.force {
+			h.tomb(id, e.inst.Revision)
+		}
 		h.delete(id, reason, 0)
 	}
 }

@@ -38,8 +38,8 @@ const gapWarn = 5 * time.Second
 // put makes in (owned by the hub from now on) the state of its instance
 // when it is newer than the mirror's, and returns the entry that holds
 // the instance's state afterwards: in's, or the mirror's own when that is
-// as new or newer (a newer last_seen of the same version is taken as a
-// renewal). nil when a tombstone says the instance was deleted after in
+// as new or newer (a newer last_seen of the same version and content is
+// taken as a renewal). nil when a tombstone says the instance was deleted after in
 // was read.
 func (h *Hub) put(in *switchboard.Instance, now time.Time) *entry {
 	if !h.force && in.Revision != 0 {
@@ -47,10 +47,13 @@ func (h *Hub) put(in *switchboard.Instance, now time.Time) *entry {
 			switch {
 			case in.Revision < e.inst.Revision:
 				return e
-			case in.Revision == e.inst.Revision:
+			case in.Revision == e.inst.Revision && sameContent(e.inst, in):
 				h.renew(e, in.LastSeen, now)
 				return e
 			}
+			// The same version with other content: a write that bypassed
+			// the log (another tool's plain SQL), which only a read of the
+			// row itself brings. The row is the truth.
 		} else if e == nil {
 			if t, ok := h.tombs[in.ID]; ok && in.Revision <= t {
 				return nil
@@ -68,13 +71,18 @@ func (h *Hub) deleteAt(id string, rev int64, reason switchboard.Reason) {
 	if e := h.entries[id]; e != nil && !h.force && rev != 0 && e.inst.Revision > rev {
 		return
 	}
+	h.tomb(id, rev)
+	h.delete(id, reason, rev)
+}
+
+// tomb records that id was deleted at or after revision rev (0: unknown).
+func (h *Hub) tomb(id string, rev int64) {
 	if rev > 0 && rev > h.tombs[id] {
 		if h.tombs == nil {
 			h.tombs = make(map[string]int64)
 		}
 		h.tombs[id] = rev
 	}
-	h.delete(id, reason, rev)
 }
 
 // versioned reports whether every change of cs carries versions: an

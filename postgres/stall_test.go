@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
+)
+
+// TestStalledWriterFreezesNoWatcher: a transaction that drew its seq and
+// stays open (a paused or cut-off writer) holds back only its own change.
+// Registrations other handles (as other processes) make meanwhile reach a
+// watcher in a third handle while that transaction is still open, and the
+// watcher's WatchStats names the change it waits for; once the writer
+// commits, its change arrives too.
+func TestStalledWriterFreezesNoWatcher(t *testing.T) {
+	dsn := pgtest.Schema(t, testDSN)
+	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
+	writer := openDSN(t, dsn, switchboard.Options{})
+	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+
+	held, commit := openWriter(t, dsn, "held")
+	for _, id := range []string{"a", "b", "c"} {
+		reg(t, writer, id, "h:1")
+	}
+	set.WaitForSet(t, "registrations made while a writer holds an earlier seq", func() string { return "a b c" })
+	// Still open: the watcher got there without it.
+	if st := watcher.WatchStats(); st.WaitingFor != held || !st.Healthy {
+		t.Fatalf("WatchStats while seq %d is held: %+v; want it named as waited for, and healthy", held, st)
+	}
+	commit(true)
+	set.WaitForSet(t, "the held writer's change once it commits", func() string { return "a b c held" })
+	testkit.WaitUntil(t, "the watch to wait for nothing", func() bool { return watcher.WatchStats().WaitingFor == 0 })
+}
+
+// TestRawWriterBeforeTransactionID: a client of its own (a repair script,
+// another tool) that draws a number from the log's sequence before its
+// transaction has an id, and inserts its entry with it later, is not
+// skipped: the log's trigger gives the entry a seq drawn after the id, so
+// readers wait for it like any writer's.
+func TestRawWriterBeforeTransactionID(t *testing.T) {
+	dsn := pgtest.Schema(t, testDSN)
+	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
+	writer := openDSN(t, dsn, switchboard.Options{})
+	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+
+	ctx := ctxT(t)
+	raw, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	// The number is drawn before the writing transaction exists, so before
+	// it has an id (a transaction that draws it itself may or may not get
+	// one: the sequence's WAL decides).
+	var drawn int64
+	if err := raw.QueryRow(ctx, `SELECT nextval('changes_seq_seq')`).Scan(&drawn); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Others write past the drawn number, and the watcher reads past it.
+	reg(t, writer, "after", "h:1")
+	set.WaitForSet(t, "a registration after the drawn number", func() string { return "after" })
+
+	if _, err := tx.Exec(ctx, `INSERT INTO instances (id, name, type, address, ttl)
+		VALUES ('raw', 'svc', 'writer', 'h:2', interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	if err := tx.QueryRow(ctx, `INSERT INTO changes (seq, id, op) VALUES ($1, 'raw', 'upsert') RETURNING seq`, drawn).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if seq <= drawn {
+		t.Fatalf("the entry kept seq %d, drawn before the transaction had an id; want a new one", seq)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	set.WaitForSet(t, "the raw writer's entry", func() string { return "after raw" })
+	if in, _ := set.Get("raw"); in.Revision != seq {
+		t.Fatalf("the raw row arrived at revision %d, want its entry's seq %d", in.Revision, seq)
+	}
+}
