@@ -246,6 +246,13 @@ func (f *feed) parseEventID(id string) (int64, bool) {
 	return seq, true
 }
 
+// size returns how many instances the mirror holds, stale ones included.
+func (f *feed) size() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.state)
+}
+
 // counts returns the mirrored instances, active and stale.
 func (f *feed) counts() (active, stale int) {
 	f.mu.RLock()

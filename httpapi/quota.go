@@ -42,8 +42,7 @@ func (q *streamQuota) take(r *http.Request) (release func(), err error) {
 // instanceQuota refuses a registration that would add a row when the
 // server's mirror already holds MaxInstances.
 func (s *Server) instanceQuota() error {
-	active, stale := s.feed.counts()
-	if n := active + stale; n >= s.opts.MaxInstances {
+	if n := s.feed.size(); n >= s.opts.MaxInstances {
 		return tooMany(fmt.Sprintf("the catalog holds %d instances, this server's limit (http.max_instances): register again once rows expire or are reaped", n))
 	}
 	return nil

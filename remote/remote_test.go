@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -392,5 +393,34 @@ func TestLeaseSecretsAcrossClients(t *testing.T) {
 	}
 	if _, err := thief.Acquire(ctx, "lock", "pod-b", time.Minute); err != nil {
 		t.Fatalf("a released lease is free for anyone: %v", err)
+	}
+}
+
+// TestLeasesReadsEveryPage: Leases follows the server's pages (the name
+// each page says the next starts after) until the last, and reads a
+// server that sends everything in one page without the header.
+func TestLeasesReadsEveryPage(t *testing.T) {
+	pages := map[string]string{
+		"":  `[{"name":"a","holder":"h","token":1,"ttl":"1s","expires_at":"2026-01-01T00:00:00Z"}]`,
+		"a": `[{"name":"b","holder":"","token":2,"ttl":"1s","expires_at":"2026-01-01T00:00:00Z"}]`,
+	}
+	var asked []string
+	var mu sync.Mutex
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		after := r.URL.Query().Get("after")
+		mu.Lock()
+		asked = append(asked, after)
+		mu.Unlock()
+		if after == "" {
+			w.Header().Set("X-Next-After", "a")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, pages[after])
+	}))
+	t.Cleanup(hs.Close)
+	c := client(t, hs.URL, remote.Config{})
+	got, err := c.Leases(context.Background())
+	if err != nil || len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || fmt.Sprint(asked) != "[ a]" {
+		t.Fatalf("Leases: %+v %v; asked for pages after %q", got, err, asked)
 	}
 }
