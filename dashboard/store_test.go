@@ -59,6 +59,9 @@ const storeModel = `import("/store.js").then(({ Store, parseFilter, matches }) =
       for (const e of view) { const x = g.get(e.inst.name) || { active: 0, stale: 0, removed: 0 }; x[e.state]++; g.set(e.inst.name, x); }
       if (JSON.stringify([...g].sort()) !== JSON.stringify([...st.groups].sort())) return "group counts differ at round " + round + " step " + step;
       if (st.size !== model.size) return "size " + st.size + ", want " + model.size;
+      const tot = { active: 0, stale: 0, removed: 0 };
+      for (const e of all) tot[e.state]++;
+      if (JSON.stringify(tot) !== JSON.stringify(st.totals)) return "totals " + JSON.stringify(st.totals) + ", want " + JSON.stringify(tot) + " at round " + round + " step " + step;
     }
   }
   return "ok";
@@ -90,3 +93,22 @@ func runPageScript(t *testing.T, script string) {
 		t.Fatal(got)
 	}
 }
+
+// durationsAndLabels checks parseDuration against Go's Duration strings
+// and label against the ids the CLI, the library and people give.
+const durationsAndLabels = `import("/store.js").then(({ parseDuration, label }) => {
+  const d = [["10s", 10000], ["1m0s", 60000], ["1h0m0s", 3600000], ["1.5s", 1500], ["666ms", 666], ["250µs", 0.25], ["100ns", 0.0001], ["2h45m0.5s", 9900500], ["0s", 0]];
+  for (const [s, want] of d) if (Math.abs(parseDuration(s) - want) > 1e-9) return "parseDuration(" + s + ") = " + parseDuration(s) + ", want " + want;
+  for (const bad of ["", "10", "s", "10x", "1m junk", null, "-1s"]) if (!Number.isNaN(parseDuration(bad))) return "parseDuration(" + bad + ") = " + parseDuration(bad) + ", want NaN";
+  const l = [
+    [{ id: "api-1", name: "api" }, "api-1"],
+    [{ id: "querier", name: "querier" }, "querier"],
+    [{ id: "3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11", name: "querier" }, "querier · 3f6c2a9e…"],
+    [{ id: "x1", name: "writer" }, "writer · x1"],
+  ];
+  for (const [i, want] of l) if (label(i) !== want) return "label(" + JSON.stringify(i) + ") = " + label(i) + ", want " + want;
+  return "ok";
+})`
+
+// TestStoreDurationsAndLabels runs durationsAndLabels in headless Chromium.
+func TestStoreDurationsAndLabels(t *testing.T) { runPageScript(t, durationsAndLabels) }

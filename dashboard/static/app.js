@@ -7,7 +7,7 @@
 // time) when an event touches its rows or groups, the capabilities and the
 // activity feed at most a few times a second. An open detail view follows
 // its instance: it is re-rendered in the frame after its entry changes.
-import { Store, parseFilter } from "./store.js";
+import { Store, parseFilter, parseDuration, label } from "./store.js";
 
 (() => {
   const PAGE = 100;          // instances per page
@@ -85,15 +85,15 @@ import { Store, parseFilter } from "./store.js";
       case "updated": {
         const prev = store.get(i.id);
         const state = i.stale ? "stale" : "active";
-        if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", i.id, state === "stale" ? "missed its heartbeats" : "active again");
-        else log(kind, i.id, kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
+        if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", label(i), state === "stale" ? "missed its heartbeats" : "active again");
+        else log(kind, label(i), kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
         changed(i.id, store.put(i.id, { inst: i, state, reason: "", gone: 0 }));
         break;
       }
       case "removed": {
         const e = store.get(i.id);
         changed(i.id, store.put(i.id, { inst: e ? e.inst : i, state: "removed", reason: data.reason || "removed", gone: Date.now() }));
-        log("removed", i.id, data.reason || "");
+        log("removed", label(e ? e.inst : i), data.reason || "");
         break;
       }
     }
@@ -136,6 +136,8 @@ import { Store, parseFilter } from "./store.js";
   // during an outage with an "error" event).
   function setConn(s, text) {
     conn = s;
+    countsDirty = true; // the empty table's text follows the connection
+    schedule();
     const el = $("conn");
     const down = catalogDown || infoDown;
     if (s === "live" && down) { el.dataset.state = "catalog-down"; el.textContent = "live · catalog down"; }
@@ -227,7 +229,7 @@ import { Store, parseFilter } from "./store.js";
           // Replace what we had: what is gone now went while we did not look.
           for (const [iid, e] of store.byId) if (!pending.has(iid) && e.state !== "removed") {
             pending.set(iid, { inst: e.inst, state: "removed", reason: "gone", gone: Date.now() });
-            log("removed", iid, "gone while disconnected");
+            log("removed", label(e.inst), "gone while disconnected");
           }
           store.replace(pending);
           pending = null;
@@ -355,6 +357,7 @@ import { Store, parseFilter } from "./store.js";
     if (page >= pages) { page = pages - 1; rowsDirty = countsDirty = true; }
     if (rowsDirty) { rowsDirty = false; renderRows(); } else if (patchRows.size || patchGroups.size) patch();
     if (countsDirty) { countsDirty = false; renderCounts(pages); }
+    renderTotals();
     if (detailId && detailStale()) renderDetail();
     if ((capsDirty || feedDirty) && !sideTimer) {
       // The side panels change with nearly every event; at a high rate
@@ -415,25 +418,51 @@ import { Store, parseFilter } from "./store.js";
     return g.active + " active" + (g.stale ? " · " + g.stale + " stale" : "") + (g.removed ? " · " + g.removed + " leaving" : "");
   }
   function groupHTML(name) {
-    return '<tr class="grp" data-group="' + esc(name) + '"><td colspan="8">' + esc(name) + '<span class="gcount">' + groupCount(name) + "</span></td></tr>";
+    return '<tr class="grp" data-group="' + esc(name) + '"><td colspan="9">' + esc(name) + '<span class="gcount">' + groupCount(name) + "</span></td></tr>";
+  }
+  // expiry is when e's row expires unless its owner heartbeats, as the
+  // page knows it at t (last_seen + ttl): {at, text, soon}. soon is an
+  // active row within the last third of its TTL (about one missed
+  // heartbeat) or past it, whose owner has not been seen renewing it:
+  // it is about to turn stale.
+  function expiry(e, t) {
+    const i = e.inst, ttl = parseDuration(i.ttl), at = ms(i.last_seen) + ttl;
+    if (e.state === "removed" || !(ttl > 0) || !ms(i.last_seen)) return { at: 0, text: "–", soon: false };
+    if (e.state === "stale") return { at, text: "expired", soon: false };
+    const left = at - t;
+    return { at, text: left > 0 ? "in " + age(left) : "any moment", soon: left < ttl / 3 };
   }
   function rowHTML(e, t) {
     const i = e.inst;
-    const label = e.state === "removed" ? (e.reason || "removed") : e.state;
+    const stateLabel = e.state === "removed" ? (e.reason || "removed") : e.state;
     const meta = Object.entries(i.metadata || {}).map(([k, v]) => k + "=" + v).join(" ");
-    return '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '">' +
-      '<td><span class="state ' + e.state + '">' + esc(label) + "</span></td>" +
-      '<td><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(i.id) + "</button></td>" +
+    const x = expiry(e, t);
+    return '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '" data-expiring="' + x.soon + '">' +
+      '<td><span class="state ' + e.state + '">' + esc(stateLabel) + "</span></td>" +
+      '<td title="' + esc(i.name + " (id " + i.id + ")") + '"><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(label(i)) + "</button></td>" +
       "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
       '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
       '<td class="meta" title="' + esc(meta) + '">' + esc(meta) + "</td>" +
       '<td class="mono">' + esc(i.version) + "</td>" +
-      '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td></tr>";
+      '<td class="seen num" data-seen="' + ms(i.last_seen) + '">' + age(t - ms(i.last_seen)) + "</td>" +
+      '<td class="exp num" title="TTL ' + esc(i.ttl) + '" data-exp="' + x.at + '" data-ttl="' + (parseDuration(i.ttl) || 0) + '">' + esc(x.text) + "</td></tr>";
+  }
+  // renderTotals writes the header's counts from the store, so they count
+  // what the table shows (the catalog's rows as the stream told them), not
+  // a poll of another moment; "–" until the first snapshot arrived.
+  function renderTotals() {
+    setText($("n-active"), lastSynced ? String(store.totals.active) : "–");
+    setText($("n-stale"), lastSynced ? String(store.totals.stale) : "–");
   }
   function renderCounts(pages) {
     const n = store.view.length, all = store.size;
     $("empty").hidden = n > page * PAGE;
-    setText($("empty"), all ? "No instance matches the filter." : "No instances registered.");
+    // Until the first snapshot has arrived the page knows nothing: an empty
+    // table then says so, not that the catalog is empty.
+    const known = lastSynced > 0;
+    $("empty").dataset.known = known;
+    setText($("empty"), !known ? (conn === "auth" ? "Waiting for the API token…" : "Connecting to the server… (no instances received yet)")
+      : all ? "No instance matches the filter." : "No instances registered.");
     setText($("page"), (page + 1) + " / " + pages);
     $("prev").disabled = page === 0;
     $("next").disabled = page >= pages - 1;
@@ -446,7 +475,7 @@ import { Store, parseFilter } from "./store.js";
       if (e.state === "removed") continue;
       for (const c of e.inst.capabilities) {
         const v = caps.get(c) || { active: [], stale: 0 };
-        if (e.state === "active") v.active.push(e.inst.id); else v.stale++;
+        if (e.state === "active") v.active.push(label(e.inst)); else v.stale++;
         caps.set(c, v);
       }
     }
@@ -470,7 +499,6 @@ import { Store, parseFilter } from "./store.js";
     $("health").dataset.health = info.healthy ? "ok" : "down";
     $("health").textContent = info.healthy ? "healthy" : "unhealthy";
     $("health").title = info.error || "";
-    if (info.instances) { $("n-active").textContent = info.instances.active; $("n-stale").textContent = info.instances.stale; }
     const sp = info.self_preservation;
     $("selfpres").textContent = !sp ? "n/a" : sp.active ? "ON · holding " + sp.held_expirations : "off";
     $("selfpres").title = sp ? "entered " + sp.events + " times" : "this backend does not report it";
@@ -486,6 +514,13 @@ import { Store, parseFilter } from "./store.js";
     receivedTick = received;
     const t = now();
     for (const td of document.querySelectorAll("#rows [data-seen], #d-fields [data-seen]")) td.textContent = age(t - Number(td.dataset.seen));
+    for (const td of document.querySelectorAll("#rows tr.inst[data-state=active] [data-exp]")) {
+      const at = Number(td.dataset.exp), ttl = Number(td.dataset.ttl), left = at - t;
+      if (!at) continue;
+      setText(td, left > 0 ? "in " + age(left) : "any moment");
+      const soon = String(left < ttl / 3);
+      if (td.parentElement.dataset.expiring !== soon) td.parentElement.dataset.expiring = soon;
+    }
     for (const td of $("leases").querySelectorAll("[data-expires]")) td.textContent = expires(Number(td.dataset.expires) - t);
   }
 
@@ -517,7 +552,7 @@ import { Store, parseFilter } from "./store.js";
     if (!i) { detailHTML = componentsHTML = ""; $("d-fields").innerHTML = ""; $("d-components").innerHTML = ""; return; }
     const seen = ms(i.last_seen);
     const f = [["state", label], ["name", i.name], ["type", i.type], ["address", i.address],
-      ["capabilities", i.capabilities.join(", ") || "–"], ["version", i.version || "–"], ["ttl", i.ttl], ["registered_at", i.registered_at], ["last_seen", i.last_seen],
+      ["id", i.id], ["capabilities", i.capabilities.join(", ") || "–"], ["version", i.version || "–"], ["ttl", i.ttl], ["registered_at", i.registered_at], ["last_seen", i.last_seen],
       ["heartbeat age", age(now() - seen)],
       ["metadata", Object.keys(i.metadata || {}).length ? Object.entries(i.metadata).map(([k, v]) => k + "=" + v).join("  ") : "–"]];
     const h = f.map(([k, v]) => "<dt>" + esc(k) + '</dt><dd data-field="' + esc(k) + '"' + (k === "heartbeat age" ? ' data-seen="' + seen + '"' : "") + ">" + esc(v) + "</dd>").join("");
@@ -527,21 +562,42 @@ import { Store, parseFilter } from "./store.js";
     const c = i.components === undefined ? '<span class="muted">none</span>' : pretty(i.components);
     if (c !== componentsHTML) { componentsHTML = c; $("d-components").innerHTML = c; }
   }
-  // pretty highlights JSON.stringify's output token by token: a string is
-  // matched whole (escaped quotes included) before anything is escaped for
-  // HTML, so nothing inside a string is taken for a number, a literal or
-  // the string's end, and every piece of text is escaped exactly once.
+  // pretty highlights a JSON value as JSON.stringify(v, null, 2) prints
+  // it, each token in its own span and every piece of text escaped exactly
+  // once. It walks the value with a stack of its own, not by recursion, and
+  // indents at most MAX_INDENT levels: a document nested thousands deep
+  // (which JSON.parse reads) would overflow JSON.stringify's stack, and its
+  // indentation alone would grow as the square of its depth.
+  const MAX_INDENT = 32;
   function pretty(v) {
-    const json = JSON.stringify(v, null, 2) ?? "";
-    const re = /("(?:[^"\\]|\\.)*")(\s*:)?|\b(true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
-    let out = "", last = 0, m;
-    while ((m = re.exec(json))) {
-      out += esc(json.slice(last, m.index));
-      if (m[1]) out += '<span class="' + (m[2] ? "k" : "s") + '">' + esc(m[1]) + "</span>" + (m[2] || "");
-      else out += '<span class="' + (m[3] ? "b" : "n") + '">' + m[0] + "</span>";
-      last = re.lastIndex;
+    if (v === undefined) return "";
+    const out = [], stack = [];
+    const span = (cls, text) => '<span class="' + cls + '">' + esc(text) + "</span>";
+    const pad = (d) => "\n" + "  ".repeat(Math.min(d, MAX_INDENT));
+    const put = (x, d) => {
+      if (x !== null && typeof x === "object") {
+        const keys = Array.isArray(x) ? null : Object.keys(x);
+        const n = keys ? keys.length : x.length;
+        if (!n) { out.push(keys ? "{}" : "[]"); return; }
+        out.push(keys ? "{" : "[");
+        stack.push({ x, keys, n, i: 0, d: d + 1 });
+      } else if (typeof x === "string") out.push(span("s", JSON.stringify(x)));
+      else if (typeof x === "number" && Number.isFinite(x)) out.push(span("n", String(x)));
+      else if (typeof x === "boolean") out.push(span("b", String(x)));
+      else out.push(span("b", "null"));
+    };
+    put(v, 0);
+    while (stack.length) {
+      const f = stack[stack.length - 1];
+      if (f.i === f.n) { stack.pop(); out.push(pad(f.d - 1) + (f.keys ? "}" : "]")); continue; }
+      out.push((f.i ? "," : "") + pad(f.d));
+      let item;
+      if (f.keys) { const k = f.keys[f.i]; item = f.x[k]; out.push(span("k", JSON.stringify(k)) + ": "); }
+      else item = f.x[f.i];
+      f.i++;
+      put(item, f.d);
     }
-    return out + esc(json.slice(last));
+    return out.join("");
   }
   function openDetail(id) { detailId = id; detailOf = null; renderDetail(); $("detail").showModal(); }
 

@@ -63,6 +63,7 @@ export class Store {
     this.all = [];         // every entry, by name then id
     this.view = this.all;  // the entries the filter matches (the same array without a filter)
     this.groups = new Map(); // name → {active, stale, removed} over view
+    this.totals = { active: 0, stale: 0, removed: 0 }; // over every entry, whatever the filter
     this.setFilter(filter);
   }
 
@@ -81,6 +82,8 @@ export class Store {
   replace(entries) {
     this.byId = new Map(entries);
     this.all = [...this.byId.values()].sort(byNameId);
+    this.totals = { active: 0, stale: 0, removed: 0 };
+    for (const e of this.all) this.totals[e.state]++;
     this.rebuild();
   }
 
@@ -121,6 +124,7 @@ export class Store {
     }
     if (!e) {
       e = Object.assign({ shown: false }, fields);
+      this.totals[e.state]++;
       this.byId.set(id, e);
       this.all.splice(lowerBound(this.all, e.inst.name, id), 0, e);
       e.shown = matches(this.filter, e.inst);
@@ -131,7 +135,9 @@ export class Store {
     }
     const was = e.shown;
     if (was) this.count(e, -1);
+    this.totals[e.state]--;
     Object.assign(e, fields);
+    this.totals[e.state]++;
     e.shown = matches(this.filter, e.inst);
     if (e.shown) this.count(e, 1);
     if (!was && !e.shown) return { name: e.inst.name, index: -1, moved: false };
@@ -146,6 +152,7 @@ export class Store {
     const e = this.byId.get(id);
     if (!e) return { name: "", index: -1, moved: false };
     this.byId.delete(id);
+    this.totals[e.state]--;
     const index = this.shownIndex(e);
     this.all.splice(lowerBound(this.all, e.inst.name, id), 1);
     if (!e.shown) return { name: e.inst.name, index: -1, moved: false };
@@ -157,4 +164,26 @@ export class Store {
   // indexOf is where e is, or would be, in view.
   indexOf(e) { return lowerBound(this.view, e.inst.name, e.inst.id); }
   shownIndex(e) { return e.shown ? this.indexOf(e) : -1; }
+}
+
+// parseDuration reads a TTL as the API writes it (Go's time.Duration:
+// "10s", "1m30s", "1.5s", "666ms", "250µs"), in milliseconds; NaN when it
+// is not one.
+export function parseDuration(s) {
+  const units = { h: 3600000, m: 60000, s: 1000, ms: 1, us: 0.001, "µs": 0.001, "μs": 0.001, ns: 0.000001 };
+  const re = /(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|μs|ns|h|m|s)/gy;
+  const str = String(s ?? "");
+  if (str === "0s" || str === "0") return 0;
+  let total = 0, m, end = 0;
+  while ((m = re.exec(str))) { total += parseFloat(m[1]) * units[m[2]]; end = re.lastIndex; }
+  return end > 0 && end === str.length ? total : NaN;
+}
+
+// label names an instance for people: its name, with its id when the id
+// does not already say it (an id made by the CLI or the library is a UUID:
+// its first 8 characters, the whole id being in the detail view).
+export function label(i) {
+  const id = i.id || "", name = i.name || "";
+  if (!name || id === name || id.startsWith(name)) return id || name;
+  return name + " · " + (id.length > 12 ? id.slice(0, 8) + "…" : id);
 }
