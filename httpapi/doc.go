@@ -30,7 +30,8 @@
 // request (a query parameter the endpoint does not take, or one given
 // twice, included; so is a body not received within Options.BodyTimeout),
 // 413 (too_large) above 1 MiB, 401 (unauthorized) for a missing
-// token or secret, 403 (forbidden) for a wrong one, 404 (not_found), 409
+// token or secret, 403 (forbidden) for a wrong one (and for what needs the
+// admin token, a Host not answered, a cross-origin write), 404 (not_found), 409
 // (lease_held, lease_lost), 405 (method_not_allowed, with Allow), 415
 // (unsupported_media_type) for a body not sent as application/json, 429
 // (too_many_requests, with Retry-After) above a quota, 501
@@ -52,8 +53,9 @@
 // names under .localhost) or Options.AllowedHosts (403 else: DNS
 // rebinding), lets any caller reap by age, and has no administrator.
 // Every server refuses cross-origin browser requests that change state
-// (net/http's CrossOriginProtection) and request bodies that are not
-// application/json. Each reap by age or that deleted rows, each delete of
+// (net/http's CrossOriginProtection) and request bodies declared as
+// anything but application/json (a body without a Content-Type only from
+// a program, which sends neither Sec-Fetch-Site nor Origin). Each reap by age or that deleted rows, each delete of
 // another's row, each lease release, each refused credential, steal
 // attempt and refused request is one structured log line whose message
 // starts with "audit: ".
@@ -71,10 +73,9 @@
 // (SHA-256; rows of earlier releases hold a bare SHA-256, still read)
 // with the row, under a reserved metadata key that the API strips from
 // every response and event; the secret itself is never stored, listed or
-// logged. Heartbeat, deregister
-// and re-register of that id need the secret, until the row expires (its
-// owner stopped heartbeating): then anyone may register the id again and
-// gets a new secret. Rows registered directly on the backend have no
+// logged. Heartbeat, deregister and re-register of that id need the
+// secret, until the row expires (its owner stopped heartbeating): then
+// anyone may register the id again and gets a new secret. Rows registered directly on the backend have no
 // secret.
 //
 // A lease acquired through the API gets a secret too, stored hashed in the

@@ -23,9 +23,9 @@ type Options struct {
 	Token string
 	// AdminToken, when set, is the credential of the administrator: it
 	// is accepted wherever Token is, and it alone may reap live rows
-	// (older_than below twice the longest TTL), delete or renew nothing
-	// but delete another client's row without its secret, and release
-	// another holder's lease. With neither token set, the server answers
+	// (older_than below twice the longest TTL), delete another client's
+	// row without its secret, and release another holder's lease (it
+	// renews nobody's rows or leases). With neither token set, the server answers
 	// only IP and loopback Host names (AllowedHosts besides) and any
 	// caller may reap by age, but nobody is the administrator; with Token
 	// alone, nobody is either.
