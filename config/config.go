@@ -25,6 +25,7 @@ type Config struct {
 	Discovery Discovery `toml:"discovery"`
 	HTTP      HTTP      `toml:"http"`
 	Transport Transport `toml:"transport"`
+	DNS       DNS       `toml:"dns"`
 
 	// src is where Load found each value (nil in a Config Load did not
 	// return), for NameSource.
@@ -150,7 +151,8 @@ func Default() Config {
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
 	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
-		MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000}}
+		MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000},
+		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}}
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -300,7 +302,8 @@ func (h HTTP) Hosts() []string {
 // positive, the TLS pairs, that poll_interval is at least MinPollInterval,
 // that the TTL is within max_ttl, and that the heartbeat is at most half
 // the TTL (a missed heartbeat must not expire an instance, and a renewal
-// after 0.8 × TTL is logged as a revival in every process).
+// after 0.8 × TTL is logged as a revival in every process), and the [dns]
+// keys.
 func (c Config) Validate() error { return c.validate(nil) }
 
 // validate is Validate without the errors about the keys in skip (the key,
@@ -380,6 +383,7 @@ func (c Config) validate(skip map[string]bool) error {
 			return nil
 		},
 		func() error { return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL) },
+		c.DNS.validate,
 	}
 	for _, check := range checks {
 		err := check()

@@ -55,6 +55,10 @@ var settings = []setting{
 	{key: "transport.tls_ca", ptr: func(c *Config) any { return &c.Transport.TLSCA }},
 	{key: "transport.nats_url", alias: "TINY_NATS_URL", ptr: func(c *Config) any { return &c.Transport.NATSURL }},
 	{key: "transport.nats_transport", alias: "TINY_NATS_TRANSPORT", ptr: func(c *Config) any { return &c.Transport.NATSTransport }},
+	{key: "dns.listen", ptr: func(c *Config) any { return &c.DNS.Listen }},
+	{key: "dns.domain", ptr: func(c *Config) any { return &c.DNS.Domain }},
+	{key: "dns.ttl", ptr: func(c *Config) any { return &c.DNS.TTL }},
+	{key: "dns.max_records", ptr: func(c *Config) any { return &c.DNS.MaxRecords }},
 }
 
 // sections are the file's tables, in the order of settings.
