@@ -13,6 +13,9 @@ import (
 	"github.com/switchboard-io/switchboard/router"
 )
 
+// MaxReplicas is the most replicas JetStream keeps of a stream.
+const MaxReplicas = 5
+
 // The SDK's stream settings.
 const (
 	streamMaxAge        = time.Hour
@@ -23,8 +26,8 @@ const (
 // EnsureStreams creates or updates the edge stream (work queue on
 // <prefix>.*.msg, file storage, max age 1 h, duplicate window 2 min) and the
 // system stream (limits retention on <prefix>.*.sysmsg) with the SDK's
-// settings. Sends and Serve call it by themselves; it is exported for
-// tools that prepare a broker.
+// settings and Options.Replicas replicas. Sends and Serve call it by
+// themselves; it is exported for tools that prepare a broker.
 func (w *Wire) EnsureStreams(ctx context.Context) error {
 	if w.js == nil {
 		return errors.New("natswire: EnsureStreams needs the JetStream mode")
@@ -38,6 +41,7 @@ func (w *Wire) EnsureStreams(ctx context.Context) error {
 		Retention:  jetstream.WorkQueuePolicy,
 		MaxAge:     streamMaxAge,
 		Duplicates: streamDuplicates,
+		Replicas:   w.opts.Replicas,
 	}, {
 		Name:       w.opts.SysStream,
 		Subjects:   []string{w.opts.Prefix + ".*.sysmsg"},
@@ -45,6 +49,7 @@ func (w *Wire) EnsureStreams(ctx context.Context) error {
 		Retention:  jetstream.LimitsPolicy,
 		MaxAge:     streamMaxAge,
 		Duplicates: streamDuplicates,
+		Replicas:   w.opts.Replicas,
 	}} {
 		if _, err := w.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("natswire: ensure stream %s on %s: %w", cfg.Name, cfg.Subjects[0], err)

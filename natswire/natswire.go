@@ -1,4 +1,4 @@
-// Package natswire is the NATS wire between modules (SPEC §7), byte-compatible
+// Package natswire is the NATS wire between modules, byte-compatible
 // with the TinySystems module SDK: core request/reply on
 // tinymodule.<module>.msg (queue group = module) and .sysmsg (every replica),
 // or the JetStream durable wire (stream module-edges, one durable consumer per
@@ -8,17 +8,19 @@
 // every incoming message to a router.Handler, usually a router's Dispatch.
 // Failures cross the wire as x-error / x-error-code headers (what the SDK
 // reads) plus x-error-retryable (Switchboard's flag, ignored by the SDK).
-// The package imports no broker; natswire/embedded runs one in process.
+//
+// Connect reaches a broker as production runs it: several servers of a
+// cluster (reconnecting to any), credentials (a .creds file, an nkey seed,
+// user and password, a token) and TLS with a private CA, a client
+// certificate or handshake-first; Options.Replicas replicates the
+// JetStream streams across a cluster. The package imports no broker;
+// natswire/embedded runs one in process.
 package natswire
 
 import (
-	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/router"
@@ -152,128 +154,6 @@ func Address(module string) string { return "nats://" + Subject(module) }
 // IsAddress reports whether addr is a nats:// address.
 func IsAddress(addr string) bool { return strings.HasPrefix(addr, "nats://") }
 
-// ConnectOptions configure Connect.
-type ConnectOptions struct {
-	// Name is the connection name the broker shows.
-	Name string
-	// ReconnectWait is the pause between reconnect attempts (default 250 ms).
-	ReconnectWait time.Duration
-	// Timeout bounds the first connection (default 2 s).
-	Timeout time.Duration
-	// Logger receives connection events (nil: slog.Default()).
-	Logger *slog.Logger
-}
-
-// Connect connects to url with unlimited reconnects, logging every
-// disconnect and reconnect. A failure to connect at start is returned (the
-// caller falls back to gRPC, as the SDK does).
-func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	if opts.ReconnectWait <= 0 {
-		opts.ReconnectWait = 250 * time.Millisecond
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 2 * time.Second
-	}
-	if opts.Name == "" {
-		opts.Name = "switchboard"
-	}
-	nc, err := nats.Connect(url,
-		nats.Name(opts.Name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(opts.ReconnectWait),
-		nats.Timeout(opts.Timeout),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil { // nil: our own Close, which is not news
-				log.Warn("nats: disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("nats: reconnected", "url", c.ConnectedUrlRedacted())
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
-			subj := ""
-			if s != nil {
-				subj = s.Subject
-			}
-			log.Warn("nats: async error", "subject", subj, "err", err)
-		}),
-	)
-	if err != nil {
-		return nil, redactedError{msg: fmt.Sprintf("nats: connect to %s: %v", redact(url), redactText(err.Error(), url)), err: err}
-	}
-	return nc, nil
-}
-
-// redactedError is an error whose text has the URL's credentials hidden;
-// it still unwraps to the client's error (whose own text may show them).
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
-// server is one server of a URL list, split around its credentials:
-// head (leading spaces and the scheme), cred ("user:password", "token";
-// empty when there are none) and tail (host, port, path).
-type server struct {
-	head, cred, tail string
-	hasCred          bool
-}
-
-// servers splits url, a comma-separated list of server URLs with or
-// without schemes.
-func servers(url string) []server {
-	var out []server
-	for _, u := range strings.Split(url, ",") {
-		trimmed := strings.TrimLeft(u, " ")
-		sv := server{head: u[:len(u)-len(trimmed)]}
-		u = strings.TrimRight(trimmed, " ")
-		if sch, rest, ok := strings.Cut(u, "://"); ok {
-			sv.head, u = sv.head+sch+"://", rest
-		}
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			sv.cred, sv.hasCred, u = u[:at], true, u[at+1:]
-		}
-		sv.tail = u
-		out = append(out, sv)
-	}
-	return out
-}
-
-// redact hides the credentials of every server in url (a comma-separated
-// list, with or without schemes) for errors and logs.
-func redact(url string) string {
-	parts := make([]string, 0, strings.Count(url, ",")+1)
-	for _, sv := range servers(url) {
-		if sv.hasCred {
-			sv.tail = "***@" + sv.tail
-		}
-		parts = append(parts, sv.head+sv.tail)
-	}
-	return strings.Join(parts, ",")
-}
-
-// redactText hides in s (a client's error text, which may quote the URL)
-// the credentials of url.
-func redactText(s, url string) string {
-	for _, sv := range servers(url) {
-		c := sv.cred
-		if c == "" {
-			continue
-		}
-		q := strconv.Quote(c)
-		s = strings.ReplaceAll(s, c, "***")
-		s = strings.ReplaceAll(s, q[1:len(q)-1], "***")
-	}
-	return s
-}
-
 // Options configure a Wire.
 type Options struct {
 	// Mode is Core (default) or JetStream.
@@ -294,6 +174,12 @@ type Options struct {
 	// HealthInterval is how often a JetStream receiver checks its consumer
 	// (default 5 s).
 	HealthInterval time.Duration
+	// Replicas is how many servers of a JetStream cluster keep each of the
+	// streams the wire creates (default 1, the SDK's; at most 5). With 3,
+	// the streams survive the loss of any one server. Stream names and
+	// subjects do not change with it, so SDK modules still share them; a
+	// stream that exists with another count is updated to this one.
+	Replicas int
 	// Instance names this replica for its own system-message consumer on
 	// JetStream (default: a random token).
 	Instance string
@@ -328,6 +214,9 @@ func (o *Options) defaults() {
 	}
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
 	}
 	if o.GracePeriod <= 0 {
 		o.GracePeriod = DefaultGracePeriod

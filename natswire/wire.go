@@ -46,6 +46,9 @@ func New(nc *nats.Conn, opts Options) (*Wire, error) {
 		return nil, errors.New("natswire: nil connection")
 	}
 	opts.defaults()
+	if opts.Replicas < 1 || opts.Replicas > MaxReplicas {
+		return nil, &switchboard.FieldError{Field: "nats.stream_replicas", Value: strconv.Itoa(opts.Replicas), Reason: fmt.Sprintf("want 1 to %d servers keeping each stream", MaxReplicas)}
+	}
 	for _, f := range []struct{ field, v string }{{"prefix", opts.Prefix}, {"stream", opts.Stream}, {"sys stream", opts.SysStream}} {
 		if err := checkToken(f.field, f.v); err != nil {
 			return nil, err
