@@ -111,9 +111,32 @@ terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/
 // "go run ./cmd/switchboard" under go run, else argv[0] ("./sb",
 // "switchboard").
 func invokedAs() string {
-	arg0 := os.Args[0]
-	if strings.Contains(arg0, "go-build") && filepath.Base(filepath.Dir(arg0)) == "exe" {
-		return "go run ./cmd/switchboard"
+	gocache := os.Getenv("GOCACHE")
+	if gocache == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			gocache = filepath.Join(dir, "go-build")
+		}
+	}
+	return invokedAsFrom(os.Args[0], gocache)
+}
+
+// invokedAsFrom is invokedAs for argv[0] arg0 and the build cache gocache.
+// go run builds the binary in a temporary go-build* directory, or (since
+// Go 1.24, for some builds) keeps it in the build cache: neither is a path
+// the user can type again.
+func invokedAsFrom(arg0, gocache string) string {
+	const goRun = "go run ./cmd/switchboard"
+	if gocache != "" && filepath.IsAbs(arg0) {
+		if rel, err := filepath.Rel(gocache, arg0); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return goRun
+		}
+	}
+	for _, part := range strings.Split(filepath.ToSlash(filepath.Dir(arg0)), "/") {
+		// os.MkdirTemp's "go-build" followed by digits, or the cache's
+		// own "go-build".
+		if rest, ok := strings.CutPrefix(part, "go-build"); ok && strings.Trim(rest, "0123456789") == "" {
+			return goRun
+		}
 	}
 	return shellQuote(arg0)
 }

@@ -180,9 +180,16 @@ when several hosts share one catalog.`,
 			return cmd.Help()
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-				return usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
+			// Commands that run until stopped say at info what they run
+			// (catalog, address, wire); one-shot commands stay quiet.
+			lvl := slog.LevelWarn
+			if cmd.Annotations[annDaemon] != "" {
+				lvl = slog.LevelInfo
+			}
+			if fl := cmd.Flag("log-level"); fl != nil && fl.Changed {
+				if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+					return usagef("--log-level %q: want debug, info, warn or error", g.logLevel)
+				}
 			}
 			g.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 			slog.SetDefault(g.log)
@@ -200,15 +207,28 @@ when several hosts share one catalog.`,
 	bindKey(pf, "dsn", "discovery.dsn")
 	g.addRemoteFlags(pf)
 	pf.StringVar(&g.file, "config", "", "config file (default ./"+config.DefaultFile+" when present)")
-	pf.StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	pf.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (default info for serve, echo and nats, which run until stopped; warn for the others)")
 	root.AddCommand(
 		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
 		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g), newBackupCmd(g),
 		newNatsCmd(g),
 	)
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "serve", "echo", "nats":
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[annDaemon] = "true"
+		}
+	}
 	finish(root, g)
 	return root, g
 }
+
+// annDaemon marks a command that runs until stopped: it logs at info by
+// default.
+const annDaemon = "switchboard/daemon"
 
 // finish applies the conventions every command follows, including
 // commands added by other files: errors before a command's own code runs are

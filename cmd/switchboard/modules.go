@@ -91,6 +91,8 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 				return err
 			}
 			fmt.Fprintf(g.stdout, "%s\n", line)
+			g.log.Info("transport: gRPC", "module", module, "listen", lis.Addr().String(), "tls", tlsm != nil,
+				"catalog", switchboard.RedactDSN(c.Discovery.DSN), "id", reg.Instance().ID)
 			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
 		},
 	}

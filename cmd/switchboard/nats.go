@@ -150,6 +150,7 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, err
 	}
 	fmt.Fprintf(g.stdout, "%s\n", line)
+	g.log.Info("echo: serving", "module", module, "subject", natswire.Subject(module), "catalog", switchboard.RedactDSN(c.Discovery.DSN), "id", reg.Instance().ID)
 	<-ctx.Done()
 	return true, nil
 }

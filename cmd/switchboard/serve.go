@@ -155,6 +155,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	}
 	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), switchboard.RedactDSN(c.Discovery.DSN))
 	fmt.Fprintf(g.stdout, "switchboard serve: dashboard at %s://%s/\n", scheme, ln.Addr())
+	g.log.Info("serve: listening", "url", scheme+"://"+ln.Addr().String(), "catalog", switchboard.RedactDSN(c.Discovery.DSN), "transport", "HTTP API, SSE watch")
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The demo stops with the server, however the server stops (the
