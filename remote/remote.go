@@ -10,7 +10,8 @@
 //	import _ "github.com/switchboard-io/switchboard/remote"
 //	cat, err := switchboard.Open(ctx, "http://127.0.0.1:7400", switchboard.Options{})
 //
-// Opened that way, the API token comes from SWITCHBOARD_HTTP_TOKEN and, for
+// Opened that way, the API token comes from SWITCHBOARD_HTTP_TOKEN (or the
+// first line of the file SWITCHBOARD_HTTP_TOKEN_FILE names) and, for
 // https, extra trusted CA certificates from the PEM file named by
 // SWITCHBOARD_HTTP_CA. Open takes them as a Config.
 package remote
@@ -37,15 +38,30 @@ import (
 
 // Environment variables read by the registered backend.
 const (
-	EnvToken = "SWITCHBOARD_HTTP_TOKEN"
-	EnvCA    = "SWITCHBOARD_HTTP_CA"
+	EnvToken     = "SWITCHBOARD_HTTP_TOKEN"
+	EnvTokenFile = "SWITCHBOARD_HTTP_TOKEN_FILE"
+	EnvCA        = "SWITCHBOARD_HTTP_CA"
 )
 
 // ConfigFromEnv is the Config the registered backend opens with: the token
-// from EnvToken, and the system's CA certificates plus those of the PEM
-// file named by EnvCA (when set).
+// from EnvToken, else the first line of the file named by EnvTokenFile
+// (both set is an error), and the system's CA certificates plus those of
+// the PEM file named by EnvCA (when set).
 func ConfigFromEnv() (Config, error) {
 	cfg := Config{Token: os.Getenv(EnvToken)}
+	if f := os.Getenv(EnvTokenFile); f != "" {
+		if cfg.Token != "" {
+			return Config{}, fmt.Errorf("%s and %s are both set: set the token or its file, not both", EnvToken, EnvTokenFile)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: %w", EnvTokenFile, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if cfg.Token = strings.TrimSpace(line); cfg.Token == "" {
+			return Config{}, fmt.Errorf("%s %s: the first line is empty", EnvTokenFile, f)
+		}
+	}
 	if ca := os.Getenv(EnvCA); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
