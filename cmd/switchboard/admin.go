@@ -42,12 +42,14 @@ use this for rows whose process is gone. Exit 1 when there is no such id.`,
 				if errors.Is(err, switchboard.ErrNotFound) {
 					return fmt.Errorf("no instance with id %q in %s", args[0], switchboard.RedactDSN(c.Discovery.DSN))
 				}
-				return err
+				return ownerError(err, args[0], switchboard.RedactDSN(c.Discovery.DSN), g.secret != "" || g.env(envSecret) != "")
 			}
 			fmt.Fprintf(g.stdout, "deregistered %s\n", args[0])
 			return nil
 		},
+		Annotations: map[string]string{annEnv: envDSNHelp + "\n" + envSecretHelp},
 	}
+	g.addSecretFlag(cmd, "over a server DSN, the secret of an instance another client registered (16 to 256 printable ASCII characters; "+envSecret+")")
 	return cmd
 }
 

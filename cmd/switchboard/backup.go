@@ -83,7 +83,13 @@ func (g *globals) existingCatalog(ctx context.Context) (config.Config, switchboa
 	opts := c.Options()
 	opts.Logger = g.log
 	opts.MustExist = true
-	cat, err := openDSN(ctx, c, opts)
+	secret := ""
+	if g.cmd != nil && g.cmd.Flag("secret") != nil {
+		if secret, err = g.instanceSecret(g.cmd, c); err != nil {
+			return config.Config{}, nil, err
+		}
+	}
+	cat, err := openDSNWith(ctx, c, opts, secret)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
 			return config.Config{}, nil, usage(g.nameSource(c, err))

@@ -133,6 +133,9 @@ type globals struct {
 	// getenv is the environment the configuration is loaded from (nil:
 	// os.Getenv; tests inject one).
 	getenv func(string) string
+	// secret is --secret of the commands that name one instance (see
+	// instanceSecret).
+	secret string
 	// requestTimeout is --request-timeout, applied when the user typed
 	// it (see addRemoteFlags).
 	requestTimeout time.Duration
@@ -382,7 +385,13 @@ func (g *globals) open(ctx context.Context, c config.Config, standalone bool) (s
 	}
 	opts := c.Options()
 	opts.Logger = g.log
-	cat, err := openDSN(ctx, c, opts)
+	secret := ""
+	if g.cmd != nil && g.cmd.Flag("secret") != nil {
+		if secret, err = g.instanceSecret(g.cmd, c); err != nil {
+			return nil, err
+		}
+	}
+	cat, err := openDSNWith(ctx, c, opts, secret)
 	if err != nil {
 		if errors.Is(err, switchboard.ErrInvalid) || errors.Is(err, switchboard.ErrUnknownBackend) {
 			return nil, usage(g.nameSource(c, err))

@@ -114,10 +114,11 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 	f.StringVar(&in.ID, "id", "", "stable instance id (default: a new UUID)")
 	f.StringVar(&hb, "heartbeat", "", "heartbeat interval, at least 10ms and at most ttl/2 (default from config, else min(3s, ttl/3))")
 	f.StringVar(&ttl, "ttl", "", "liveness TTL (default from config: 10s)")
+	g.addSecretFlag(cmd, "over a server DSN, the instance's secret, chosen here so that deregister --secret can use it from elsewhere (16 to 256 printable ASCII characters; default: the server's; "+envSecret+")")
 	bindKey(f, "heartbeat", "discovery.heartbeat_interval")
 	bindKey(f, "ttl", "discovery.ttl")
 	cmd.Annotations = map[string]string{
-		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp}, "\n"),
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp, envSecretHelp}, "\n"),
 		annExit: exitLong,
 	}
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/spf13/pflag"
 
@@ -36,6 +37,13 @@ func (g *globals) remoteFlags(c *config.Config) {
 // Extra CA certificates come from SWITCHBOARD_HTTP_CA, as with
 // switchboard.Open.
 func openDSN(ctx context.Context, c config.Config, opts switchboard.Options) (switchboard.Catalog, error) {
+	return openDSNWith(ctx, c, opts, "")
+}
+
+// openDSNWith is openDSN; over a server DSN, secret (when not "") is sent
+// as the instance secret of registrations and deregistrations (see
+// secretTransport).
+func openDSNWith(ctx context.Context, c config.Config, opts switchboard.Options, secret string) (switchboard.Catalog, error) {
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil || (d.Scheme != "http" && d.Scheme != "https") {
 		return switchboard.Open(ctx, c.Discovery.DSN, opts)
@@ -49,6 +57,13 @@ func openDSN(ctx context.Context, c config.Config, opts switchboard.Options) (sw
 	}
 	cfg.Logger = opts.Logger
 	cfg.RequestTimeout = c.HTTP.RequestTimeout // 0 (a Config not loaded): remote's default
+	if secret != "" {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS
+		}
+		cfg.HTTPClient = &http.Client{Transport: &secretTransport{base: tr, secret: secret}}
+	}
 	cl, err := remote.Open(ctx, d.Raw, cfg)
 	if err != nil {
 		return nil, err // not a nil *remote.Client in a non-nil Catalog
