@@ -1,0 +1,467 @@
+package natswire
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchboard-io/switchboard/router"
+)
+
+// testCluster is a 3-node NATS cluster in this process, each node on
+// fixed loopback ports (so a node restarts where it was) and, with
+// JetStream, its own store directory.
+type testCluster struct {
+	t          *testing.T
+	jetstream  bool
+	names      []string
+	clientPort []int
+	routePort  []int
+	dirs       []string
+	nodes      []*server.Server
+}
+
+func startCluster(t *testing.T, jetstream bool) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, jetstream: jetstream}
+	base := t.TempDir()
+	for i := range 3 {
+		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
+		c.clientPort = append(c.clientPort, freePort(t))
+		c.routePort = append(c.routePort, freePort(t))
+		c.dirs = append(c.dirs, filepath.Join(base, c.names[i]))
+	}
+	c.nodes = make([]*server.Server, 3)
+	for i := range 3 {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.nodes {
+			if s != nil {
+				s.Shutdown()
+				s.WaitForShutdown()
+			}
+		}
+	})
+	return c
+}
+
+// start starts node i (again, after kill: same ports, same store).
+func (c *testCluster) start(i int) {
+	c.t.Helper()
+	var routes []string
+	for _, p := range c.routePort {
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	opts := &server.Options{
+		ServerName: c.names[i],
+		Host:       "127.0.0.1",
+		Port:       c.clientPort[i],
+		Cluster:    server.ClusterOpts{Name: "sbtest", Host: "127.0.0.1", Port: c.routePort[i]},
+		Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	if c.jetstream {
+		opts.JetStream, opts.StoreDir = true, c.dirs[i]
+		opts.JetStreamMaxMemory, opts.JetStreamMaxStore = 64<<20, 1<<30
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		c.t.Fatalf("node %s not ready", c.names[i])
+	}
+	c.nodes[i] = s
+}
+
+// kill stops node i at once. In process, Shutdown stands in for SIGKILL:
+// the node's client and route connections close without a goodbye and
+// its store is left as it is at that moment.
+func (c *testCluster) kill(i int) {
+	c.nodes[i].Shutdown()
+	c.nodes[i].WaitForShutdown()
+	c.nodes[i] = nil
+}
+
+// url is the comma-separated client URL of every node.
+func (c *testCluster) url() string {
+	var u []string
+	for _, p := range c.clientPort {
+		u = append(u, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	return strings.Join(u, ",")
+}
+
+func (c *testCluster) nodeURL(i int) string {
+	return "nats://127.0.0.1:" + strconv.Itoa(c.clientPort[i])
+}
+
+func (c *testCluster) index(name string) int {
+	for i, n := range c.names {
+		if n == name {
+			return i
+		}
+	}
+	c.t.Fatalf("no node %q", name)
+	return -1
+}
+
+// countingHandler counts the log records with a given message (and
+// forwards nothing).
+type countingHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestClusterNodeKilled: a 3-node JetStream cluster, the wire's streams
+// with 3 replicas. 2,000 durable messages are published (8 publishers,
+// each message with its own step key) and requests sent, while the node
+// leading the edge stream is killed and later restarted on its store.
+// Every message is handled by the receiving module, every request is
+// answered, and the stream and the consumer end empty: nothing lost,
+// nothing left unacknowledged. Sends that failed during the failover
+// are published again with the same step key; the stream's duplicate
+// window drops those it already held. Messages handled twice (a
+// redelivery whose first acknowledgement was lost with the node) are
+// counted and reported, not failed.
+func TestClusterNodeKilled(t *testing.T) {
+	const total = 2000
+	c := startCluster(t, true)
+	opts := Options{Mode: JetStream, Replicas: 3, AckWait: 2 * time.Second, InProgressInterval: 500 * time.Millisecond,
+		HealthInterval: 500 * time.Millisecond, GracePeriod: time.Second}
+
+	var mu sync.Mutex
+	handled := map[string]int{} // message id → times handled
+	var handledDurable atomic.Int64
+	recvNC := connect(t, c.url())
+	recvWire := newWire(t, recvNC, opts)
+
+	var deduped atomic.Int64
+	sendOpts := opts
+	sendOpts.Logger = slog.New(countingHandler{msg: "jetstream transport: durable publish deduped", n: &deduped})
+	sender := newWire(t, connect(t, c.url()), sendOpts)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// The cluster elects its JetStream leader after start: the streams
+	// are created once it has.
+	waitUntilT(t, "the cluster creates the R3 streams", func() bool {
+		ectx, ecancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ecancel()
+		return sender.EnsureStreams(ectx) == nil
+	})
+	listen(t, recvWire, "durable", func(ctx context.Context, m *router.Message) ([]byte, error) {
+		mu.Lock()
+		handled[m.ID]++
+		first := handled[m.ID] == 1
+		mu.Unlock()
+		if first && strings.HasPrefix(m.ID, "d") {
+			handledDurable.Add(1)
+		}
+		return m.Payload, nil
+	})
+
+	// Publishers take ids in order; they may not pass 1,000 before the
+	// kill nor 1,500 before the restart, so messages flow on both sides
+	// of each.
+	var next atomic.Int64
+	killed, restarted := make(chan struct{}), make(chan struct{})
+	var republished atomic.Int64
+	var pubWG sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 8 {
+		pubWG.Add(1)
+		go func() {
+			defer pubWG.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				switch i {
+				case 1000:
+					<-killed
+				case 1500:
+					<-restarted
+				}
+				id := "d" + strconv.FormatInt(i, 10)
+				msg := &router.Message{ID: id, To: "f.durable.n:in", Payload: []byte(id), Metadata: map[string]string{HeaderStepKey: id}}
+				for attempt := 0; ; attempt++ {
+					if ctx.Err() != nil {
+						errs <- fmt.Errorf("publish %s: gave up: %w", id, ctx.Err())
+						return
+					}
+					if attempt > 0 {
+						republished.Add(1)
+					}
+					pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+					err := sender.Publish(pctx, msg)
+					pcancel()
+					if err == nil {
+						break
+					}
+					if e := router.AsError(err); e == nil || !e.Retryable {
+						errs <- fmt.Errorf("publish %s: %w (not retryable)", id, err)
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	// One requester: each request retried until it is answered.
+	stopReq := make(chan struct{})
+	var answered, reqRetries atomic.Int64
+	reqDone := make(chan struct{})
+	go func() {
+		defer close(reqDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopReq:
+				return
+			default:
+			}
+			id := "r" + strconv.Itoa(i)
+			for attempt := 0; ; attempt++ {
+				if ctx.Err() != nil {
+					errs <- fmt.Errorf("request %s: gave up: %w", id, ctx.Err())
+					return
+				}
+				if attempt > 0 {
+					reqRetries.Add(1)
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+				out, err := sender.Send(rctx, &router.Message{ID: id, To: "f.durable.n:in", Payload: []byte(id)})
+				rcancel()
+				if err == nil {
+					if string(out) != id {
+						errs <- fmt.Errorf("request %s: answered %q", id, out)
+						return
+					}
+					answered.Add(1)
+					break
+				}
+				if e := router.AsError(err); e == nil || !e.Retryable {
+					errs <- fmt.Errorf("request %s: %w (not retryable)", id, err)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	failIf := func() {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+	}
+
+	js, err := jetstream.New(connect(t, c.url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamInfo := func() *jetstream.StreamInfo {
+		ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+		defer icancel()
+		s, err := js.Stream(ictx, DefaultStream)
+		if err != nil {
+			return nil
+		}
+		info, err := s.Info(ictx)
+		if err != nil {
+			return nil
+		}
+		return info
+	}
+	waitUntilT(t, "500 messages handled", func() bool { failIf(); return handledDurable.Load() >= 500 })
+	var leader string
+	waitUntilT(t, "the edge stream has a leader", func() bool {
+		if info := streamInfo(); info != nil && info.Cluster != nil && info.Cluster.Leader != "" {
+			leader = info.Cluster.Leader
+			return true
+		}
+		return false
+	})
+	victim := c.index(leader)
+	recvNode := recvNC.ConnectedServerName()
+	c.kill(victim)
+	killedAt := handledDurable.Load()
+	close(killed)
+	waitUntilT(t, "messages flow on two nodes", func() bool { failIf(); return handledDurable.Load() >= killedAt+300 })
+	c.start(victim)
+	close(restarted)
+
+	waitDuring(t, ctx, "every message published", func() bool {
+		failIf()
+		return next.Load() >= total+8 // each publisher took one past the end
+	}, pubWG.Wait)
+	close(stopReq)
+	waitDone(t, reqDone)
+	failIf()
+	var info *jetstream.StreamInfo
+	var cinfo *jetstream.ConsumerInfo
+	waitDuring(t, ctx, "every message handled and acknowledged", func() bool {
+		if handledDurable.Load() < total {
+			return false
+		}
+		if info = streamInfo(); info == nil || info.State.Msgs != 0 {
+			return false
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		cons, err := js.Consumer(cctx, DefaultStream, "durable")
+		if err != nil {
+			return false
+		}
+		cinfo, err = cons.Info(cctx)
+		return err == nil && cinfo.NumAckPending == 0 && cinfo.NumPending == 0 && cinfo.NumRedelivered == 0
+	}, nil)
+	if info.Config.Replicas != 3 {
+		t.Fatalf("edge stream has %d replicas, want 3", info.Config.Replicas)
+	}
+	waitDuring(t, ctx, "the restarted node is a current replica again", func() bool {
+		info := streamInfo()
+		if info == nil || info.Cluster == nil {
+			return false
+		}
+		if info.Cluster.Leader == leader {
+			return true
+		}
+		for _, r := range info.Cluster.Replicas {
+			if r.Name == leader && r.Current {
+				return true
+			}
+		}
+		return false
+	}, nil)
+
+	mu.Lock()
+	defer mu.Unlock()
+	twice := 0
+	for i := range total {
+		n := handled["d"+strconv.Itoa(i)]
+		if n == 0 {
+			t.Fatalf("message d%d never handled", i)
+		}
+		if n > 1 {
+			twice++
+		}
+	}
+	reqTwice := 0
+	for id, n := range handled {
+		if strings.HasPrefix(id, "r") && n > 1 {
+			reqTwice++
+		}
+	}
+	t.Logf("killed %s (the edge stream's leader; the receiver was on %s) after %d messages handled, restarted it after %d",
+		leader, recvNode, killedAt, killedAt+300)
+	t.Logf("%d durable messages handled; %d handled more than once (redelivered); %d sends published again, %d of them dropped by the duplicate window",
+		total, twice, republished.Load(), deduped.Load())
+	t.Logf("%d requests answered (%d retries; %d requests handled more than once)", answered.Load(), reqRetries.Load(), reqTwice)
+}
+
+// waitDuring waits until cond holds, polling, for as long as ctx lasts;
+// then, when wait is set, for wait to return.
+func waitDuring(t *testing.T, ctx context.Context, what string, cond func() bool, wait func()) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting until %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if wait != nil {
+		wait()
+	}
+}
+
+// TestClusterCoreNodeKilled: core request/reply across a 3-node cluster,
+// the module connected to one node and the sender to another. The
+// module's node is killed: requests in flight then fail with a retryable
+// error, the module reconnects to another node, and later requests
+// succeed.
+func TestClusterCoreNodeKilled(t *testing.T) {
+	c := startCluster(t, false)
+	recv := connect(t, c.nodeURL(0))
+	listen(t, newWire(t, recv, Options{}), "core", router.Echo)
+	sender := newWire(t, connect(t, c.nodeURL(1)), Options{})
+	waitUntilT(t, "the module's interest reaches the sender's node", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := sender.Send(ctx, &router.Message{To: "f.core.n:in", Payload: []byte("x")})
+		return err == nil
+	})
+
+	var ok atomic.Int64
+	var failures sync.Map // error code → count
+	var permanent atomic.Pointer[error]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			p := strconv.Itoa(i)
+			out, err := sender.Send(rctx, &router.Message{To: "f.core.n:in", Payload: []byte(p)})
+			rcancel()
+			switch {
+			case err == nil && string(out) == p:
+				ok.Add(1)
+			case err == nil:
+				e := fmt.Errorf("request %s answered %q", p, out)
+				permanent.Store(&e)
+			case ctx.Err() != nil:
+			default:
+				e := router.AsError(err)
+				if !e.Retryable {
+					permanent.Store(&err)
+				}
+				n, _ := failures.LoadOrStore(e.Code, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { cancel(); waitDone(t, done) }()
+	waitUntilT(t, "requests flow", func() bool { return ok.Load() >= 50 })
+	c.kill(0)
+	before := ok.Load()
+	waitUntilT(t, "requests succeed again after the module reconnected", func() bool { return ok.Load() >= before+50 })
+	if p := permanent.Load(); p != nil {
+		t.Fatalf("a request failed for good: %v", *p)
+	}
+	if recv.ConnectedServerName() == c.names[0] {
+		t.Fatal("the module is still on the killed node")
+	}
+	var seen []string
+	failures.Range(func(k, v any) bool {
+		seen = append(seen, fmt.Sprintf("%s ×%d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	t.Logf("the module moved to %s; retryable failures during the move: %v", recv.ConnectedServerName(), seen)
+}
