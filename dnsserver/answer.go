@@ -1,0 +1,353 @@
+package dnsserver
+
+import (
+	"encoding/hex"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
+)
+
+// Answer returns the reply to query r, as received over TCP (tcp) or UDP.
+// It never fails: a query it cannot answer gets a reply saying why
+// (FORMERR, NOTIMP, REFUSED, NXDOMAIN).
+func (s *Server) Answer(r *dns.Msg, tcp bool) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Compress = true
+	size := dns.MinMsgSize
+	if opt := r.IsEdns0(); opt != nil {
+		size = max(dns.MinMsgSize, min(int(opt.UDPSize()), dns.DefaultMsgSize))
+		m.SetEdns0(dns.DefaultMsgSize, false)
+		if opt.Version() != 0 {
+			m.Rcode = dns.RcodeBadVers
+			return m
+		}
+	}
+	if tcp {
+		size = dns.MaxMsgSize
+	}
+	switch {
+	case r.Response:
+		m.Rcode = dns.RcodeFormatError
+		return m
+	case r.Opcode != dns.OpcodeQuery:
+		m.Rcode = dns.RcodeNotImplemented
+		return m
+	case len(r.Question) != 1:
+		m.Rcode = dns.RcodeFormatError
+		return m
+	}
+	q := r.Question[0]
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		m.Rcode = dns.RcodeRefused
+		return m
+	}
+	name := lowerASCII(q.Name)
+	rest, ok := strings.CutSuffix(name, s.zone)
+	if !ok || (rest != "" && !strings.HasSuffix(rest, ".")) {
+		m.Rcode = dns.RcodeRefused // not ours, and no recursion
+		return m
+	}
+	m.Authoritative = true
+	limit := s.opts.MaxRecords
+	if tcp {
+		limit = 0
+	}
+	a := answer{s: s, m: m, q: q, limit: limit}
+	a.resolve(strings.TrimSuffix(rest, "."), q.Name[:len(rest)])
+	if a.nx {
+		m.Rcode = dns.RcodeNameError
+	}
+	if len(m.Answer) == 0 {
+		m.Ns = append(m.Ns, s.soa)
+	}
+	m.Truncate(size)
+	return m
+}
+
+// answer builds one reply.
+type answer struct {
+	s     *Server
+	m     *dns.Msg
+	q     dns.Question
+	limit int  // most records; 0: all
+	nx    bool // the name does not exist
+}
+
+// resolve answers rest, the query's name without the zone and lower case
+// (asked: the same as asked, for ids), or marks it NXDOMAIN.
+func (a *answer) resolve(rest, asked string) {
+	labels := strings.Split(rest, ".")
+	kind := labels[len(labels)-1]
+	if rest == "" {
+		a.apex()
+		return
+	}
+	switch {
+	case len(labels) == 1 && (kind == "service" || kind == "cap" || kind == "type" || kind == "instance" || kind == "addr"):
+		// The parents of the names answered: they exist, with no records.
+	case kind == "service" && len(labels) == 2 && labels[0] == "_tcp":
+		// The parent of the RFC 2782 names.
+	case kind == "service" && len(labels) == 2:
+		a.group(labels[0], byName, false)
+	case kind == "service" && len(labels) == 3 && labels[1] == "_tcp" && strings.HasPrefix(labels[0], "_"):
+		a.group(labels[0][1:], byName, true)
+	case kind == "cap" && len(labels) == 2:
+		a.group(labels[0], byCap, false)
+	case kind == "type" && len(labels) == 2:
+		a.group(labels[0], byType, false)
+	case kind == "instance" && len(labels) >= 2:
+		a.instance(asked[:len(asked)-len(".instance.")])
+	case kind == "addr" && len(labels) == 2:
+		a.addr(labels[0])
+	default:
+		a.nx = true
+	}
+}
+
+// apex answers the zone's own name: its SOA.
+func (a *answer) apex() {
+	if a.q.Qtype == dns.TypeSOA || a.q.Qtype == dns.TypeANY {
+		a.m.Answer = append(a.m.Answer, a.s.soa)
+	}
+}
+
+// A group is how the instances of one label are found.
+type group int
+
+const (
+	byName group = iota
+	byCap
+	byType
+)
+
+// members returns the instances of a label in one version of the cache.
+func (a *answer) members(l string, g group) []switchboard.Instance {
+	if l == "" || len(l) > switchboard.MaxNameLen {
+		return nil
+	}
+	if g == byName {
+		return a.s.idx.snapshot().ByName(l)
+	}
+	var buf [4]string
+	var snap *discovery.Snapshot
+	var raws []string
+	list := (*discovery.Snapshot).ByCapability
+	if g == byCap {
+		snap, raws = a.s.idx.lookup(func(x *index) map[string]map[string]int { return x.caps }, l, buf[:0])
+	} else {
+		snap, raws = a.s.idx.lookup(func(x *index) map[string]map[string]int { return x.types }, l, buf[:0])
+		list = (*discovery.Snapshot).ByType
+	}
+	switch len(raws) {
+	case 0:
+		return nil
+	case 1:
+		return list(snap, raws[0])
+	}
+	// Several capabilities sanitise to this label (a_b and a-b): their
+	// instances, each once.
+	var out []switchboard.Instance
+	seen := map[string]bool{}
+	for _, raw := range raws {
+		for _, in := range list(snap, raw) {
+			if !seen[in.ID] {
+				seen[in.ID] = true
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
+
+// group answers a service, capability or type name, or (srvOnly) the
+// RFC 2782 name of a service, which holds SRV records only (ANY answers
+// them too). A name no instance is served under is NXDOMAIN.
+func (a *answer) group(l string, g group, srvOnly bool) {
+	list := a.members(l, g)
+	found := false
+	for i := range list {
+		if Serves(&list[i]) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		a.nx = true
+		return
+	}
+	qt := a.q.Qtype
+	if srvOnly && qt == dns.TypeANY {
+		qt = dns.TypeSRV
+	}
+	switch {
+	case srvOnly && qt != dns.TypeSRV:
+	case qt == dns.TypeA || qt == dns.TypeAAAA || qt == dns.TypeANY:
+		for _, in := range a.pick(list, func(t target) bool { return t.wants(a.q.Qtype) }) {
+			a.m.Answer = append(a.m.Answer, a.address(a.q.Name, in.ip))
+		}
+	case qt == dns.TypeSRV:
+		for _, in := range a.pick(list, func(t target) bool { return t.ip.IsValid() || t.host != "" }) {
+			a.srv(in)
+		}
+	}
+}
+
+// target is where an instance is reached: an IP address, or a host name,
+// and a port; neither for a nats:// address.
+type target struct {
+	ip   netip.Addr
+	host string // fully qualified
+	port uint16
+}
+
+// targetOf reads in's address.
+func targetOf(in *switchboard.Instance) target {
+	if strings.HasPrefix(in.Address, "nats://") {
+		return target{}
+	}
+	host, port, err := switchboard.SplitHostPort(in.Address)
+	if err != nil {
+		return target{}
+	}
+	if h, ok := strings.CutPrefix(host, "["); ok {
+		host = strings.TrimSuffix(h, "]")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return target{ip: ip.WithZone(""), port: uint16(port)}
+	}
+	if _, ok := dns.IsDomainName(host); !ok {
+		return target{}
+	}
+	return target{host: dns.Fqdn(strings.ToLower(host)), port: uint16(port)}
+}
+
+// wants reports whether t has an address record of type qt (A, AAAA, or
+// either for ANY).
+func (t target) wants(qt uint16) bool {
+	if !t.ip.IsValid() {
+		return false
+	}
+	v4 := t.ip.Is4()
+	return qt == dns.TypeANY || qt == dns.TypeA && v4 || qt == dns.TypeAAAA && !v4
+}
+
+// pick returns, in random order, at most limit of the served instances of
+// list whose targets ok accepts: a window of the list from a random place
+// (so each is answered as often as the others), shuffled.
+func (a *answer) pick(list []switchboard.Instance, ok func(target) bool) []target {
+	n := len(list)
+	if n == 0 {
+		return nil
+	}
+	var out []target
+	start := rand.IntN(n)
+	for i := 0; i < n && (a.limit == 0 || len(out) < a.limit); i++ {
+		in := &list[(start+i)%n]
+		if !Serves(in) {
+			continue
+		}
+		if t := targetOf(in); ok(t) {
+			out = append(out, t)
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// address is the A or AAAA record of ip under name.
+func (a *answer) address(name string, ip netip.Addr) dns.RR {
+	hdr := dns.RR_Header{Name: name, Class: dns.ClassINET, Ttl: a.s.opts.TTL}
+	if ip.Is4() {
+		hdr.Rrtype = dns.TypeA
+		return &dns.A{Hdr: hdr, A: ip.AsSlice()}
+	}
+	hdr.Rrtype = dns.TypeAAAA
+	return &dns.AAAA{Hdr: hdr, AAAA: ip.AsSlice()}
+}
+
+// srv adds t's SRV record, and the address of its target when it is an
+// IP address (<hex>.addr.<zone>).
+func (a *answer) srv(t target) {
+	host := t.host
+	if t.ip.IsValid() {
+		host = hex.EncodeToString(t.ip.AsSlice()) + ".addr." + a.s.zone
+		a.m.Extra = append(a.m.Extra, a.address(host, t.ip))
+	}
+	a.m.Answer = append(a.m.Answer, &dns.SRV{
+		Hdr:      dns.RR_Header{Name: a.q.Name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: a.s.opts.TTL},
+		Priority: 1, Weight: 1, Port: t.port, Target: host,
+	})
+}
+
+// instance answers <id>.instance: id as asked, then in lower case, then
+// the ids with capitals that lower-case to it.
+func (a *answer) instance(id string) {
+	snap := a.s.idx.snapshot()
+	in, ok := snap.Get(id)
+	if !ok {
+		lower := lowerASCII(id)
+		if in, ok = snap.Get(lower); !ok {
+			var buf [2]string
+			var ids []string
+			snap, ids = a.s.idx.lookup(func(x *index) map[string]map[string]int { return x.ids }, lower, buf[:0])
+			for _, other := range ids {
+				if in, ok = snap.Get(other); ok {
+					break
+				}
+			}
+		}
+	}
+	if !ok || !Serves(&in) {
+		a.nx = true
+		return
+	}
+	t := targetOf(&in)
+	switch qt := a.q.Qtype; {
+	case t.host != "" && (qt == dns.TypeA || qt == dns.TypeAAAA || qt == dns.TypeCNAME || qt == dns.TypeANY):
+		a.m.Answer = append(a.m.Answer, &dns.CNAME{
+			Hdr:    dns.RR_Header{Name: a.q.Name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: a.s.opts.TTL},
+			Target: t.host,
+		})
+	case t.wants(qt):
+		a.m.Answer = append(a.m.Answer, a.address(a.q.Name, t.ip))
+	case qt == dns.TypeSRV && (t.ip.IsValid() || t.host != ""):
+		a.srv(t)
+	}
+}
+
+// addr answers <hex>.addr: the IPv4 (8 hex digits) or IPv6 (32) address
+// written there.
+func (a *answer) addr(h string) {
+	b, err := hex.DecodeString(h)
+	ip, ok := netip.AddrFromSlice(b)
+	if err != nil || !ok {
+		a.nx = true
+		return
+	}
+	if (target{ip: ip}).wants(a.q.Qtype) {
+		a.m.Answer = append(a.m.Answer, a.address(a.q.Name, ip))
+	}
+}
+
+// lowerASCII lower-cases the ASCII letters of s only, keeping its length
+// (a name in presentation form is ASCII; anything else stays as it is).
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
