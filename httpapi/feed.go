@@ -39,6 +39,7 @@ type feed struct {
 
 	mu           sync.RWMutex // readers: every SSE subscriber at once on each change
 	state        map[string]*state
+	stateBytes   int64             // the sizes of every state in state
 	hashes       map[string]string // id -> secret hash, from the reserved metadata key
 	ring         []entry           // ring[i] has seq first+i
 	ringBytes    int64             // the sizes of every entry in ring
@@ -131,6 +132,7 @@ func (f *feed) apply(ev switchboard.Event) {
 		st, hash := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.next = f.state[id], st
+		f.stateBytes += st.bytes() - e.prev.bytes()
 		f.state[id] = st
 		if hash != "" {
 			f.hashes[id] = hash
@@ -144,6 +146,7 @@ func (f *feed) apply(ev switchboard.Event) {
 		st, _ := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.gone = f.state[id], st
+		f.stateBytes -= e.prev.bytes()
 		delete(f.state, id)
 		delete(f.hashes, id)
 	case switchboard.EventSynced:
@@ -246,11 +249,12 @@ func (f *feed) parseEventID(id string) (int64, bool) {
 	return seq, true
 }
 
-// size returns how many instances the mirror holds, stale ones included.
-func (f *feed) size() int {
+// size returns how many instances the mirror holds, stale ones included,
+// and the bytes they hold (their sizes summed).
+func (f *feed) size() (int, int64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.state)
+	return len(f.state), f.stateBytes
 }
 
 // counts returns the mirrored instances, active and stale.

@@ -248,12 +248,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		if !o.found {
-			if err := s.instanceQuota(); err != nil {
-				return err
-			}
+		if err := s.instanceQuota(!o.found, len(b)); err != nil {
+			return err
 		}
-	} else if err := s.instanceQuota(); err != nil {
+	} else if err := s.instanceQuota(true, len(b)); err != nil {
 		return err
 	}
 	if secret == "" {

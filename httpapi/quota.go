@@ -40,10 +40,16 @@ func (q *streamQuota) take(r *http.Request) (release func(), err error) {
 }
 
 // instanceQuota refuses a registration that would add a row when the
-// server's mirror already holds MaxInstances.
-func (s *Server) instanceQuota() error {
-	if n := s.feed.size(); n >= s.opts.MaxInstances {
+// server's mirror already holds MaxInstances, and any registration of
+// body bytes when its instances already hold MaxInstanceBytes.
+func (s *Server) instanceQuota(newRow bool, body int) error {
+	n, b := s.feed.size()
+	if newRow && n >= s.opts.MaxInstances {
 		return tooMany(fmt.Sprintf("the catalog holds %d instances, this server's limit (http.max_instances): register again once rows expire or are reaped", n))
+	}
+	if b+int64(body) > s.opts.MaxInstanceBytes {
+		return tooMany(fmt.Sprintf("the catalog's instances hold %d MiB, this server's limit is %d MiB: register again once rows expire or are reaped, or register smaller documents",
+			b>>20, s.opts.MaxInstanceBytes>>20))
 	}
 	return nil
 }

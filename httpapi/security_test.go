@@ -360,3 +360,33 @@ func TestLeasesPaged(t *testing.T) {
 	code, b := call(t, "GET", s.url+"/v1/leases?limit=5000", nil)
 	expectError(t, code, b, 400, "invalid", "limit")
 }
+
+// TestInstanceBytesQuota: distinct large registrations stop with 429
+// once the instances the server holds reach MaxInstanceBytes; the rows
+// registered before stay, and nothing past the limit is stored.
+func TestInstanceBytesQuota(t *testing.T) {
+	const limit = 3 << 20
+	s := start(t, httpapi.Options{ReapInterval: -1, MaxInstanceBytes: limit})
+	stored := 0
+	for i := range 20 {
+		resp := request(t, "PUT", s.url+"/v1/instances", largeBody("big-"+jsonNum(int64(i)), i))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			break
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("registration %d: %d", i, resp.StatusCode)
+		}
+		stored++
+		testkit_WaitFeed(t, s, stored) // the mirror counts what it holds
+	}
+	if stored == 0 || stored >= 20 {
+		t.Fatalf("%d large registrations stored under a limit of 3 MiB; want some, then 429", stored)
+	}
+	if n := len(listAll(t, s)); n != stored {
+		t.Fatalf("%d rows; want the %d stored before the limit", n, stored)
+	}
+}

@@ -49,6 +49,12 @@ type Options struct {
 	MaxLeases            int
 	MaxWatchers          int
 	MaxWatchersPerClient int
+	// MaxInstanceBytes bounds the memory of the instances the server's
+	// mirror holds (their JSON and decoded form, counted from above;
+	// default 512 MiB): a registration is answered 429 when its body would
+	// take them past it, so a client registering thousands of large
+	// documents cannot exhaust the server's memory.
+	MaxInstanceBytes int64
 	// UI, when set, is served at / (the live dashboard).
 	UI http.Handler
 	// DSN is the catalog's DSN, reported by /v1/info with its password
@@ -103,6 +109,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxInstances <= 0 {
 		o.MaxInstances = 100000
+	}
+	if o.MaxInstanceBytes <= 0 {
+		o.MaxInstanceBytes = 512 << 20
 	}
 	if o.MaxLeases <= 0 {
 		o.MaxLeases = 10000
