@@ -60,11 +60,12 @@
 // attempt and refused request is one structured log line whose message
 // starts with "audit: ".
 //
-// Quotas (Options.MaxInstances, MaxLeases, MaxWatchers and
-// MaxWatchersPerClient) answer 429 with Retry-After: a registration of a
-// new id past the instances held, an acquisition of a new lease name past
-// the leases held, a watch past the streams open, in all or of one client
-// (its role and IP address).
+// Quotas (Options.MaxInstances, MaxInstanceBytes, MaxLeases, MaxWatchers
+// and MaxWatchersPerClient) answer 429 with Retry-After: a registration of
+// a new id past the instances held, one whose body would take the memory
+// of the instances held past its bound, an acquisition of a new lease name
+// past the leases held, a watch past the streams open, in all or of one
+// client (its role and IP address).
 //
 // # Secrets
 //
