@@ -26,6 +26,7 @@ type Config struct {
 	HTTP      HTTP      `toml:"http"`
 	Transport Transport `toml:"transport"`
 	DNS       DNS       `toml:"dns"`
+	NATS      NATS      `toml:"nats"`
 
 	// src is where Load found each value (nil in a Config Load did not
 	// return), for NameSource.
@@ -152,7 +153,7 @@ func Default() Config {
 		SelfPreservationMin:       10,
 	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
 		MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000},
-		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}}
+		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}, NATS: NATS{StreamReplicas: DefaultStreamReplicas}}
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -384,6 +385,7 @@ func (c Config) validate(skip map[string]bool) error {
 		},
 		func() error { return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL) },
 		c.DNS.validate,
+		c.NATS.validate,
 	}
 	for _, check := range checks {
 		err := check()

@@ -27,7 +27,7 @@ import (
 type KeyRef struct {
 	Key     string   // discovery.ttl
 	Env     []string // the variables that set it, the one that wins last
-	Type    string   // string, duration, number or integer
+	Type    string   // string, duration, number, integer or boolean
 	Default string   // as the file would hold it: "10s", 0.5; "" when empty
 	Doc     string   // the doc comment of the field the key sets, its Go names replaced by the keys
 }
@@ -226,6 +226,8 @@ func typeName(p any) string {
 		return "number"
 	case *int:
 		return "integer"
+	case *bool:
+		return "boolean"
 	}
 	return "string"
 }

@@ -25,7 +25,7 @@ type setting struct {
 	alias string
 	// ptr returns the field of c the key sets: a *string, a
 	// *time.Duration (a duration in quotes in the file), a *float64 (a
-	// fraction) or an *int (a count).
+	// fraction), an *int (a count) or a *bool (true or false).
 	ptr func(c *Config) any
 }
 
@@ -59,6 +59,16 @@ var settings = []setting{
 	{key: "dns.domain", ptr: func(c *Config) any { return &c.DNS.Domain }},
 	{key: "dns.ttl", ptr: func(c *Config) any { return &c.DNS.TTL }},
 	{key: "dns.max_records", ptr: func(c *Config) any { return &c.DNS.MaxRecords }},
+	{key: "nats.creds", ptr: func(c *Config) any { return &c.NATS.Creds }},
+	{key: "nats.nkey", ptr: func(c *Config) any { return &c.NATS.Nkey }},
+	{key: "nats.user", ptr: func(c *Config) any { return &c.NATS.User }},
+	{key: "nats.password", ptr: func(c *Config) any { return &c.NATS.Password }},
+	{key: "nats.token", ptr: func(c *Config) any { return &c.NATS.Token }},
+	{key: "nats.tls_ca", ptr: func(c *Config) any { return &c.NATS.TLSCA }},
+	{key: "nats.tls_cert", ptr: func(c *Config) any { return &c.NATS.TLSCert }},
+	{key: "nats.tls_key", ptr: func(c *Config) any { return &c.NATS.TLSKey }},
+	{key: "nats.tls_first", ptr: func(c *Config) any { return &c.NATS.TLSFirst }},
+	{key: "nats.stream_replicas", ptr: func(c *Config) any { return &c.NATS.StreamReplicas }},
 }
 
 // sections are the file's tables, in the order of settings.
@@ -136,6 +146,12 @@ func (s setting) setEnv(c *Config, name, v string) error {
 			return &switchboard.FieldError{Field: name, Value: v, Reason: "want a whole number, such as 10"}
 		}
 		*p = n
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return &switchboard.FieldError{Field: name, Value: v, Reason: "want true or false"}
+		}
+		*p = b
 	}
 	return nil
 }
@@ -163,6 +179,10 @@ func (s setting) want(v any) string {
 		if n, _ := v.(int64); !isInt || n < math.MinInt || n > math.MaxInt {
 			return "want a whole number, such as 10"
 		}
+	case *bool:
+		if _, isBool := v.(bool); !isBool {
+			return "want true or false, without quotes"
+		}
 	}
 	return ""
 }
@@ -187,6 +207,8 @@ func (s setting) setFile(c *Config, v any) error {
 		}
 	case *int:
 		*p = int(v.(int64))
+	case *bool:
+		*p = v.(bool)
 	}
 	return nil
 }
