@@ -153,7 +153,10 @@ var (
 // Open opens (creating it and its parent directories when needed) the
 // SQLite catalog of dsn and brings its schema up to date. With
 // opts.MustExist it opens only an existing catalog: it creates no file or
-// directory, and a path holding none is switchboard.ErrNoCatalog.
+// directory, and a path holding none is switchboard.ErrNoCatalog; it
+// reads a catalog this process may not write (another user's, a
+// read-only mount). A writer's open that the file's or its directory's
+// permissions would refuse fails first, naming the path and the user.
 //
 // A file catalog checks, at most every fileCheckEvery, whether its path
 // still names the file it has open: first in each operation, and on a
@@ -249,6 +252,8 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 		}
 	} else if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
+	} else if err := notWritable(abs); err != nil {
+		return nil, err
 	}
 	d := &dbs{}
 	q := pragmas(false)
@@ -259,6 +264,14 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 		// journal_mode=WAL writes the file: a catalog is in WAL mode
 		// already (it is persistent), and any other file stays untouched.
 		q["_pragma"] = slices.DeleteFunc(q["_pragma"], func(p string) bool { return strings.HasPrefix(p, "journal_mode") })
+		if readOnlySnapshot(abs) {
+			// No writer has the file open (it would have made the -shm
+			// file) and this process cannot make one: SQLite reads the
+			// file as it is, without the shared memory it cannot create.
+			q.Set("mode", "ro")
+			q.Set("immutable", "1")
+			c.log.Info("sqlite: reading the catalog as it is: no writer has it open and this process may not write beside it (a writer starting later is not seen)", "db", abs)
+		}
 	}
 	d.dsn = name + "?" + q.Encode()
 	var err error
@@ -288,7 +301,14 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	d.id, _ = statID(abs)
-	if d.wlock, err = newWriteLock(abs); err != nil {
+	d.wlock, err = newWriteLock(abs)
+	if err != nil && mustExist && cannotWrite(err) {
+		// A handle that only reads needs no write lock of its own: a
+		// catalog this process may read but not write (another user's)
+		// is read through the sidecar opened for reading.
+		d.wlock, err = readOnlyLock(abs)
+	}
+	if err != nil {
 		d.rdb.Close()
 		d.wdb.Close()
 		return nil, err
