@@ -224,7 +224,8 @@ func (g *logger) Warnf(format string, v ...any) {
 }
 func (g *logger) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
-	g.l.Error("embedded nats: " + msg)
+	// Start returns it as its error: logged at debug, so it is not told twice.
+	g.l.Debug("embedded nats: " + msg)
 	g.mu.Lock()
 	if g.firstFail == "" {
 		g.firstFail = msg

@@ -174,8 +174,13 @@ func TestFailedStartCleansUp(t *testing.T) {
 
 	root := t.TempDir()
 	dir := filepath.Join(root, ".data", "nats")
-	if _, err := Start(Options{Dir: dir, Port: port, Logger: quiet}); err == nil {
+	var logged strings.Builder
+	if _, err := Start(Options{Dir: dir, Port: port, Logger: slog.New(slog.NewTextHandler(&logged, nil))}); err == nil {
 		t.Fatal("Start succeeded on a port in use")
+	}
+	// The reason is Start's error, not also a log line at info or above.
+	if logged.Len() != 0 {
+		t.Fatalf("a failed Start logged:\n%s", logged.String())
 	}
 	if left := listTree(t, root); len(left) != 0 {
 		t.Fatalf("a failed Start in a new dir left %v", left)
