@@ -110,9 +110,9 @@ func (c *Catalog) changeTx(ctx context.Context, fn func(tx pgx.Tx) (*logWrite, e
 // (PostgreSQL's limit is 8,000 bytes; large components) is left empty,
 // and listeners read the log instead.
 func logEntrySQL(insert string) string {
-	return `WITH l AS (` + insert + ` RETURNING seq, id, op, reason, clock_timestamp() AS at),
+	return `WITH l AS (` + insert + ` RETURNING seq, id, op, reason, at AS wrote, clock_timestamp() AS at),
 		n AS (SELECT l.seq, l.at, ` + epochSQL + ` AS epoch, json_build_object(
-			'e', ` + epochSQL + `, 's', l.seq, 't', l.at, 'o', l.op, 'r', l.reason, 'id', l.id,
+			'e', ` + epochSQL + `, 's', l.seq, 't', l.at, 'w', l.wrote, 'o', l.op, 'r', l.reason, 'id', l.id,
 			'i', CASE WHEN i.id IS NOT NULL THEN json_build_object(
 				'name', i.name, 'type', i.type, 'address', i.address, 'capabilities', i.capabilities,
 				'version', i.version, 'metadata', i.metadata, 'components', i.components,

@@ -129,10 +129,15 @@ CREATE TRIGGER changes_assign BEFORE INSERT ON changes FOR EACH ROW EXECUTE FUNC
 }
 
 // epochSQL is the catalog's epoch as the hub compares it: the epoch stored
-// with the schema and the identity of the change-log table, which a restore
+// with the schema; the identity of the change-log table, which a restore
 // (pg_restore --clean, or a dump into a new database) re-creates with a new
-// OID even when it brings the stored epoch back.
-const epochSQL = `(SELECT epoch || '/' || 'changes'::regclass::oid::text FROM change_log)`
+// OID even when it brings the stored epoch back; and the cluster's system
+// identifier and timeline, which a restore into another cluster, a
+// point-in-time recovery or a failover to a replica change (the replica's
+// log may lack entries a watcher read from the old primary).
+const epochSQL = `(SELECT epoch || '/' || 'changes'::regclass::oid::text
+	|| '/' || (SELECT system_identifier FROM pg_control_system())::text
+	|| '/' || (SELECT timeline_id FROM pg_control_checkpoint())::text FROM change_log)`
 
 // schemaCurrent reads, without writing or locking anything, whether the
 // current schema holds a catalog at this program's version.

@@ -18,6 +18,7 @@ type notice struct {
 	Epoch  string          `json:"e"`
 	Seq    int64           `json:"s"`
 	At     time.Time       `json:"t"`
+	Wrote  time.Time       `json:"w"` // the entry's at column: with Seq and ID, its mark (hub.Mark)
 	Op     string          `json:"o"`
 	Reason string          `json:"r"`
 	ID     string          `json:"id"`
@@ -56,7 +57,7 @@ func decodeNotice(payload string) (hub.Batch, error) {
 	if n.Epoch == "" || n.Seq <= 0 || n.ID == "" {
 		return hub.Batch{}, errors.New("notification payload: no epoch, seq or id")
 	}
-	ch := hub.Change{Seq: n.Seq, ID: n.ID, Instance: switchboard.Instance{ID: n.ID}}
+	ch := hub.Change{Seq: n.Seq, ID: n.ID, Instance: switchboard.Instance{ID: n.ID}, At: n.Wrote.UTC()}
 	switch n.Op {
 	case "delete":
 		ch.Deleted, ch.Reason = true, switchboard.Reason(n.Reason)

@@ -99,8 +99,12 @@ func TestNotificationCarriesChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var wrote time.Time
+	if err := conn.QueryRow(ctx, `SELECT at FROM changes WHERE seq = $1`, b2.Seq+1).Scan(&wrote); err != nil {
+		t.Fatal(err)
+	}
 	want := hub.Change{Seq: b2.Seq + 1, ID: "n1", Deleted: true, Reason: switchboard.ReasonDeregistered,
-		Instance: switchboard.Instance{ID: "n1"}}
+		Instance: switchboard.Instance{ID: "n1"}, At: wrote.UTC()}
 	if !reflect.DeepEqual(d.Changes, []hub.Change{want}) {
 		t.Fatalf("deregistration notice %+v, want %+v", d.Changes, want)
 	}

@@ -52,7 +52,7 @@ func TestResyncRepairsWhatTheLogMissed(t *testing.T) {
 	})
 	want := []string{"added changed", "added deleted", "added kept", "added parts"}
 	if got := r.changes(0); !slices.Equal(got[:4], want) || len(got) != 7 ||
-		!slices.Equal(slices.Sorted(slices.Values(got[4:])), []string{"removed deregistered deleted", "updated changed", "updated parts"}) {
+		!slices.Equal(slices.Sorted(slices.Values(got[4:])), []string{"removed unknown deleted", "updated changed", "updated parts"}) {
 		t.Fatalf("events %q, want %q, then changed and parts updated and deleted removed", got, want)
 	}
 	// The log goes on as before.

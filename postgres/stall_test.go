@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,61 @@ func TestRawWriterBeforeTransactionID(t *testing.T) {
 	if in, _ := set.Get("raw"); in.Revision != seq {
 		t.Fatalf("the raw row arrived at revision %d, want its entry's seq %d", in.Revision, seq)
 	}
+}
+
+// TestRestoreUnderSameEpoch: a log replaced under a watcher by another
+// history that keeps the epoch and runs past the watcher's cursor (a
+// restore that loads rows and entries with the triggers off, as a
+// data-only pg_restore does) is noticed by the entry the watcher read
+// last, and the watcher ends with exactly the catalog's rows.
+func TestRestoreUnderSameEpoch(t *testing.T) {
+	dsn := pgtest.Schema(t, testDSN)
+	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
+	writer := openDSN(t, dsn, switchboard.Options{})
+	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+	for _, id := range []string{"x1", "x2", "x3"} {
+		reg(t, writer, id, "h:1")
+	}
+	set.WaitForSet(t, "the first history", func() string { return "x1 x2 x3" })
+
+	ctx := ctxT(t)
+	raw, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	err = pgx.BeginFunc(ctx, raw, func(tx pgx.Tx) error {
+		stmts := []string{
+			`SET LOCAL session_replication_role = replica`,
+			`DELETE FROM instances`, `DELETE FROM changes`,
+		}
+		for i := 1; i <= 5; i++ {
+			id := fmt.Sprintf("'y%d'", i)
+			stmts = append(stmts,
+				`INSERT INTO instances (id, name, type, address, ttl, revision) VALUES (`+id+`, 'svc', 'writer', 'h:2', interval '1 hour', `+fmt.Sprint(i)+`)`,
+				`INSERT INTO changes (seq, id, op, at) VALUES (`+fmt.Sprint(i)+`, `+id+`, 'upsert', clock_timestamp())`)
+		}
+		stmts = append(stmts, `SELECT setval('changes_seq_seq', 5)`, `SELECT pg_notify('`+Channel+`', '')`)
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.WaitForSet(t, "exactly the restored catalog's rows", func() string {
+		ins, err := writer.List(ctx, switchboard.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testkit.JoinIDs(ins)
+	})
 }

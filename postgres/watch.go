@@ -178,7 +178,7 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
 	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) (err error) {
-		snap = hub.Snapshot{Seq: head.Seq, Read: head.Read, Missing: head.Missing, Epoch: head.Epoch, Now: head.Now}
+		snap = hub.Snapshot{Seq: head.Seq, Read: head.Read, Missing: head.Missing, Last: head.Last, Epoch: head.Epoch, Now: head.Now}
 		snap.Instances, err = readAll(rows, readOpts{sizeHint: head.Rows, sort: true, share: true, md: &s.c.md})
 		return err
 	})
@@ -311,6 +311,17 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 		if len(above) > 0 {
 			s.c.setReflected(head.Epoch, above[len(above)-1])
 		}
+		// The highest entry the rows reflect marks the cursor (hub.Cursor.Last).
+		err = tx.QueryRow(ctx, `SELECT seq, id, at FROM changes ORDER BY seq DESC LIMIT 1`).
+			Scan(&head.Last.Seq, &head.Last.ID, &head.Last.At)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			head.Last = hub.Mark{}
+		case err != nil:
+			return err
+		default:
+			head.Last.At = head.Last.At.UTC()
+		}
 		rows, err := tx.Query(ctx, snapshotQuery, binaryResults)
 		if err != nil {
 			return err
@@ -367,6 +378,19 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 		if cur.Seq < trimmed || read > last {
 			return fmt.Errorf("position %d (log holds %d..%d): %w", cur.Seq, trimmed, last, hub.ErrCursorGone)
 		}
+		if m := cur.Last; m.Seq > trimmed {
+			var id string
+			var at time.Time
+			err := tx.QueryRow(ctx, `SELECT id, at FROM changes WHERE seq = $1`, m.Seq).Scan(&id, &at)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("the entry read last (seq %d) is not in the log: %w", m.Seq, hub.ErrCursorGone)
+			case err != nil:
+				return err
+			case !m.Same(id, at.UTC()):
+				return fmt.Errorf("the log holds another entry at seq %d than the one read: %w", m.Seq, hub.ErrCursorGone)
+			}
+		}
 		var settledTo int64
 		if w != nil {
 			ms, err := parseSnapshot(mvcc)
@@ -377,7 +401,7 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 				settledTo = w.drawn
 			}
 		}
-		rows, err := tx.Query(ctx, `SELECT c.seq, c.id, c.op, c.reason, i.id IS NOT NULL,
+		rows, err := tx.Query(ctx, `SELECT c.seq, c.at, c.id, c.op, c.reason, i.id IS NOT NULL,
 				i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components::text, i.ttl,
 				i.registered_at, i.last_seen, (now() - i.last_seen > i.ttl), i.revision
 			FROM changes c LEFT JOIN instances i ON i.id = c.id
@@ -395,7 +419,7 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 			var ch hub.Change
 			var op, reason string
 			var r nullableRow
-			dest := append([]any{&ch.Seq, &ch.ID, &op, &reason, &ch.Found}, r.dest()...)
+			dest := append([]any{&ch.Seq, &ch.At, &ch.ID, &op, &reason, &ch.Found}, r.dest()...)
 			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
@@ -414,6 +438,7 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 				ch.Found = false
 				ch.Instance = switchboard.Instance{ID: ch.ID}
 			}
+			ch.At = ch.At.UTC()
 			b.Changes = append(b.Changes, ch)
 			top = max(top, ch.Seq)
 		}

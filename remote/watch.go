@@ -460,10 +460,11 @@ func (w *watch) applySnapshot() bool {
 	}
 	for _, id := range gone {
 		in := w.known[id]
-		// Gone from the snapshot: deregistered or reaped, or (for a watch of
-		// active instances) expired; the catalog's clock, which stamped
-		// LastSeen, tells which.
-		reason := switchboard.ReasonDeregistered
+		// Gone from the snapshot: the stream that would have said why is
+		// lost (a restarted or another server). Past its TTL by the
+		// catalog's clock, which stamped LastSeen, it expired; otherwise
+		// the snapshot cannot tell (unknown), and no reason is made up.
+		reason := switchboard.ReasonUnknown
 		if in.Stale || now.Sub(in.LastSeen) > in.TTL {
 			reason = switchboard.ReasonExpired
 			in.Stale = true

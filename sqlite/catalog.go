@@ -173,7 +173,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		if seq == 0 {
 			return nil, nil
 		}
-		return []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true}}, nil
+		return []hub.Change{{Seq: seq, ID: n.ID, Instance: out, Found: true, At: time.UnixMicro(now).UTC()}}, nil
 	})
 	if err != nil {
 		return switchboard.Instance{}, fmt.Errorf("sqlite: register %q: %w", n.ID, err)
@@ -351,7 +351,8 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 		if err != nil {
 			return nil, err
 		}
-		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered}}, nil
+		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
+			At: time.UnixMicro(now).UTC()}}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: deregister %q: %w", id, err)

@@ -46,6 +46,16 @@ func (c *Catalog) snapshotRead(ctx context.Context, read func(tx *txn, head hub.
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instances`).Scan(&head.Rows); err != nil {
 			return err
 		}
+		var at int64
+		err = tx.QueryRowContext(ctx, `SELECT seq, id, at FROM changes ORDER BY seq DESC LIMIT 1`).
+			Scan(&head.Last.Seq, &head.Last.ID, &at)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // an empty (or trimmed-empty) log marks nothing
+		case err != nil:
+			return err
+		default:
+			head.Last.At = time.UnixMicro(at).UTC()
+		}
 		return read(tx, head, now)
 	})
 	if err != nil {
@@ -62,7 +72,7 @@ func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		// The hub never modifies an instance, so equal capabilities and
 		// metadata are decoded once and shared.
 		ins, err := queryInstances(ctx, tx, newSharer(), &s.c.md, now, head.Rows, `SELECT `+packedCols+` FROM instances i`)
-		snap = hub.Snapshot{Instances: ins, Seq: head.Seq, Epoch: head.Epoch, Now: head.Now}
+		snap = hub.Snapshot{Instances: ins, Seq: head.Seq, Last: head.Last, Epoch: head.Epoch, Now: head.Now}
 		return err
 	})
 	if err != nil {
@@ -143,11 +153,14 @@ func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, er
 		if seq < trimmed || seq > head {
 			return fmt.Errorf("%w: position %d, log holds (%d, %d]", hub.ErrCursorGone, seq, trimmed, head)
 		}
+		if err := checkMark(ctx, tx, cur.Last, trimmed); err != nil {
+			return err
+		}
 		b = hub.Batch{Seq: seq, Epoch: epoch, Now: time.UnixMicro(now).UTC()}
 		if seq == head {
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT ch.seq, ch.op, ch.reason, i.id IS NOT NULL,
+		rows, err := tx.QueryContext(ctx, `SELECT ch.seq, ch.at, ch.op, ch.reason, i.id IS NOT NULL,
 			ch.id, coalesce(i.name, ''), coalesce(i.type, ''), coalesce(i.address, ''),
 			coalesce(i.capabilities, '[]'), coalesce(i.version, ''), coalesce(i.metadata, '{}'),
 			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0),
@@ -165,13 +178,14 @@ func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, er
 			}
 			var (
 				ch         hub.Change
+				at         int64
 				op, reason string
 			)
-			r, err := scanRow(rows, &ch.Seq, &op, &reason, &ch.Found)
+			r, err := scanRow(rows, &ch.Seq, &at, &op, &reason, &ch.Found)
 			if err != nil {
 				return err
 			}
-			b.Seq, ch.ID = ch.Seq, r.id
+			b.Seq, ch.ID, ch.At = ch.Seq, r.id, time.UnixMicro(at).UTC()
 			switch {
 			case op == "delete":
 				ch.Deleted, ch.Reason, ch.Found = true, switchboard.Reason(reason), false
@@ -194,6 +208,30 @@ func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, er
 		c.notify()
 	}
 	return b, nil
+}
+
+// checkMark returns hub.ErrCursorGone when the log holds another entry at
+// the seq last marks, or none while that seq is above the trimmed point:
+// the file was replaced by another history (the same backup restored
+// again keeps its epoch and may have written past the cursor since).
+func checkMark(ctx context.Context, tx *txn, last hub.Mark, trimmed int64) error {
+	if last.Seq == 0 || last.Seq <= trimmed {
+		return nil
+	}
+	var (
+		id string
+		at int64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT id, at FROM changes WHERE seq = ?`, last.Seq).Scan(&id, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: the entry read last (seq %d) is not in the log", hub.ErrCursorGone, last.Seq)
+	case err != nil:
+		return err
+	case !last.Same(id, time.UnixMicro(at).UTC()):
+		return fmt.Errorf("%w: the log holds another entry at seq %d than the one read", hub.ErrCursorGone, last.Seq)
+	}
+	return nil
 }
 
 // RenewedSince returns the rows whose last_seen is after since (one range

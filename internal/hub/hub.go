@@ -81,6 +81,7 @@ type Hub struct {
 	seq     int64
 	read    int64
 	missing []int64
+	last    Mark
 	gaps    map[int64]*gap
 	epoch   string // the history seq belongs to (Snapshot.Epoch)
 	// tombs holds the position of each recent deletion (see versions.go).
@@ -190,6 +191,7 @@ func (h *Hub) Publish(b Batch) {
 			}
 			if follows {
 				last := b.Changes[len(b.Changes)-1].Seq
+				h.mark(b.Changes)
 				h.advance(last, last, nil)
 			}
 		}
@@ -548,7 +550,7 @@ func (h *Hub) endSnapshot(s Snapshot) {
 	heap.Init(&h.dl)
 	h.dropUnseen(h.gen, s.Now, max(s.Read, s.Seq), nil)
 	h.epoch = s.Epoch
-	h.seq, h.read = 0, 0 // a snapshot sets the cursor, forward or back
+	h.seq, h.read, h.last = 0, 0, s.Last // a snapshot sets the cursor, forward or back
 	h.advance(s.Seq, s.Read, s.Missing)
 }
 
@@ -559,7 +561,18 @@ func (h *Hub) endSnapshot(s Snapshot) {
 func (h *Hub) applyBatch(b Batch) {
 	h.setClock(b.Now)
 	h.applyChanges(b.Changes, b.Now)
+	h.mark(b.Changes)
 	h.advance(b.Seq, b.Read, b.Missing)
+}
+
+// mark makes the highest of cs that says when it was written the cursor's
+// Last, when it is above it.
+func (h *Hub) mark(cs []Change) {
+	for i := range cs {
+		if c := &cs[i]; c.Seq > h.last.Seq && !c.At.IsZero() {
+			h.last = Mark{Seq: c.Seq, ID: c.ID, At: c.At}
+		}
+	}
 }
 
 // upsert makes in (which the hub owns from now on and never modifies
@@ -592,13 +605,15 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 // now and reflecting the log up to read, did not see (mark) and keep does
 // not hold: deleted while the hub was not looking. An entry whose version
 // is above read was written after the read and stays. A row past its TTL
-// was reaped, anything else left.
+// was reaped (expired); why any other left, the read cannot tell
+// (unknown): the log that said it was trimmed, or belongs to another
+// history.
 func (h *Hub) dropUnseen(gen uint64, now time.Time, read int64, keep map[string]struct{}) {
 	for id, e := range h.entries {
 		if _, k := keep[id]; k || e.mark == gen || (!h.force && e.inst.Revision > read) {
 			continue
 		}
-		reason := switchboard.ReasonDeregistered
+		reason := switchboard.ReasonUnknown
 		if e.expired || !now.Before(e.deadline) {
 			reason = switchboard.ReasonExpired
 		}

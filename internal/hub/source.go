@@ -48,6 +48,9 @@ type Change struct {
 	// the row is already gone (a later entry deletes it).
 	Instance switchboard.Instance
 	Found    bool
+	// At is the catalog's clock when the entry was written (zero when the
+	// source does not say): with Seq and ID, what Cursor.Last marks.
+	At time.Time
 }
 
 // Cursor is how far a hub has read a change log. Every entry at or below
@@ -60,7 +63,24 @@ type Cursor struct {
 	Seq     int64
 	Read    int64
 	Missing []int64
+	// Last identifies the highest entry read from the log (zero before
+	// any): a log that holds another entry at its seq, or none while its
+	// seq is above the trimmed point, is another history whatever its
+	// epoch says (the same backup restored twice, a database failed over
+	// to a replica that had not received it): ErrCursorGone.
+	Last Mark
 }
+
+// Mark identifies one log entry across histories: its position, instance
+// and the catalog's clock when it was written.
+type Mark struct {
+	Seq int64
+	ID  string
+	At  time.Time
+}
+
+// Same reports whether an entry read now (id, at) is the one m marks.
+func (m Mark) Same(id string, at time.Time) bool { return m.ID == id && m.At.Equal(at) }
 
 // Snapshot is every row (stale ones included) and the log position it is
 // consistent with.
@@ -72,6 +92,9 @@ type Snapshot struct {
 	Seq     int64
 	Read    int64
 	Missing []int64
+	// Last marks the log's highest entry the rows reflect (zero: none, or
+	// the source does not say): the cursor's Last after the snapshot.
+	Last Mark
 	// Epoch names the catalog's history (created with its schema): a
 	// position is only meaningful within one epoch. A catalog re-created or
 	// restored from elsewhere has another epoch, even where its sequence
@@ -152,6 +175,7 @@ type Part struct {
 	Seq     int64
 	Read    int64   // as in Snapshot
 	Missing []int64 // as in Snapshot
+	Last    Mark    // as in Snapshot
 	Epoch   string
 	Now     time.Time
 }

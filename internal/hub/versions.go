@@ -197,5 +197,5 @@ func (h *Hub) pruneTombs() {
 
 // cursor is the hub's position in the log (h.mu held).
 func (h *Hub) cursor() Cursor {
-	return Cursor{Seq: h.seq, Read: max(h.read, h.seq), Missing: slices.Clone(h.missing)}
+	return Cursor{Seq: h.seq, Read: max(h.read, h.seq), Missing: slices.Clone(h.missing), Last: h.last}
 }
