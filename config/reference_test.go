@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -123,5 +124,26 @@ func TestReferencePage(t *testing.T) {
 	c.src = nil
 	if d := Default(); c != d {
 		t.Errorf("the example file loads as %+v, want the defaults %+v", c, d)
+	}
+}
+
+// Each kind of value the table holds has its name in the reference.
+func TestReferenceTypes(t *testing.T) {
+	secs, err := Reference(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range secs {
+		for _, k := range sec.Keys {
+			for _, s := range settings {
+				if s.key != k.Key {
+					continue
+				}
+				want := map[string]string{"*string": "string", "*time.Duration": "duration", "*float64": "number", "*int": "integer", "*bool": "boolean"}[fmt.Sprintf("%T", s.ptr(&Config{}))]
+				if want == "" || k.Type != want {
+					t.Errorf("%s: type %q, want %q (a new kind of value needs its name in typeName)", k.Key, k.Type, want)
+				}
+			}
+		}
 	}
 }
