@@ -22,6 +22,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var listen, token, tokenFile, adminTokenFile, allowedHosts, cert, key, natsListen string
 	var demo bool
+	var dnsListen, dnsDomain string
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--token-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
@@ -41,7 +42,8 @@ localhost and --allowed-hosts, and warns at start when it listens beyond loopbac
 			annEnv: envDSNHelp + "\nSWITCHBOARD_HTTP_LISTEN  address to listen on (--listen wins)\nSWITCHBOARD_HTTP_TOKEN  API token (--token wins)\n" +
 				"SWITCHBOARD_HTTP_TOKEN_FILE, SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE  files holding the API and admin tokens (--token-file, --admin-token-file win)\n" +
 				"SWITCHBOARD_HTTP_ADMIN_TOKEN  admin token\nSWITCHBOARD_HTTP_ALLOWED_HOSTS  host names answered without a token (--allowed-hosts wins)\n" +
-				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)",
+				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)\n" +
+				"SWITCHBOARD_DNS_LISTEN, SWITCHBOARD_DNS_DOMAIN  DNS interface address and domain (--dns, --dns-domain win)",
 			annExit: exitLong,
 		},
 		Args: noArgs,
@@ -69,6 +71,12 @@ localhost and --allowed-hosts, and warns at start when it listens beyond loopbac
 				}
 				if fl.Changed("tls-key") {
 					c.HTTP.TLSKey = key
+				}
+				if fl.Changed("dns") {
+					c.DNS.Listen = dnsListen
+				}
+				if fl.Changed("dns-domain") {
+					c.DNS.Domain = dnsDomain
 				}
 			})
 			if err != nil {
@@ -137,6 +145,10 @@ localhost and --allowed-hosts, and warns at start when it listens beyond loopbac
 	bindKey(f, "tls-key", "http.tls_key")
 	f.StringVar(&natsListen, "nats", "", "also run an embedded NATS broker (JetStream, store in the data directory) on ADDR: --nats or --nats=127.0.0.1:4222")
 	f.Lookup("nats").NoOptDefVal = "127.0.0.1:4222"
+	f.StringVar(&dnsListen, "dns", "", "also answer DNS on ADDR, UDP and TCP, from the catalog: dig @127.0.0.1 -p 8600 NAME.service.switchboard ([dns] listen)")
+	f.StringVar(&dnsDomain, "dns-domain", config.DefaultDNSDomain, "the domain DNS answers ([dns] domain)")
+	bindKey(f, "dns", "dns.listen")
+	bindKey(f, "dns-domain", "dns.domain")
 	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go (all deregistered when the server stops, crashed ones included)")
 	return cmd
 }
@@ -145,7 +157,18 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, AdminToken: c.HTTP.AdminToken, AllowedHosts: c.HTTP.Hosts(),
 		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
 		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	var handler http.Handler = api
+	if c.DNS.Listen != "" {
+		stopDNS, withMetrics, err := serveDNS(ctx, g, c, cat)
+		if err != nil {
+			api.Close()
+			ln.Close()
+			return err
+		}
+		defer stopDNS()
+		handler = withMetrics(api)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	scheme := "http"
 	if secure {
 		scheme = "https"
