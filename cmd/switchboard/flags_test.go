@@ -148,9 +148,11 @@ func TestConfigFlagsBound(t *testing.T) {
 			if f.Value.Type() == "bool" {
 				values = []string{"true"}
 			}
+			value := values[0] // the first value the flag takes
 			for _, v := range values {
 				r, _ := exec(append(slices.Clone(args), "--"+f.Name+"="+v)...)
 				if r.loaded {
+					value = v
 					for _, k := range r.changed {
 						if !slices.Contains(b.changed, k) {
 							sets = append(sets, k)
@@ -172,7 +174,7 @@ func TestConfigFlagsBound(t *testing.T) {
 				// The real path: config.Load leaves the field of a key a
 				// flag changed for nameSource to name.
 				fail = &switchboard.FieldError{Field: fieldOfKey(k), Value: "v", Reason: "wrong"}
-				_, stderr := exec(append(slices.Clone(args), "--"+f.Name+"="+flagValues[0])...)
+				_, stderr := exec(append(slices.Clone(args), "--"+f.Name+"="+value)...)
 				fail = nil
 				if w := fmt.Sprintf("switchboard: --%s \"v\": wrong; run 'switchboard %s --help'\n", f.Name, name); stderr != w {
 					t.Errorf("%s --%s: an error about %s reads %q; want %q", name, f.Name, k, stderr, w)
@@ -188,7 +190,7 @@ func TestConfigFlagsBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sub.ParseFlags([]string{"--" + f.Name + "=" + flagValues[0]}); err != nil {
+			if err := sub.ParseFlags([]string{"--" + f.Name + "=" + value}); err != nil {
 				t.Fatal(err)
 			}
 			g.cmd = sub
