@@ -347,8 +347,18 @@ const maxBatch = 5000
 // one from the future (the database was restored or recreated), is
 // ErrCursorGone.
 func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, error) {
-	b, err := s.changesSince(ctx, cur, nil)
-	if err == nil && len(b.Missing) > 0 {
+	var (
+		b   hub.Batch
+		err error
+	)
+	if len(cur.Missing) > 0 {
+		// Numbers are awaited already: observe the writers first, so one
+		// read both delivers and settles.
+		var w writers
+		if w, err = s.c.observeWriters(ctx); err == nil {
+			b, err = s.changesSince(ctx, cur, &w)
+		}
+	} else if b, err = s.changesSince(ctx, cur, nil); err == nil && len(b.Missing) > 0 {
 		var w writers
 		if w, err = s.c.observeWriters(ctx); err == nil {
 			b, err = s.changesSince(ctx, cur, &w)

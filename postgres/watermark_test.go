@@ -21,7 +21,7 @@ import (
 // openWriter begins, on its own connection, a transaction that writes like
 // Register does (row first, then the log entry) and stays open: it holds
 // the seq it drew until end is called with commit or not.
-func openWriter(t *testing.T, dsn, id string) (seq int64, end func(commit bool)) {
+func openWriter(t testing.TB, dsn, id string) (seq int64, end func(commit bool)) {
 	t.Helper()
 	ctx := ctxT(t)
 	conn, err := pgx.Connect(ctx, dsn)
