@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,6 +232,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(SecretHeader, SecretHeader+" must be 16 to 256 printable ASCII characters")
 	}
 	secret := given
+	kept := "" // the row's stored secret, when the same secret registers it again
 	if in.ID != "" {
 		if err := switchboard.ValidateID(in.ID); err != nil {
 			return err
@@ -248,6 +250,11 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+		if o.found && o.hash != "" && given != "" && secretMatches(o.hash, given) {
+			// Stored again as it is: a new salt would make an identical
+			// re-registration a change for every watcher.
+			kept = o.hash
+		}
 		if err := s.instanceQuota(!o.found, len(b)); err != nil {
 			return err
 		}
@@ -261,7 +268,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	for k, v := range in.Metadata {
 		md[k] = v
 	}
-	md[secretKey] = hashSecret(secret)
+	md[secretKey] = cmp.Or(kept, hashSecret(secret))
 	in.Metadata = md
 	stored, err := s.cat.Register(r.Context(), in)
 	if err != nil {

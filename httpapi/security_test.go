@@ -390,3 +390,18 @@ func TestInstanceBytesQuota(t *testing.T) {
 		t.Fatalf("%d rows; want the %d stored before the limit", n, stored)
 	}
 }
+
+// TestIdenticalReregistrationIsNoChange: registering a row again, as it
+// is, with its secret stores the secret's hash as it was (no new salt), so
+// the row does not change and watchers see no update.
+func TestIdenticalReregistrationIsNoChange(t *testing.T) {
+	s := start(t, httpapi.Options{ReapInterval: -1})
+	body := instanceBody("same")
+	body["id"] = "same-1"
+	r := register(t, s, body)
+	before := listAll(t, s)[0].Metadata["switchboard.secret-sha256"]
+	register(t, s, body, httpapi.SecretHeader, r.Secret)
+	if after := listAll(t, s)[0].Metadata["switchboard.secret-sha256"]; after != before {
+		t.Fatalf("an identical re-registration stored a new hash: %q, was %q", after, before)
+	}
+}
