@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
@@ -22,7 +23,7 @@ import (
 // env is a DNS server on 127.0.0.1 answering from a cache of a SQLite
 // catalog.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	cat   switchboard.Catalog
 	cache *discovery.Cache
 	srv   *dnsserver.Server
@@ -30,7 +31,7 @@ type env struct {
 	addr  string // host:port, the same for UDP and TCP
 }
 
-func start(t *testing.T, opts dnsserver.Options) *env {
+func start(t testing.TB, opts dnsserver.Options) *env {
 	t.Helper()
 	cat := testkit.OpenSQLite(t)
 	cache, err := discovery.New(context.Background(), cat, discovery.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -155,4 +156,35 @@ func (e *env) expect(what string, r *dns.Msg, rcode int, want ...string) {
 	if len(r.Answer) == 0 && !hasSOA(r, "switchboard.") {
 		e.t.Errorf("%s: no answer and no SOA in the authority section\n%v", what, r)
 	}
+}
+
+// metric returns the value of the counter or histogram count name whose
+// labels include labels (name=value pairs), summed over the series.
+func (e *env) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	fams, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
 }

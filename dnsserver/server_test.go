@@ -305,3 +305,26 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("second server on one registry: %v", err)
 	}
 }
+
+// The metrics count queries by type and rcode, and time every answer.
+func TestMetrics(t *testing.T) {
+	e := start(t, dnsserver.Options{})
+	fleet(e)
+	before := e.metric("switchboard_dns_answer_seconds")
+	e.query("udp", "api.service.switchboard.", dns.TypeA, 0)
+	e.query("tcp", "api.service.switchboard.", dns.TypeSRV, 0)
+	e.query("udp", "nope.service.switchboard.", dns.TypeAAAA, 0)
+	e.query("udp", "example.com.", dns.TypeA, 0)
+	e.query("udp", "api.service.switchboard.", dns.TypeNAPTR, 0)
+	for _, c := range []struct {
+		typ, rcode string
+		min        float64
+	}{{"A", "NOERROR", 1}, {"SRV", "NOERROR", 1}, {"AAAA", "NXDOMAIN", 1}, {"A", "REFUSED", 1}, {"other", "NOERROR", 1}} {
+		if got := e.metric("switchboard_dns_queries_total", "type", c.typ, "rcode", c.rcode); got < c.min {
+			t.Errorf("queries type=%s rcode=%s: %v, want at least %v", c.typ, c.rcode, got, c.min)
+		}
+	}
+	if got := e.metric("switchboard_dns_answer_seconds") - before; got != 5 {
+		t.Errorf("answer latency observed %v times for 5 queries", got)
+	}
+}
