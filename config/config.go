@@ -84,6 +84,10 @@ type HTTP struct {
 	// MaxInstances is the server's quota of rows: a registration of a new
 	// id past it is answered 429 with Retry-After (default 100000).
 	MaxInstances int `toml:"max_instances"`
+	// MaxInstancesMiB is the server's quota of the memory its instances
+	// hold, in MiB: a registration that would take them past it is
+	// answered 429 (default 512).
+	MaxInstancesMiB int `toml:"max_instances_mib"`
 	// MaxLeases is the server's quota of lease names (default 10000).
 	MaxLeases int `toml:"max_leases"`
 	// MaxWatchers is the server's quota of open watch streams (default
@@ -152,7 +156,7 @@ func Default() Config {
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
 	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
-		MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000},
+		MaxInstances: 100000, MaxInstancesMiB: 512, MaxLeases: 10000, MaxWatchers: 1000},
 		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}, NATS: NATS{StreamReplicas: DefaultStreamReplicas}}
 }
 
@@ -349,7 +353,8 @@ func (c Config) validate(skip map[string]bool) error {
 			for _, q := range []struct {
 				key string
 				n   int
-			}{{"http.max_instances", c.HTTP.MaxInstances}, {"http.max_leases", c.HTTP.MaxLeases}, {"http.max_watchers", c.HTTP.MaxWatchers}} {
+			}{{"http.max_instances", c.HTTP.MaxInstances}, {"http.max_instances_mib", c.HTTP.MaxInstancesMiB},
+				{"http.max_leases", c.HTTP.MaxLeases}, {"http.max_watchers", c.HTTP.MaxWatchers}} {
 				if q.n < 1 {
 					return &switchboard.FieldError{Field: q.key, Value: strconv.Itoa(q.n), Reason: "must be at least 1"}
 				}

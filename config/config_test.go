@@ -319,7 +319,7 @@ func TestOverridesWinAndFixBadValues(t *testing.T) {
 
 func TestHTTPSection(t *testing.T) {
 	if got := config.Default().HTTP; got != (config.HTTP{Listen: config.DefaultListen, RequestTimeout: config.DefaultRequestTimeout,
-		MaxLeaseTTL: config.DefaultMaxLeaseTTL, MaxInstances: 100000, MaxLeases: 10000, MaxWatchers: 1000}) {
+		MaxLeaseTTL: config.DefaultMaxLeaseTTL, MaxInstances: 100000, MaxInstancesMiB: 512, MaxLeases: 10000, MaxWatchers: 1000}) {
 		t.Fatalf("default [http] = %+v", got)
 	}
 	p := writeFile(t, t.TempDir(), `[http]

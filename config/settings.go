@@ -45,6 +45,7 @@ var settings = []setting{
 	{key: "http.allowed_hosts", ptr: func(c *Config) any { return &c.HTTP.AllowedHosts }},
 	{key: "http.max_lease_ttl", ptr: func(c *Config) any { return &c.HTTP.MaxLeaseTTL }},
 	{key: "http.max_instances", ptr: func(c *Config) any { return &c.HTTP.MaxInstances }},
+	{key: "http.max_instances_mib", ptr: func(c *Config) any { return &c.HTTP.MaxInstancesMiB }},
 	{key: "http.max_leases", ptr: func(c *Config) any { return &c.HTTP.MaxLeases }},
 	{key: "http.max_watchers", ptr: func(c *Config) any { return &c.HTTP.MaxWatchers }},
 	{key: "http.tls_cert", ptr: func(c *Config) any { return &c.HTTP.TLSCert }},

@@ -155,7 +155,8 @@ localhost and --allowed-hosts, and warns at start when it listens beyond loopbac
 
 func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.Listener, c config.Config, secure, demo bool) error {
 	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, AdminToken: c.HTTP.AdminToken, AllowedHosts: c.HTTP.Hosts(),
-		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
+		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxInstanceBytes: int64(c.HTTP.MaxInstancesMiB) << 20,
+		MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
 		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
 	var handler http.Handler = api
 	if c.DNS.Listen != "" {
