@@ -21,9 +21,10 @@ import (
 // it has seen everything below N: watermark.go holds the rule readers
 // follow instead. What makes that rule possible: every writer holds the
 // table's ROW EXCLUSIVE lock from before it draws a seq until it ends, and
-// has its transaction id by the time it draws (its row work assigned it),
-// so pg_locks names every transaction that may still commit a seq drawn
-// so far.
+// has its transaction id by the time it draws (the log's trigger takes it
+// first, whoever inserts: migration 5), so pg_locks names every
+// transaction that may still commit a seq drawn so far. The same trigger
+// sets the row's revision to its entry's seq.
 
 // logWrite is the change-log insert of a change-writing transaction: an
 // INSERT INTO changes without a RETURNING clause (changeTx adds it).

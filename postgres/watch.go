@@ -167,14 +167,14 @@ func (s source) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // Snapshot reads every row and a log position P such that every entry up
 // to P that will ever commit is reflected in the rows. Under concurrent
-// writers some entries after P may be reflected too (they committed before
-// entries below them): reading them again from the log is harmless (an
-// upsert carries the row as it is now, and a deletion whose row exists
-// again is read as that row: see changesSince), and their notifications
-// are not applied over the snapshot (setReflected). Snapshot observes the
-// writers first and reads once all of them have ended: a writer holding
-// its transaction open is waited for, up to ctx; writers that began after
-// the observation are not.
+// writers some entries after P are reflected too (they committed before
+// entries below them): the snapshot's Read and Missing say which, and
+// reading them again is harmless anyway (the hub takes only newer
+// revisions). Snapshot observes the writers first and reads once all of
+// them have ended: a writer holding its transaction open is waited for,
+// up to ctx (writers that began after the observation are not). Unlike a
+// log read, a first snapshot or a resync therefore still waits for a
+// stalled writer, bounded by the read's timeout.
 func (s source) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 	var snap hub.Snapshot
 	err := s.settledRead(ctx, func(head hub.Part, rows pgx.Rows) (err error) {

@@ -10,26 +10,29 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The change log's watermark: which entries a reader may hand on without
-// ever handing on a lower seq later. Writers take no lock (changelog.go),
-// so in a reader's snapshot a seq below a visible entry may be missing
+// The change log's watermark: up to which seq a reader has read every
+// entry that will ever be there. Writers take no lock (changelog.go), so
+// in a reader's snapshot a seq below a visible entry may be missing
 // because its transaction is still in flight (it will commit later) or
-// because it rolled back (it never will). A reader consumes entries in seq
-// order and passes a missing seq only when it knows which it is:
+// because it rolled back (it never will). A reader hands on every visible
+// entry at once (the hub applies a state only when its revision is newer,
+// so order across instances does not matter) and keeps the missing seqs in
+// its cursor (hub.Cursor.Missing), to read again; the watermark is the
+// seq below the lowest of them. It drops a missing seq once it knows it is
+// settled:
 //
-//   - Consecutive seqs are always safe: nothing is missing between them.
-//   - Before its snapshot, a reader that meets a gap observes the writers
-//     (observeWriters): the last seq drawn so far, then the transactions
-//     holding the log's ROW EXCLUSIVE lock. Every seq drawn so far is held
-//     by one of those transactions or by a transaction that has already
-//     ended. If none of them is still in flight in the snapshot taken
-//     afterwards, every seq up to the observed one is settled there:
-//     committed and visible, or never to be. The reader consumes the
-//     visible entries up to it, skipping the gaps, and consecutive ones
-//     after it.
-//   - Otherwise it stops before the gap and reads again when a writer
+//   - Before its snapshot, a reader observes the writers (observeWriters):
+//     the last seq drawn so far, then the transactions holding the log's
+//     ROW EXCLUSIVE lock. Every seq drawn so far is held by one of those
+//     transactions or by one that has already ended (the log's trigger
+//     takes the transaction id before it draws: migration 5). If none of
+//     them is still in flight in the snapshot taken afterwards, every seq
+//     up to the observed one is settled there: committed and visible, or
+//     never to be.
+//   - Otherwise the seq stays missing and is read again when a writer
 //     commits (its NOTIFY) or, for one that rolls back and notifies
-//     nobody, after a short delay (recheck).
+//     nobody, after a short delay (recheck). A writer that stays open
+//     delays its own change only.
 //
 // Only the writers of this catalog's log are waited for, never another
 // schema's, database's or long transaction that does not write the log

@@ -9,6 +9,13 @@
 // reads again, so it costs memory bounded by the catalog, never by the
 // number of changes it missed (see watcher.go).
 //
+// Every state carries its catalog version (Instance.Revision), and the
+// mirror takes a state only when it is newer than the one it holds, so the
+// paths that feed it (snapshot, resync, log reads, publishes, pushes) need
+// no order among themselves and no watcher ever goes back in time; the
+// log position is only a cursor of what has been read, gaps of writers
+// still in flight included (see versions.go).
+//
 // A backend implements Source and calls Hub.Notify after each write it makes
 // and whenever its push channel (LISTEN/NOTIFY, file change) fires. A
 // backend that also implements Streamer hands a new process's first
