@@ -313,6 +313,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	close(killed)
 	waitUntilT(t, "messages flow on two nodes", func() bool { failIf(); return handledDurable.Load() >= killedAt+300 })
 	c.start(victim)
+	restartedAt := handledDurable.Load()
 	close(restarted)
 
 	waitDuring(t, ctx, "every message published", func() bool {
@@ -378,7 +379,7 @@ func TestClusterNodeKilled(t *testing.T) {
 		}
 	}
 	t.Logf("killed %s (the edge stream's leader; the receiver was on %s) after %d messages handled, restarted it after %d",
-		leader, recvNode, killedAt, killedAt+300)
+		leader, recvNode, killedAt, restartedAt)
 	t.Logf("%d durable messages handled; %d handled more than once (redelivered); %d sends published again, %d of them dropped by the duplicate window",
 		total, twice, republished.Load(), deduped.Load())
 	t.Logf("%d requests answered (%d retries; %d requests handled more than once)", answered.Load(), reqRetries.Load(), reqTwice)

@@ -2,10 +2,15 @@ package natswire
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -111,4 +116,35 @@ func TestNewRejectsBadNames(t *testing.T) {
 	if m, err := ParseMode("JetStream"); err != nil || m != JetStream || m.String() != "jetstream-backed durable wire" {
 		t.Errorf("ParseMode(JetStream) = %v, %v", m, err)
 	}
+}
+
+// FuzzCredentialFiles: any content of a creds file or an nkey seed file is
+// accepted or refused with a FieldError naming the option and the file —
+// never a panic, and the error never quotes the content.
+func FuzzCredentialFiles(f *testing.F) {
+	f.Add([]byte("-----BEGIN NATS USER JWT-----\neyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.sig\n------END NATS USER JWT------\n"))
+	f.Add([]byte("SUAIO3FHUX5PNV2LQIIP7TZ3N4L7TX3W53MQGEIVYFIGA635OZCKEYHFLM\n"))
+	f.Add([]byte("a.b.c"))
+	f.Add([]byte("x.eyJzdWIiOiJVIiwibmF0cyI6eyJ0eXBlIjoidXNlciJ9fQ.y\nSU\n"))
+	f.Fuzz(func(t *testing.T, content []byte) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range []ConnectOptions{{CredsFile: p}, {NkeySeedFile: p}} {
+			err := opts.Validate()
+			if err == nil {
+				continue
+			}
+			var fe *switchboard.FieldError
+			if !errors.As(err, &fe) || fe.Value != p {
+				t.Fatalf("%+v: %v, want a FieldError naming the file", opts, err)
+			}
+			if s := strings.TrimSpace(string(content)); len(s) >= 8 && strings.Contains(fe.Reason, s) {
+				t.Fatalf("the error quotes the file: %v", err)
+			}
+		}
+		jwtUser(string(content))
+	})
 }
