@@ -246,6 +246,9 @@ func (a *answer) pick(list []switchboard.Instance, ok func(target) bool) []targe
 		return nil
 	}
 	var out []target
+	if a.limit > 0 {
+		out = make([]target, 0, min(a.limit, n))
+	}
 	start := rand.IntN(n)
 	for i := 0; i < n && (a.limit == 0 || len(out) < a.limit); i++ {
 		in := &list[(start+i)%n]
