@@ -6,6 +6,7 @@ replace github.com/switchboard-io/switchboard => ../
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/miekg/dns v1.1.73
 	github.com/switchboard-io/switchboard v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3

@@ -15,6 +15,9 @@
 // With -systems floor it also runs the fleet against a bare Go HTTP server
 // with no catalog (floor.go): what the same traffic costs any Go tier.
 //
+// With -parts dns it measures `switchboard serve --dns` beside a bare
+// miekg/dns server (dns.go), alone or before the other parts.
+//
 // Children (the writers, watchers and fleet processes, and the floor's
 // server) are this program run again with SWITCHBOARD_BENCH_ROLE set.
 package main
@@ -47,6 +50,8 @@ type config struct {
 	fleet      fleetShape
 	pgMargin   int
 	pgProcs    int
+
+	dns dnsShape
 }
 
 func main() {
@@ -54,6 +59,8 @@ func main() {
 	case "":
 	case floorRole:
 		os.Exit(runFloorServer())
+	case dnsFloorRole:
+		os.Exit(runDNSFloor())
 	default:
 		os.Exit(runChild(role))
 	}
@@ -61,7 +68,7 @@ func main() {
 	log.SetPrefix("bench: ")
 	var cfg config
 	var parts, systems, watchers string
-	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet)")
+	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet; dns: serve --dns beside a bare miekg/dns server, alone or after the others)")
 	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, serve-sqlite: SQLite through switchboard serve; floor: a bare Go HTTP server with no catalog; the serve ones and floor fleet only)")
 	flag.StringVar(&cfg.etcdBin, "etcd", "etcd", "the etcd server binary")
 	flag.StringVar(&cfg.sbBin, "switchboard", "", "the switchboard binary, for the serve tier (needed by -systems serve)")
@@ -80,6 +87,12 @@ func main() {
 	flag.DurationVar(&cfg.fleet.window, "fleet-window", 30*time.Second, "fleet: measured time")
 	flag.IntVar(&cfg.pgMargin, "pg-margin", 10, "fleet on PostgreSQL: connection slots left free for other users of the server")
 	flag.IntVar(&cfg.pgProcs, "pg-procs", 0, "fleet on PostgreSQL without serve: processes (0: as many as the free connection slots allow, at most -fleet-procs)")
+	flag.IntVar(&cfg.dns.instances, "dns-instances", 10000, "dns: live instances")
+	flag.IntVar(&cfg.dns.names, "dns-names", 1000, "dns: names the instances are spread over")
+	flag.IntVar(&cfg.dns.sockets, "dns-sockets", 8, "dns: UDP sockets of the load generator")
+	flag.IntVar(&cfg.dns.rate, "dns-rate", 10000, "dns: queries a second of the latency measurement")
+	flag.DurationVar(&cfg.dns.window, "dns-window", 10*time.Second, "dns: how long each load runs")
+	flag.IntVar(&cfg.dns.samples, "dns-samples", 200, "dns: registrations timed until answered")
 	flag.Parse()
 	cfg.parts, cfg.systems = set(parts), set(systems)
 	cfg.fleet.noReaper = !*reaper
@@ -90,7 +103,7 @@ func main() {
 		}
 		cfg.watchers = append(cfg.watchers, n)
 	}
-	if (cfg.systems["serve"] || cfg.systems["serve-sqlite"]) && cfg.sbBin == "" {
+	if (cfg.systems["serve"] || cfg.systems["serve-sqlite"] || cfg.parts["dns"]) && cfg.sbBin == "" {
 		log.Fatal("-systems serve needs -switchboard (the binary: go build -o DIR/switchboard ./cmd/switchboard)")
 	}
 	if err := run(context.Background(), cfg); err != nil {
@@ -126,6 +139,20 @@ type results struct {
 }
 
 func run(ctx context.Context, cfg config) error {
+	if cfg.parts["dns"] {
+		if cfg.dns.names < 1 || cfg.dns.instances < cfg.dns.names || cfg.dns.sockets < 1 || cfg.dns.rate < cfg.dns.sockets || cfg.dns.window <= 0 {
+			return fmt.Errorf("-dns-*: want names ≥ 1, instances ≥ names, sockets ≥ 1, rate ≥ sockets, a positive window")
+		}
+		res, err := measureDNS(ctx, cfg.sbBin, cfg.dns)
+		if err != nil {
+			return fmt.Errorf("dns: %w", err)
+		}
+		printDNS(os.Stdout, res)
+		if len(cfg.parts) == 1 {
+			return nil
+		}
+		fmt.Println()
+	}
 	res, err := measureAll(ctx, cfg)
 	if err != nil {
 		return err

@@ -13,7 +13,11 @@ import (
 // The harness's children are the test binary run again: TestMain hands
 // them to runChild, as main does.
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	switch role := os.Getenv(roleEnv); role {
+	case "":
+	case dnsFloorRole:
+		os.Exit(runDNSFloor())
+	default:
 		os.Exit(runChild(role))
 	}
 	os.Exit(m.Run())
