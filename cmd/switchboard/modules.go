@@ -19,6 +19,7 @@ import (
 func newEchoCmd(g *globals) *cobra.Command {
 	var name, listen string
 	var tf tlsFlags
+	var nf natsFlags
 	cmd := &cobra.Command{
 		Use:   "echo --name M [--listen 127.0.0.1:0] [--tls-cert F --tls-key F [--tls-ca F]]",
 		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
@@ -44,7 +45,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 			}
 			noteSanitised(g, name, module)
 			ctx := cmd.Context()
-			c, err := g.config(tf.apply)
+			c, err := g.config(tf.apply, nf.apply)
 			if err != nil {
 				return err
 			}
@@ -99,6 +100,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised; required)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
 	tf.add(cmd.Flags())
+	nf.add(cmd.Flags())
 	cmd.Annotations = map[string]string{
 		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envTLSHelp}, "\n"),
 		annExit: exitLong,
@@ -136,6 +138,7 @@ func newSendCmd(g *globals) *cobra.Command {
 	var attempts int
 	var verbose bool
 	var tf tlsFlags
+	var nf natsFlags
 	cmd := &cobra.Command{
 		Use:   "send --to <flow>.<module>.<node>:<port> --data STRING [--from signal|<node>:<port>] [--edge-retry N] [--verbose] [--tls-ca F [--tls-cert F --tls-key F]]",
 		Short: "Send one message through the router (the module found in the catalog) and print the reply",
@@ -166,7 +169,7 @@ with its edge's configuration instead).`,
 			}
 			policy := router.RetryPolicy{MaxAttempts: attempts}
 			ctx := cmd.Context()
-			c, err := g.readConfig(tf.apply)
+			c, err := g.readConfig(tf.apply, nf.apply)
 			if err != nil {
 				return err
 			}
@@ -211,5 +214,6 @@ with its edge's configuration instead).`,
 	f.IntVar(&attempts, "edge-retry", 1, "maxAttempts of the edge's retry policy (1–10; retries wait 1 s, doubling)")
 	f.BoolVar(&verbose, "verbose", false, "print the message's trace id (trace_id <hex>) to stderr")
 	tf.add(f)
+	nf.add(f)
 	return cmd
 }
