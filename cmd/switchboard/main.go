@@ -23,7 +23,6 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
-	_ "github.com/switchboard-io/switchboard/kube" // kube://NAMESPACE
 	_ "github.com/switchboard-io/switchboard/postgres"
 	_ "github.com/switchboard-io/switchboard/remote"
 	_ "github.com/switchboard-io/switchboard/sqlite"

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -16,7 +14,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/natswire"
-	"github.com/switchboard-io/switchboard/natswire/embedded"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
 	"github.com/switchboard-io/switchboard/tracing"
@@ -71,32 +68,11 @@ func natsDataDir(c config.Config) string {
 	return filepath.Join(".data", "nats")
 }
 
-func startBroker(g *globals, listen, dir string) (*embedded.Server, error) {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "want host:port, e.g. 127.0.0.1:4222"})
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 0 || p > 65535 {
-		return nil, usage(&switchboard.FieldError{Field: "listen", Value: listen, Reason: "port must be 0 to 65535"})
-	}
-	if p == 0 {
-		p = -1 // any free port
-	}
-	return embedded.Start(embedded.Options{Dir: dir, Host: host, Port: p, Logger: g.log})
-}
-
-// natsWire connects to url with the [nats] credentials and TLS and
-// returns the wire of the configured mode, logging which wire the process
-// uses and the server it reached. Options that cannot work (a missing
-// file) are a usage error before any connection; a failed connection is
-// returned as is (callers fall back to gRPC where they can).
+// natsWire connects to url and returns the wire of the configured mode,
+// logging which wire the process uses. A failed connection is returned
+// (callers fall back to gRPC where they can).
 func natsWire(g *globals, c config.Config, url string) (*natswire.Wire, error) {
-	copts, err := g.natsConnectOptions(c)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := natswire.Connect(url, copts)
+	nc, err := natswire.Connect(url, natswire.ConnectOptions{Name: "switchboard-cli", Logger: g.log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +80,12 @@ func natsWire(g *globals, c config.Config, url string) (*natswire.Wire, error) {
 	if c.Transport.NATSJetStream() {
 		mode = natswire.JetStream
 	}
-	w, err := natswire.New(nc, natswire.Options{Mode: mode, Logger: g.log, Replicas: c.NATS.StreamReplicas})
+	w, err := natswire.New(nc, natswire.Options{Mode: mode, Logger: g.log})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	g.log.Info("transport: "+mode.String(), "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+	g.log.Info("transport: "+mode.String(), "url", nc.ConnectedUrlRedacted())
 	return w, nil
 }
 
@@ -129,9 +105,6 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return false, nil
 	}
 	w, err := natsWire(g, c, url)
-	if errors.As(err, new(usageError)) {
-		return true, err
-	}
 	if err != nil {
 		g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
 		return false, nil
@@ -197,9 +170,6 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		g.log.Info("send: the target is on NATS and no NATS URL is configured; trying the local broker", "url", url)
 	}
 	w, err := natsWire(g, c, url)
-	if errors.As(err, new(usageError)) {
-		return true, err
-	}
 	if err != nil {
 		if len(addrs) == 0 {
 			g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
@@ -259,7 +229,6 @@ func serveNATS(ctx context.Context, g *globals, c config.Config, cat switchboard
 		return b.Shutdown, nil
 	}
 	c.Transport.NATSURL = b.ClientURL()
-	c.NATS = config.NATS{StreamReplicas: 1} // the embedded broker: no credentials, no TLS, one server
 	w, err := natsWire(g, c, b.ClientURL())
 	if err != nil {
 		b.Shutdown()
