@@ -56,7 +56,7 @@ func (s *Server) Answer(r *dns.Msg, tcp bool) *dns.Msg {
 	m.Authoritative = true
 	limit := s.opts.MaxRecords
 	if tcp {
-		limit = 0
+		limit = maxTCPRecords
 	}
 	a := answer{s: s, m: m, q: q, limit: limit}
 	a.resolve(strings.TrimSuffix(rest, "."), q.Name[:len(rest)])
@@ -70,12 +70,17 @@ func (s *Server) Answer(r *dns.Msg, tcp bool) *dns.Msg {
 	return m
 }
 
+// maxTCPRecords bounds the records of a TCP answer: more A records than
+// fit in the largest message (about 4,000 of 16 bytes), so every record
+// that fits is answered without building thousands that cannot be sent.
+const maxTCPRecords = dns.MaxMsgSize / 16
+
 // answer builds one reply.
 type answer struct {
 	s     *Server
 	m     *dns.Msg
 	q     dns.Question
-	limit int  // most records; 0: all
+	limit int  // most records
 	nx    bool // the name does not exist
 }
 
@@ -245,12 +250,9 @@ func (a *answer) pick(list []switchboard.Instance, ok func(target) bool) []targe
 	if n == 0 {
 		return nil
 	}
-	var out []target
-	if a.limit > 0 {
-		out = make([]target, 0, min(a.limit, n))
-	}
+	out := make([]target, 0, min(a.limit, n))
 	start := rand.IntN(n)
-	for i := 0; i < n && (a.limit == 0 || len(out) < a.limit); i++ {
+	for i := 0; i < n && len(out) < a.limit; i++ {
 		in := &list[(start+i)%n]
 		if !Serves(in) {
 			continue

@@ -54,6 +54,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -191,16 +192,18 @@ func (s *Server) Serve(pc net.PacketConn, ln net.Listener) error {
 	var started []chan error
 	start := func(srv *dns.Server, run func() error) {
 		ch := make(chan error, 1)
-		srv.NotifyStartedFunc = func() { ch <- nil }
+		var up atomic.Bool
+		srv.NotifyStartedFunc = func() { up.Store(true); ch <- nil }
 		started = append(started, ch)
 		s.servers = append(s.servers, srv)
 		go func() {
-			if err := run(); err != nil {
-				select {
-				case ch <- err:
-				default:
-					s.log.Error("dns: server stopped", "err", err)
-				}
+			err := run()
+			switch {
+			case err == nil:
+			case !up.Load():
+				ch <- err // Serve returns it
+			default:
+				s.log.Error("dns: server stopped", "err", err)
 			}
 		}()
 	}
