@@ -24,7 +24,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	var demo bool
 	var dnsListen, dnsDomain string
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--token-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--demo]",
+		Use:   "serve [--listen ADDR] [--token-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--dns ADDR] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
 		Long: `Serve the configured catalog over HTTP until Ctrl-C: the JSON API under /v1/, the SSE watch, the
 dashboard, Prometheus metrics and health. Clients (any CLI command, or the Go library) reach it
@@ -34,10 +34,16 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 Clients send the token (http.token; --token-file keeps it out of the process list); the admin
 token (http.admin_token, --admin-token-file) alone reaps live rows, deletes another client's
 row and releases another's lease. Without any token the server answers only IP addresses,
-localhost and --allowed-hosts, and warns at start when it listens beyond loopback.`,
+localhost and --allowed-hosts, and warns at start when it listens beyond loopback.
+
+With --dns ADDR it also answers DNS over UDP and TCP from its cache of the catalog: A, AAAA
+and SRV of NAME.service.switchboard, CAPABILITY.cap.switchboard, TYPE.type.switchboard and
+ID.instance.switchboard (--dns-domain changes the domain; [dns] ttl and max_records tune the
+answers).`,
 		Example: `  switchboard serve
   switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' serve --listen :8080 --token-file /run/secrets/sb-token --admin-token-file /run/secrets/sb-admin
-  switchboard --dsn http://127.0.0.1:8080 ls`,
+  switchboard --dsn http://127.0.0.1:8080 ls
+  switchboard serve --dns 127.0.0.1:8600   # then: dig @127.0.0.1 -p 8600 api.service.switchboard`,
 		Annotations: map[string]string{
 			annEnv: envDSNHelp + "\nSWITCHBOARD_HTTP_LISTEN  address to listen on (--listen wins)\nSWITCHBOARD_HTTP_TOKEN  API token (--token wins)\n" +
 				"SWITCHBOARD_HTTP_TOKEN_FILE, SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE  files holding the API and admin tokens (--token-file, --admin-token-file win)\n" +
