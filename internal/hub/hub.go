@@ -84,8 +84,10 @@ type Hub struct {
 	last    Mark
 	gaps    map[int64]*gap
 	epoch   string // the history seq belongs to (Snapshot.Epoch)
-	// tombs holds the position of each recent deletion (see versions.go).
-	tombs map[string]int64
+	// tombs holds the position of each recent deletion (see versions.go);
+	// reading counts the loop's snapshot reads in flight, which keep them.
+	tombs   map[string]int64
+	reading int
 	// force is set while a snapshot of another history is applied: its
 	// versions are not comparable with the mirror's, and it rules.
 	force bool
@@ -375,7 +377,15 @@ func (h *Hub) step() error {
 		return h.fail(err)
 	}
 	if reset {
+		// Tombstones stay while the read is in flight: its rows may
+		// predate a deletion applied meanwhile (versions.go).
+		h.mu.Lock()
+		h.reading++
+		h.mu.Unlock()
 		s, err := h.src.Snapshot(ctx)
+		h.mu.Lock()
+		h.reading--
+		h.mu.Unlock()
 		if err != nil {
 			return h.fail(err)
 		}
@@ -548,7 +558,7 @@ func (h *Hub) applyPart(ins []switchboard.Instance, digests []uint64, now time.T
 func (h *Hub) endSnapshot(s Snapshot) {
 	h.bulk = false
 	heap.Init(&h.dl)
-	h.dropUnseen(h.gen, s.Now, max(s.Read, s.Seq), nil)
+	h.dropUnseen(h.gen, s.Now, reflected(s.Seq, s.Read, s.Missing), nil)
 	h.epoch = s.Epoch
 	h.seq, h.read, h.last = 0, 0, s.Last // a snapshot sets the cursor, forward or back
 	h.advance(s.Seq, s.Read, s.Missing)
@@ -602,15 +612,15 @@ func (h *Hub) upsert(in *switchboard.Instance, now time.Time) *entry {
 }
 
 // dropUnseen removes the entries that generation gen, read at catalog time
-// now and reflecting the log up to read, did not see (mark) and keep does
-// not hold: deleted while the hub was not looking. An entry whose version
-// is above read was written after the read and stays. A row past its TTL
-// was reaped (expired); why any other left, the read cannot tell
-// (unknown): the log that said it was trimmed, or belongs to another
-// history.
-func (h *Hub) dropUnseen(gen uint64, now time.Time, read int64, keep map[string]struct{}) {
+// now and reflecting the log as sees says, did not see (mark) and keep
+// does not hold: deleted while the hub was not looking. An entry whose
+// version the read did not reflect (written after it, or by a writer
+// still in flight then) stays. A row past its TTL was reaped (expired);
+// why any other left, the read cannot tell (unknown): the log that said it
+// was trimmed, or belongs to another history.
+func (h *Hub) dropUnseen(gen uint64, now time.Time, sees func(rev int64) bool, keep map[string]struct{}) {
 	for id, e := range h.entries {
-		if _, k := keep[id]; k || e.mark == gen || (!h.force && e.inst.Revision > read) {
+		if _, k := keep[id]; k || e.mark == gen || (!h.force && !sees(e.inst.Revision)) {
 			continue
 		}
 		reason := switchboard.ReasonUnknown
@@ -623,6 +633,20 @@ func (h *Hub) dropUnseen(gen uint64, now time.Time, read int64, keep map[string]
 			h.tomb(id, e.inst.Revision)
 		}
 		h.delete(id, reason, 0)
+	}
+}
+
+// reflected returns whether a read at cursor (seq, read, missing) reflects
+// the change at revision rev: at or below read and not missing (0, an
+// unknown revision, always).
+func reflected(seq, read int64, missing []int64) func(rev int64) bool {
+	read = max(read, seq)
+	return func(rev int64) bool {
+		if rev > read {
+			return false
+		}
+		_, in := slices.BinarySearch(missing, rev)
+		return !in
 	}
 }
 

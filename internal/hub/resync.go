@@ -145,7 +145,7 @@ func (h *Hub) resyncWhole(ctx context.Context) error {
 	if !h.reconcile(snap.Instances, nil, snap.Now, gen) {
 		return errSuperseded
 	}
-	h.sweep(gen, snap.Now, max(snap.Read, snap.Seq))
+	h.sweep(gen, snap.Now, reflected(snap.Seq, snap.Read, snap.Missing))
 	return nil
 }
 
@@ -161,7 +161,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 		gen   uint64
 		begun bool
 		now   time.Time
-		read  int64
+		sees  func(int64) bool
 	)
 	// begin starts the generation at the read's first row or part (both
 	// come from the source's goroutine, in order).
@@ -175,7 +175,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 			return errOtherEpoch
 		}
 		h.gen++
-		gen, begun, now, read = h.gen, true, head.Now, max(head.Read, head.Seq)
+		gen, begun, now, sees = h.gen, true, head.Now, reflected(head.Seq, head.Read, head.Missing)
 		return nil
 	}
 	held := func(head *Part, id string, digest uint64, lastSeen time.Time) bool {
@@ -214,7 +214,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 	case !begun:
 		return errNoParts
 	}
-	h.sweep(gen, now, read)
+	h.sweep(gen, now, sees)
 	return nil
 }
 
@@ -270,12 +270,12 @@ func (h *Hub) keep(e *entry, lastSeen, now time.Time, gen uint64) {
 }
 
 // sweep ends generation gen's reconciliation, read at catalog time now
-// and reflecting the log up to read: an entry it did not see and the log
+// and reflecting the log as sees says: an entry it did not see and the log
 // did not touch was deleted while the hub was not looking.
-func (h *Hub) sweep(gen uint64, now time.Time, read int64) {
+func (h *Hub) sweep(gen uint64, now time.Time, sees func(rev int64) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gen == gen {
-		h.dropUnseen(gen, now, read, h.touched)
+		h.dropUnseen(gen, now, sees, h.touched)
 	}
 }

@@ -19,8 +19,8 @@ import (
 // is a cursor (what has been read), never the mirror's version.
 //
 // A deletion leaves a tombstone with its position while a state older
-// than it may still arrive: while a full resync is in flight (its read may
-// predate the deletion), or while the deletion lies above the cursor's
+// than it may still arrive: while a full resync or a snapshot read is in
+// flight (its read may predate the deletion), or while the deletion lies above the cursor's
 // Seq (a publish or push of an older state may still be on its way; at
 // or below Seq one is ignored, since a log read already brought the row's
 // state as of that read). Tombstones are dropped as the cursor passes
@@ -183,9 +183,10 @@ func (h *Hub) oldestMissing() (int64, time.Duration) {
 }
 
 // pruneTombs drops the tombstones at or below the cursor's Seq, unless a
-// resync is in flight (its read may predate any of them).
+// resync or a snapshot read is in flight (its read may predate any of
+// them).
 func (h *Hub) pruneTombs() {
-	if h.touched != nil || len(h.tombs) == 0 {
+	if h.touched != nil || h.reading > 0 || len(h.tombs) == 0 {
 		return
 	}
 	for id, rev := range h.tombs {
