@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,22 +20,30 @@ import (
 	"github.com/switchboard-io/switchboard/router"
 )
 
-// testCluster is a 3-node NATS cluster in this process, each node on
-// fixed loopback ports (so a node restarts where it was) and, with
-// JetStream, its own store directory.
+// testCluster is a 3-node NATS cluster, each node on fixed loopback ports
+// (so a node restarts where it was) and, with JetStream, its own store
+// directory. The nodes run in this process (the embedded nats-server), or,
+// bin set, as processes of that nats-server binary.
 type testCluster struct {
 	t          *testing.T
 	jetstream  bool
+	bin        string
 	names      []string
 	clientPort []int
 	routePort  []int
 	dirs       []string
-	nodes      []*server.Server
+	nodes      []*server.Server // in process
+	procs      []*exec.Cmd      // bin set
 }
 
 func startCluster(t *testing.T, jetstream bool) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, jetstream: jetstream}
+	return startClusterOf(t, jetstream, "")
+}
+
+func startClusterOf(t *testing.T, jetstream bool, bin string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, jetstream: jetstream, bin: bin, procs: make([]*exec.Cmd, 3)}
 	base := t.TempDir()
 	for i := range 3 {
 		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
@@ -46,10 +56,9 @@ func startCluster(t *testing.T, jetstream bool) *testCluster {
 		c.start(i)
 	}
 	t.Cleanup(func() {
-		for _, s := range c.nodes {
-			if s != nil {
-				s.Shutdown()
-				s.WaitForShutdown()
+		for i := range 3 {
+			if c.nodes[i] != nil || c.procs[i] != nil {
+				c.kill(i)
 			}
 		}
 	})
@@ -62,6 +71,10 @@ func (c *testCluster) start(i int) {
 	var routes []string
 	for _, p := range c.routePort {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	if c.bin != "" {
+		c.startProcess(i, strings.Join(routes, ","))
+		return
 	}
 	opts := &server.Options{
 		ServerName: c.names[i],
@@ -87,10 +100,39 @@ func (c *testCluster) start(i int) {
 	c.nodes[i] = s
 }
 
-// kill stops node i at once. In process, Shutdown stands in for SIGKILL:
-// the node's client and route connections close without a goodbye and
-// its store is left as it is at that moment.
+// startProcess starts node i as a nats-server process and waits until
+// it accepts connections.
+func (c *testCluster) startProcess(i int, routes string) {
+	c.t.Helper()
+	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(c.clientPort[i]), "-n", c.names[i],
+		"--cluster", "nats://127.0.0.1:" + strconv.Itoa(c.routePort[i]), "--cluster_name", "sbtest", "--routes", routes}
+	if c.jetstream {
+		args = append(args, "-js", "-sd", c.dirs[i])
+	}
+	cmd := exec.Command(c.bin, args...)
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.procs[i] = cmd
+	waitUntilT(c.t, "node "+c.names[i]+" accepts connections", func() bool {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(c.clientPort[i]), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+}
+
+// kill stops node i at once: a process gets SIGKILL; in process, Shutdown
+// stands in for it (the node's client and route connections close
+// without a goodbye, and its store is left as it is at that moment).
 func (c *testCluster) kill(i int) {
+	if p := c.procs[i]; p != nil {
+		_ = p.Process.Kill()
+		_ = p.Wait()
+		c.procs[i] = nil
+		return
+	}
 	c.nodes[i].Shutdown()
 	c.nodes[i].WaitForShutdown()
 	c.nodes[i] = nil
@@ -137,7 +179,9 @@ func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // TestClusterNodeKilled: a 3-node JetStream cluster, the wire's streams
-// with 3 replicas. 2,000 durable messages are published (8 publishers,
+// with 3 replicas, its nodes in this process and, when the machine has a
+// nats-server binary, as processes killed with SIGKILL (that half is
+// skipped, and says so, without one). 2,000 durable messages are published (8 publishers,
 // each message with its own step key) and requests sent, while the node
 // leading the edge stream is killed and later restarted on its store.
 // Every message is handled by the receiving module, every request is
@@ -148,8 +192,18 @@ func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 // redelivery whose first acknowledgement was lost with the node) are
 // counted and reported, not failed.
 func TestClusterNodeKilled(t *testing.T) {
+	t.Run("in process", func(t *testing.T) { clusterNodeKilled(t, startCluster(t, true)) })
+	t.Run("nats-server processes", func(t *testing.T) {
+		bin, err := exec.LookPath("nats-server")
+		if err != nil {
+			t.Skip("no nats-server binary on PATH: the cluster ran in process only")
+		}
+		clusterNodeKilled(t, startClusterOf(t, true, bin))
+	})
+}
+
+func clusterNodeKilled(t *testing.T, c *testCluster) {
 	const total = 2000
-	c := startCluster(t, true)
 	opts := Options{Mode: JetStream, Replicas: 3, AckWait: 2 * time.Second, InProgressInterval: 500 * time.Millisecond,
 		HealthInterval: 500 * time.Millisecond, GracePeriod: time.Second}
 

@@ -66,6 +66,13 @@ func (w *Wire) listenJS(ctx context.Context, r *Receiver, h router.Handler) erro
 	return nil
 }
 
+// pullHeartbeat is how often the broker confirms a waiting pull request.
+// Two missed in a row make the client pull again: after a cluster moves
+// the consumer's leader to another server (the leader's server died), its
+// pull requests are gone, and delivery resumes within 2 × pullHeartbeat
+// (nats.go's default, half the 30 s pull expiry, would stall it for 30 s).
+const pullHeartbeat = 2 * time.Second
+
 // supervise keeps one durable consumer alive for the life of ctx: when the
 // broker loses the stream or the consumer (a restart without its store, a
 // deletion), it re-creates both and consumes again, without a module
@@ -91,7 +98,7 @@ func (w *Wire) supervise(ctx context.Context, s *serving, stream string, cfg jet
 		lost := make(chan error, 1)
 		cc, err := cons.Consume(func(m jetstream.Msg) {
 			s.spawn(func(hctx context.Context) { w.handleJS(hctx, h, m) })
-		}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		}, jetstream.PullHeartbeat(pullHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if isGone(err) {
 				select {
 				case lost <- err:
