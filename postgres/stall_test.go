@@ -163,3 +163,27 @@ func TestRestoreUnderSameEpoch(t *testing.T) {
 		return testkit.JoinIDs(ins)
 	})
 }
+
+// TestNewWatcherBesideStalledWriter: a process that starts watching while
+// a writer holds its transaction open after drawing its seq gets its first
+// snapshot at once (it does not wait for the writer), with every committed
+// row, names the held seq as awaited, and gets the held change once it
+// commits.
+func TestNewWatcherBesideStalledWriter(t *testing.T) {
+	dsn := pgtest.Schema(t, testDSN)
+	writer := openDSN(t, dsn, switchboard.Options{})
+	reg(t, writer, "before", "h:1")
+	held, commit := openWriter(t, dsn, "held")
+	reg(t, writer, "after", "h:1")
+
+	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
+	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
+	if err != nil {
+		t.Fatalf("a first watch beside a stalled writer: %v", err)
+	}
+	set := testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the committed rows", func() string { return "after before" })
+	testkit.WaitUntil(t, "WatchStats to name the held seq", func() bool { return watcher.WatchStats().WaitingFor == held })
+	commit(true)
+	set.WaitForSet(t, "the held writer's change once it commits", func() string { return "after before held" })
+}

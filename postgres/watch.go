@@ -242,14 +242,18 @@ func (s source) settledRead(ctx context.Context, read func(head hub.Part, rows p
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		settled, err := s.snapshot(ctx, w, read)
+		// Writers in flight end within a commit: a few short waits settle
+		// them. One that holds its transaction open is not waited for past
+		// unsettledAfter: the read then names missing every number of the
+		// last missingWindow it cannot see, and the hub reads them again.
+		unsettled := time.Since(start) >= unsettledAfter
+		settled, err := s.snapshot(ctx, w, read, unsettled)
 		if err != nil || settled {
 			return err
 		}
 		if attempt >= 2 {
-			// Writers in flight end within a commit; one that holds its
-			// transaction open is waited for, up to ctx.
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("change-log writers still in flight (transactions %v): %w", w.xids, ctx.Err())
@@ -259,9 +263,22 @@ func (s source) settledRead(ctx context.Context, read func(head hub.Part, rows p
 	}
 }
 
+// A snapshot waits at most unsettledAfter for the writers it observed;
+// then every number of the last missingWindow below the last one drawn
+// that it cannot see is missing (read again later), and the numbers before
+// them are taken as settled. A writer of this package is rolled back long
+// before missingWindow numbers pass (writerIdle, writerStatement); another
+// client's transaction held open across that many changes may have its
+// change found only by the periodic resync.
+const (
+	unsettledAfter = 200 * time.Millisecond
+	missingWindow  = 10000
+)
+
 // snapshot is one attempt of settledRead after observing w; settled is
-// false (and nothing is read) while w's writers have not all ended.
-func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part, rows pgx.Rows) error) (settled bool, err error) {
+// false (and nothing is read) while w's writers have not all ended, unless
+// unsettled says to read anyway (see unsettledAfter).
+func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part, rows pgx.Rows) error, unsettled bool) (settled bool, err error) {
 	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		var head hub.Part
 		var mvcc string
@@ -273,13 +290,21 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 		}
 		head.Now, head.Rows = head.Now.UTC(), max(head.Rows, 0) // reltuples is -1 before the first analyze
 		ms, err := parseSnapshot(mvcc)
-		if err != nil || !w.settledIn(ms) {
+		if err != nil {
 			return err
 		}
+		// Up to base everything is settled: w.drawn when w's writers have
+		// all ended; else the start of the window. After it, the entries
+		// that follow one another are settled too.
+		base := w.drawn
+		if !w.settledIn(ms) {
+			if !unsettled {
+				return nil
+			}
+			base = max(w.drawn-missingWindow, 0)
+		}
 		settled = true
-		// Up to w.drawn everything is settled; after it, the entries that
-		// follow one another are too.
-		after, err := tx.Query(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, w.drawn)
+		after, err := tx.Query(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, base)
 		if err != nil {
 			return err
 		}
@@ -287,7 +312,7 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 		if err != nil {
 			return err
 		}
-		head.Seq = max(w.drawn, trimmed)
+		head.Seq = max(base, trimmed)
 		for _, seq := range above {
 			if seq != head.Seq+1 {
 				break
