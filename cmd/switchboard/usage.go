@@ -108,7 +108,8 @@ const (
 	envPollHelp = envPoll + "  safety-net resync period of watches"
 	envTTLHelp  = envTTL + "  TTL of the registration (--ttl wins)"
 	envTLSHelp  = "SWITCHBOARD_TRANSPORT_TLS_CERT, _KEY, _CA  TLS of the module wire (--tls-cert, --tls-key, --tls-ca win)\n" +
-		"TINY_NATS_URL, TINY_NATS_TRANSPORT  the NATS module wire instead of gRPC (jetstream: the durable wire)"
+		"TINY_NATS_URL, TINY_NATS_TRANSPORT  the NATS module wire instead of gRPC (jetstream: the durable wire)\n" +
+		"SWITCHBOARD_NATS_CREDS, _NKEY, _USER, _PASSWORD, _TOKEN, _TLS_CA, _TLS_CERT, _TLS_KEY, _TLS_FIRST, _STREAM_REPLICAS  NATS credentials, TLS and stream replicas (the --nats-* flags win)"
 	envHeartbeatHelp = envHeartbeat + "  heartbeat interval, 10ms to ttl/2 (--heartbeat wins; default min(3s, ttl/3), at least 10ms)"
 
 	exitDefault = "0  success\n1  failure (catalog unreachable, no such instance, …)\n2  invalid input: one line on stderr naming the flag"
