@@ -157,6 +157,13 @@ type Event struct {
 	// watcher's clock, a resync). Per instance, the revisions a watcher
 	// sees never decrease. Zero when the catalog does not track versions.
 	Revision int64
+	// Position, when not empty, is a point of the catalog's history this
+	// event leaves its watcher at: a watch resumed from it
+	// (WatchResumer.WatchFrom) misses no change after it. Opaque; empty on
+	// events that are no such point (those of an initial snapshot before
+	// its EventSynced, of a catch-up before its end) and on catalogs that
+	// cannot resume watches.
+	Position string
 }
 
 // Catalog is the registry every backend implements. Implementations are safe
@@ -276,6 +283,9 @@ type WatchStats struct {
 	// meanwhile: only its own change waits.
 	WaitingFor   int64
 	WaitingSince time.Duration
+	// Server is the server a client of `switchboard serve` (an http://
+	// DSN) asks now, which answered these figures; "" for other catalogs.
+	Server string
 }
 
 // WatchStatser is implemented by catalogs that report their WatchStats

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Open) {
 		{"ReapGrace", testReapGrace},
 		{"WatchSnapshotAndDeltas", testWatchDeltas},
 		{"Revisions", testRevisions},
+		{"WatchFrom", testWatchFrom},
 		{"WatchFilter", testWatchFilter},
 		{"WatchHeartbeatIsNotAnEvent", testWatchHeartbeat},
 		{"WatchExpiryAndRevival", testWatchExpiry},

@@ -31,6 +31,25 @@ func (c *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switch
 	return ch, nil
 }
 
+var _ switchboard.WatchResumer = (*Catalog)(nil)
+
+// WatchFrom resumes a watch from an Event.Position an earlier watch of this
+// catalog delivered (in any process); see switchboard.WatchResumer.
+func (c *Catalog) WatchFrom(ctx context.Context, q switchboard.Query, position string) (<-chan switchboard.Event, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	h, err := c.startHub()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := h.WatchFrom(ctx, q, position)
+	if err != nil {
+		return nil, c.wrap("watch from", err)
+	}
+	return ch, nil
+}
+
 func (c *Catalog) startHub() (*hub.Hub, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -38,7 +57,7 @@ func (c *Catalog) startHub() (*hub.Hub, error) {
 		return nil, switchboard.ErrClosed
 	}
 	if c.hub == nil {
-		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.opts.Logger,
+		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.opts.Logger, Resumable: true,
 			SelfPreservationThreshold: c.opts.SelfPreservationThreshold, SelfPreservationMin: c.opts.SelfPreservationMin})
 		c.listenWG.Add(1)
 		go c.listen()

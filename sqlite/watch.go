@@ -32,6 +32,22 @@ func (c *Catalog) Watch(ctx context.Context, q switchboard.Query) (<-chan switch
 	return ch, nil
 }
 
+var _ switchboard.WatchResumer = (*Catalog)(nil)
+
+// WatchFrom resumes a watch from an Event.Position an earlier watch of this
+// catalog delivered; see switchboard.WatchResumer.
+func (c *Catalog) WatchFrom(ctx context.Context, q switchboard.Query, position string) (<-chan switchboard.Event, error) {
+	h, err := c.watchHub()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := h.WatchFrom(ctx, q, position)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: watch from %q: %w", position, err)
+	}
+	return ch, nil
+}
+
 func (c *Catalog) watchHub() (*hub.Hub, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -39,7 +55,7 @@ func (c *Catalog) watchHub() (*hub.Hub, error) {
 		return nil, errClosed("watch")
 	}
 	if c.hub == nil {
-		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.log,
+		c.hub = hub.New(source{c}, hub.Options{PollInterval: c.opts.PollInterval, Logger: c.log, Resumable: true,
 			SelfPreservationThreshold: c.opts.SelfPreservationThreshold, SelfPreservationMin: c.opts.SelfPreservationMin})
 		if c.path != "" {
 			c.detector = c.detect(c.hub.Notify)

@@ -29,6 +29,11 @@ type Options struct {
 	// SelfPreservationMin is the smallest number of instances at which
 	// self-preservation applies (default 10; negative disables it).
 	SelfPreservationMin int
+	// Resumable makes watchers' events carry Event.Position and enables
+	// WatchFrom: for a source whose log positions are stable across
+	// processes (both SQL backends), not one that numbers its changes
+	// itself.
+	Resumable bool
 }
 
 // Stats is a snapshot of a hub's state, for metrics and tests.
@@ -258,7 +263,7 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 			s.initial = append(s.initial, snapItem{e.inst, e.expired})
 		}
 	}
-	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced})
+	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced, Position: h.position()})
 	if !h.healthy {
 		s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 	}
@@ -495,7 +500,7 @@ func (h *Hub) recovered() {
 	}
 	h.log.Info("catalog reachable again: each instance may expire only after one more TTL of its own")
 	for s := range h.subs {
-		s.mark(switchboard.Event{Kind: switchboard.EventSynced})
+		s.mark(switchboard.Event{Kind: switchboard.EventSynced, Position: h.position()})
 	}
 }
 

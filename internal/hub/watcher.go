@@ -195,7 +195,7 @@ func (h *Hub) catchUp(s *sub) []switchboard.Event {
 	if len(s.pending) == 0 {
 		s.behind, s.pending = false, nil
 		if h.healthy {
-			out = append(out, switchboard.Event{Kind: switchboard.EventSynced})
+			out = append(out, switchboard.Event{Kind: switchboard.EventSynced, Position: h.position()})
 		} else {
 			out = append(out, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 		}
@@ -286,6 +286,7 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		return
 	}
 	same := old != nil && cur != nil && oldExpired == curExpired && sameContent(old, cur)
+	pos := h.position()
 	id := ""
 	if cur != nil {
 		id = cur.ID
@@ -299,7 +300,7 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		switch {
 		case !was && is:
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired), Revision: cur.Revision}
+				return switchboard.Event{Kind: switchboard.EventAdded, Instance: view(cur, curExpired), Revision: cur.Revision, Position: pos}
 			}
 		case was && !is:
 			r := reason
@@ -315,11 +316,12 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 			}
 			v := max(rev, in.Revision)
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired), Revision: v}
+				return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: view(in, curExpired || oldExpired), Revision: v,
+					Position: pos}
 			}
 		case was && is && !same:
 			event = func() switchboard.Event {
-				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired), Revision: cur.Revision}
+				return switchboard.Event{Kind: switchboard.EventUpdated, Instance: view(cur, curExpired), Revision: cur.Revision, Position: pos}
 			}
 		default:
 			continue

@@ -1,0 +1,152 @@
+package hub
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// Positions (Event.Position) are "<seq>@<epoch>": the cursor's Seq when
+// the event was made and the catalog's history. Every change at or below
+// Seq was applied to the mirror before, so its events were queued to the
+// watcher before this one: a watch resumed from the position misses
+// nothing. Only events that are such a point carry one (a live change, a
+// Synced); those of an initial snapshot or of a catch-up before its end do
+// not.
+
+// position is the watchers' resume point now ("" unless Resumable; h.mu
+// held).
+func (h *Hub) position() string {
+	if !h.opts.Resumable {
+		return ""
+	}
+	return strconv.FormatInt(h.seq, 10) + "@" + h.epoch
+}
+
+// parsePosition splits a position; ok is false for a malformed one.
+func parsePosition(p string) (seq int64, epoch string, ok bool) {
+	s, epoch, found := strings.Cut(p, "@")
+	if !found {
+		return 0, "", false
+	}
+	seq, err := strconv.ParseInt(s, 10, 64)
+	return seq, epoch, err == nil && seq >= 0
+}
+
+// resumeRead is how many log reads WatchFrom makes at most to reach the
+// hub's own position; past it, live changes (queued meanwhile) bring the
+// rest.
+const resumeRead = 64
+
+// WatchFrom streams the instances selected by q from position on, as
+// switchboard.WatchResumer documents. The watcher is subscribed first (its
+// live changes queue while the log is read), then the log after position
+// is read to the hub's own position, and each instance it names is sent
+// as the mirror holds it (or its removal, with the log's reason), then
+// Synced, then the queued changes.
+func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position string) (<-chan switchboard.Event, error) {
+	floor, epoch, ok := parsePosition(position)
+	if !h.opts.Resumable || !ok {
+		return nil, fmt.Errorf("%w: %q is not a position this catalog's watches gave", switchboard.ErrPositionGone, position)
+	}
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	s := newSub(q)
+	h.mu.Lock()
+	select {
+	case <-h.done:
+		h.mu.Unlock()
+		return nil, switchboard.ErrClosed
+	default:
+	}
+	if epoch != h.epoch {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: position of another history than the catalog's", switchboard.ErrPositionGone)
+	}
+	target, at := max(h.read, h.seq), h.seq
+	h.subs[s] = struct{}{} // its changes queue from now; no pump yet
+	h.mu.Unlock()
+
+	last, err := h.readSince(ctx, floor, epoch, target)
+	h.mu.Lock()
+	if err != nil {
+		delete(h.subs, s)
+		h.mu.Unlock()
+		return nil, err
+	}
+	ids := make([]string, 0, len(last))
+	for id := range last {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(last[a].Seq, last[b].Seq) })
+	for _, id := range ids {
+		s.marks = append(s.marks, h.resumeEvent(s, id, last[id]))
+	}
+	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced,
+		Position: strconv.FormatInt(max(at, floor), 10) + "@" + epoch})
+	if !h.healthy {
+		s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
+	}
+	h.pumps.Add(1)
+	h.mu.Unlock()
+	go h.pump(ctx, s)
+	return s.out, nil
+}
+
+// readSince reads the log after floor up to target (at most resumeRead
+// reads) and returns the last change of each instance it names.
+func (h *Hub) readSince(ctx context.Context, floor int64, epoch string, target int64) (map[string]Change, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	last := make(map[string]Change)
+	cur := Cursor{Seq: floor, Read: floor}
+	for range resumeRead {
+		b, err := h.src.ChangesSince(ctx, cur)
+		switch {
+		case errors.Is(err, ErrCursorGone):
+			return nil, fmt.Errorf("%w: %v", switchboard.ErrPositionGone, err)
+		case err != nil:
+			return nil, fmt.Errorf("read the change log: %w", err)
+		case b.Epoch != epoch:
+			return nil, fmt.Errorf("%w: the catalog's history changed", switchboard.ErrPositionGone)
+		}
+		for _, c := range b.Changes {
+			if p, ok := last[c.ID]; !ok || c.Seq > p.Seq {
+				last[c.ID] = c
+			}
+		}
+		read := max(b.Read, b.Seq)
+		if len(b.Changes) == 0 || read >= target {
+			break
+		}
+		cur = Cursor{Seq: b.Seq, Read: read, Missing: b.Missing}
+	}
+	return last, nil
+}
+
+// resumeEvent is what a resumed watcher s is told of id, whose last change
+// after its position is c (h.mu held): its state now, or its removal.
+func (h *Hub) resumeEvent(s *sub, id string, c Change) switchboard.Event {
+	if e := h.entries[id]; e != nil {
+		if s.visible(e.inst, e.expired) {
+			return switchboard.Event{Kind: switchboard.EventUpdated, Instance: e.view(), Revision: e.inst.Revision}
+		}
+		r := switchboard.ReasonDeregistered // no longer matches the query
+		if e.expired {
+			r = switchboard.ReasonExpired
+		}
+		return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: e.view(), Revision: e.inst.Revision}
+	}
+	r, rev := switchboard.ReasonUnknown, int64(0)
+	if c.Deleted && c.Reason != "" {
+		r, rev = c.Reason, c.Seq
+	}
+	return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: switchboard.Instance{ID: id}, Revision: rev}
+}
