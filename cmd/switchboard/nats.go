@@ -68,11 +68,17 @@ func natsDataDir(c config.Config) string {
 	return filepath.Join(".data", "nats")
 }
 
-// natsWire connects to url and returns the wire of the configured mode,
-// logging which wire the process uses. A failed connection is returned
-// (callers fall back to gRPC where they can).
+// natsWire connects to url with the [nats] credentials and TLS and
+// returns the wire of the configured mode, logging which wire the process
+// uses and the server it reached. Options that cannot work (a missing
+// file) are a usage error before any connection; a failed connection is
+// returned as is (callers fall back to gRPC where they can).
 func natsWire(g *globals, c config.Config, url string) (*natswire.Wire, error) {
-	nc, err := natswire.Connect(url, natswire.ConnectOptions{Name: "switchboard-cli", Logger: g.log})
+	copts, err := g.natsConnectOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := natswire.Connect(url, copts)
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +86,12 @@ func natsWire(g *globals, c config.Config, url string) (*natswire.Wire, error) {
 	if c.Transport.NATSJetStream() {
 		mode = natswire.JetStream
 	}
-	w, err := natswire.New(nc, natswire.Options{Mode: mode, Logger: g.log})
+	w, err := natswire.New(nc, natswire.Options{Mode: mode, Logger: g.log, Replicas: c.NATS.StreamReplicas})
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	g.log.Info("transport: "+mode.String(), "url", nc.ConnectedUrlRedacted())
+	g.log.Info("transport: "+mode.String(), "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 	return w, nil
 }
 
@@ -105,6 +111,9 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return false, nil
 	}
 	w, err := natsWire(g, c, url)
+	if errors.As(err, new(usageError)) {
+		return true, err
+	}
 	if err != nil {
 		g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
 		return false, nil
@@ -170,6 +179,9 @@ func sendOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		g.log.Info("send: the target is on NATS and no NATS URL is configured; trying the local broker", "url", url)
 	}
 	w, err := natsWire(g, c, url)
+	if errors.As(err, new(usageError)) {
+		return true, err
+	}
 	if err != nil {
 		if len(addrs) == 0 {
 			g.log.Warn("transport: gRPC fallback (NATS connection failed at start)", "err", err)
@@ -229,6 +241,7 @@ func serveNATS(ctx context.Context, g *globals, c config.Config, cat switchboard
 		return b.Shutdown, nil
 	}
 	c.Transport.NATSURL = b.ClientURL()
+	c.NATS = config.NATS{StreamReplicas: 1} // the embedded broker: no credentials, no TLS, one server
 	w, err := natsWire(g, c, b.ClientURL())
 	if err != nil {
 		b.Shutdown()
