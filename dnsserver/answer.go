@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -87,32 +88,61 @@ type answer struct {
 // resolve answers rest, the query's name without the zone and lower case
 // (asked: the same as asked, for ids), or marks it NXDOMAIN.
 func (a *answer) resolve(rest, asked string) {
-	labels := strings.Split(rest, ".")
-	kind := labels[len(labels)-1]
 	if rest == "" {
 		a.apex()
 		return
 	}
+	// The last three labels are all that any form but instance reads;
+	// n counts them all.
+	var last [3]string
+	n := 0
+	for r := rest; r != ""; n++ {
+		i := strings.LastIndexByte(r, '.')
+		if n < len(last) {
+			last[n] = r[i+1:]
+		}
+		r = r[:max(i, 0)]
+	}
+	kind := last[0]
+	labels := make3(n, last)
 	switch {
-	case len(labels) == 1 && (kind == "service" || kind == "cap" || kind == "type" || kind == "instance" || kind == "addr"):
+	case labels.n == 1 && (kind == "service" || kind == "cap" || kind == "type" || kind == "instance" || kind == "addr"):
 		// The parents of the names answered: they exist, with no records.
-	case kind == "service" && len(labels) == 2 && labels[0] == "_tcp":
+	case kind == "service" && labels.n == 2 && labels.l[0] == "_tcp":
 		// The parent of the RFC 2782 names.
-	case kind == "service" && len(labels) == 2:
-		a.group(labels[0], byName, false)
-	case kind == "service" && len(labels) == 3 && labels[1] == "_tcp" && strings.HasPrefix(labels[0], "_"):
-		a.group(labels[0][1:], byName, true)
-	case kind == "cap" && len(labels) == 2:
-		a.group(labels[0], byCap, false)
-	case kind == "type" && len(labels) == 2:
-		a.group(labels[0], byType, false)
-	case kind == "instance" && len(labels) >= 2:
+	case kind == "service" && labels.n == 2:
+		a.group(labels.l[0], byName, false)
+	case kind == "service" && labels.n == 3 && labels.l[1] == "_tcp" && strings.HasPrefix(labels.l[0], "_"):
+		a.group(labels.l[0][1:], byName, true)
+	case kind == "cap" && labels.n == 2:
+		a.group(labels.l[0], byCap, false)
+	case kind == "type" && labels.n == 2:
+		a.group(labels.l[0], byType, false)
+	case kind == "instance" && labels.n >= 2:
 		a.instance(asked[:len(asked)-len(".instance.")])
-	case kind == "addr" && len(labels) == 2:
-		a.addr(labels[0])
+	case kind == "addr" && labels.n == 2:
+		a.addr(labels.l[0])
 	default:
 		a.nx = true
 	}
+}
+
+// labels3 is up to the last three labels of a name, first to last, and
+// how many labels it has in all.
+type labels3 struct {
+	l [3]string
+	n int
+}
+
+// make3 returns the name's labels from last (its last ones, last first).
+func make3(n int, last [3]string) labels3 {
+	var out labels3
+	out.n = n
+	k := min(n, 3)
+	for i := range k {
+		out.l[i] = last[k-1-i]
+	}
+	return out
 }
 
 // apex answers the zone's own name: its SOA.
@@ -193,11 +223,11 @@ func (a *answer) group(l string, g group, srvOnly bool) {
 	switch {
 	case srvOnly && qt != dns.TypeSRV:
 	case qt == dns.TypeA || qt == dns.TypeAAAA || qt == dns.TypeANY:
-		for _, in := range a.pick(list, func(t target) bool { return t.wants(a.q.Qtype) }) {
-			a.m.Answer = append(a.m.Answer, a.address(a.q.Name, in.ip))
-		}
+		var buf [8]target
+		a.addresses(a.pick(list, func(t target) bool { return t.wants(a.q.Qtype) }, buf[:0]))
 	case qt == dns.TypeSRV:
-		for _, in := range a.pick(list, func(t target) bool { return t.ip.IsValid() || t.host != "" }) {
+		var buf [8]target
+		for _, in := range a.pick(list, func(t target) bool { return t.ip.IsValid() || t.host != "" }, buf[:0]) {
 			a.srv(in)
 		}
 	}
@@ -245,12 +275,11 @@ func (t target) wants(qt uint16) bool {
 // pick returns, in random order, at most limit of the served instances of
 // list whose targets ok accepts: a window of the list from a random place
 // (so each is answered as often as the others), shuffled.
-func (a *answer) pick(list []switchboard.Instance, ok func(target) bool) []target {
+func (a *answer) pick(list []switchboard.Instance, ok func(target) bool, out []target) []target {
 	n := len(list)
 	if n == 0 {
 		return nil
 	}
-	out := make([]target, 0, min(a.limit, n))
 	start := rand.IntN(n)
 	for i := 0; i < n && len(out) < a.limit; i++ {
 		in := &list[(start+i)%n]
@@ -263,6 +292,40 @@ func (a *answer) pick(list []switchboard.Instance, ok func(target) bool) []targe
 	}
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
+}
+
+// addresses adds the A and AAAA records of ts under the question's name,
+// made in one block.
+func (a *answer) addresses(ts []target) {
+	var v4, v6 int
+	for _, t := range ts {
+		if t.ip.Is4() {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	as, aaaas := make([]dns.A, v4), make([]dns.AAAA, v6)
+	ips := make([]byte, 0, 4*v4+16*v6)
+	hdr := dns.RR_Header{Name: a.q.Name, Class: dns.ClassINET, Ttl: a.s.opts.TTL}
+	a.m.Answer = slices.Grow(a.m.Answer, len(ts))
+	for _, t := range ts {
+		if t.ip.Is4() {
+			b := t.ip.As4()
+			ips = append(ips, b[:]...)
+			r := &as[len(as)-v4]
+			v4--
+			r.Hdr, r.Hdr.Rrtype, r.A = hdr, dns.TypeA, ips[len(ips)-4:len(ips):len(ips)]
+			a.m.Answer = append(a.m.Answer, r)
+			continue
+		}
+		b := t.ip.As16()
+		ips = append(ips, b[:]...)
+		r := &aaaas[len(aaaas)-v6]
+		v6--
+		r.Hdr, r.Hdr.Rrtype, r.AAAA = hdr, dns.TypeAAAA, ips[len(ips)-16:len(ips):len(ips)]
+		a.m.Answer = append(a.m.Answer, r)
+	}
 }
 
 // address is the A or AAAA record of ip under name.
