@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -87,6 +88,29 @@ func ParseDSN(s string) (DSN, error) {
 		}
 		return DSN{Scheme: "postgres", Raw: s}, nil
 	case strings.HasPrefix(ls, "http://"), strings.HasPrefix(ls, "https://"):
+		scheme, rest, _ := strings.Cut(ls, "://")
+		if authority, path, slash := strings.Cut(rest, "/"); strings.Contains(authority, ",") {
+			// Several servers of one catalog (the client fails over among
+			// them): each is checked as a DSN of its own, and a bad one
+			// is named.
+			for i, h := range strings.Split(authority, ",") {
+				if h == "" {
+					return DSN{}, invalid(ErrInvalidDSN, field, shown, fmt.Sprintf("server %d of the list is empty (a stray comma?)", i+1))
+				}
+				one := scheme + "://" + h
+				if slash {
+					one += "/" + path
+				}
+				if _, err := ParseDSN(one); err != nil {
+					reason := err.Error()
+					if fe := (*FieldError)(nil); errors.As(err, &fe) {
+						reason = fe.Reason
+					}
+					return DSN{}, invalid(ErrInvalidDSN, field, shown, fmt.Sprintf("server %q of the list: %s", h, reason))
+				}
+			}
+			return DSN{Scheme: scheme, Raw: s}, nil
+		}
 		u, err := url.Parse(s) // url.Parse lower-cases the scheme itself
 		if err != nil {
 			return DSN{}, invalid(ErrInvalidDSN, field, shown, urlReason(err, s))
