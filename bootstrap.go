@@ -31,6 +31,10 @@ type RegistrationStats struct {
 	Heartbeats      int64 // successful renewals
 	Failures        int64 // renewals that failed (catalog unreachable)
 	Reregistrations int64 // times the row was found gone and written again
+	// Server is the server the heartbeats go to now, for a catalog that
+	// is a client of several (`switchboard serve` over an http:// DSN);
+	// "" for others.
+	Server string
 }
 
 // HeartbeatFor is the heartbeat interval Bootstrap (and the CLI) derives
@@ -203,7 +207,11 @@ func (r *Registration) ID() string {
 
 // Stats returns the heartbeat counters.
 func (r *Registration) Stats() RegistrationStats {
-	return RegistrationStats{Heartbeats: r.heartbeats.Load(), Failures: r.failures.Load(), Reregistrations: r.reregs.Load()}
+	st := RegistrationStats{Heartbeats: r.heartbeats.Load(), Failures: r.failures.Load(), Reregistrations: r.reregs.Load()}
+	if s, ok := r.cat.(interface{ Server() string }); ok {
+		st.Server = s.Server()
+	}
+	return st
 }
 
 // Close stops the heartbeat and deletes the row. It is idempotent; a row
