@@ -31,7 +31,7 @@ func TestHeartbeatFitsOneWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	const headers = 512 // request line, Host, Content-Type, Content-Length, User-Agent, Authorization
-	if got := c.http.Transport.(*http.Transport).WriteBufferSize; got < len(body)+headers {
+	if got := c.srv.current().http.Transport.(*http.Transport).WriteBufferSize; got < len(body)+headers {
 		t.Fatalf("write buffer %d bytes; a heartbeat of 500 is %d bytes and its headers", got, len(body))
 	}
 }

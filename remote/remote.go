@@ -5,6 +5,12 @@
 // server. Watch runs over Server-Sent Events and resumes after a dropped
 // connection with exactly the differences.
 //
+// A DSN may list several servers of one catalog,
+// http://h1:7400,h2:7400,h3:7400 (a host name that resolves to several
+// addresses is several servers): requests go to one at a time and move to
+// the next when it cannot be reached, does not answer in time or answers
+// 5xx; a watch moves with them (see Client.Server).
+//
 // Link it with a blank import; switchboard.Open then accepts server DSNs:
 //
 //	import _ "github.com/switchboard-io/switchboard/remote"
@@ -123,9 +129,9 @@ type Config struct {
 // Client is a catalog served by a switchboard server. It is safe for
 // concurrent use.
 type Client struct {
-	base   string
+	base   string // the DSN as given
+	srv    *servers
 	cfg    Config
-	http   *http.Client
 	log    *slog.Logger
 	ctx    context.Context // cancelled by Close: ends watches
 	cancel context.CancelFunc
@@ -162,7 +168,9 @@ type Client struct {
 }
 
 // Open returns a client of the server at rawURL (http://HOST:PORT or
-// https://…, optionally with a path prefix). It does not contact the server.
+// https://…, optionally with a path prefix), or of several servers of one
+// catalog listed in it (http://HOST:PORT,HOST:PORT…/prefix), among which
+// it fails over (see Server). It does not contact a server.
 func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	d, err := switchboard.ParseDSN(rawURL)
 	if err != nil {
@@ -190,11 +198,41 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
+	scheme, prefix, hosts, err := parseServers(d.Raw)
+	if err != nil {
+		return nil, err
+	}
+	srv := &servers{scheme: scheme, prefix: prefix, hosts: hosts}
+	srv.one = func(h string) *server {
+		b := scheme + "://" + h + prefix
+		return &server{base: b, name: b, http: hc}
+	}
+	if tr, ok := hc.Transport.(*http.Transport); ok && cfg.HTTPClient == nil {
+		srv.split = splitter(scheme, prefix, tr)
+	}
 	cctx, cancel := context.WithCancel(context.Background())
 	return &Client{
-		base: strings.TrimSuffix(rawURL, "/"), cfg: cfg, http: hc, log: cfg.Logger,
+		base: strings.TrimSuffix(rawURL, "/"), srv: srv, cfg: cfg, log: cfg.Logger,
 		ctx: cctx, cancel: cancel, secrets: map[string]string{}, leaseSecrets: map[string]string{}, ids: idgen.New(),
 	}, nil
+}
+
+// Server is the server requests go to now (its URL; with the address it
+// dials when its host name resolved to several): the one that answered
+// last, or the next one after a failure.
+func (c *Client) Server() string { return c.srv.current().name }
+
+// Servers is every server of the DSN, in the order they are tried (a host
+// name that resolves to several addresses is several).
+func (c *Client) Servers() []string {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
+	c.srv.resolve()
+	out := make([]string, len(c.srv.list))
+	for i, s := range c.srv.list {
+		out[i] = s.name
+	}
+	return out
 }
 
 func (c *Client) secret(id string) string {
@@ -400,32 +438,52 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	c.wg.Wait()
-	if tr, ok := c.http.Transport.(*http.Transport); ok && c.cfg.HTTPClient == nil {
-		tr.CloseIdleConnections()
+	if c.cfg.HTTPClient == nil {
+		c.srv.mu.Lock()
+		for _, s := range c.srv.list {
+			if tr, ok := s.http.Transport.(*http.Transport); ok {
+				tr.CloseIdleConnections()
+			}
+		}
+		c.srv.mu.Unlock()
 	}
 	return nil
 }
 
 // WatchStats implements switchboard.WatchStatser from the server's
 // /v1/info (a request bounded to 2 s); Watchers counts this client's
-// watches. When that request fails, it reports the counts of the last one
-// that answered (zero before any has), unhealthy, with the request's
-// error: a collector then shows the server unreachable, not its instances
-// gone.
+// watches and Server names the server that answered. A server that says
+// it is unhealthy, when the DSN lists others, is left for the next as a
+// failed request is, and the first healthy answer is reported (else the
+// last). When no server answers, it reports the counts of the last answer
+// (zero before any), unhealthy, with the request's error: a collector then
+// shows the server unreachable, not its instances gone.
 func (c *Client) WatchStats() switchboard.WatchStats {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	defer cancel()
 	var info schema.Info
-	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil {
+	var s *server
+	var err error
+	for range len(c.srv.order()) {
+		info = schema.Info{}
+		s, err = c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil)
+		if err != nil || info.Healthy || !c.srv.several() {
+			break
+		}
+		next := c.srv.failed(s)
+		c.log.Debug("switchboard server: unhealthy; trying the next server", "server", s.name, "next", next.name, "err", info.Error)
+	}
+	if err != nil {
 		var st switchboard.WatchStats
 		if last := c.lastStats.Load(); last != nil {
 			st = *last
 		}
 		st.Watchers = int(c.watchers.Load())
 		st.Healthy, st.LastError = false, err
+		st.Server = c.srv.current().name
 		return st
 	}
-	st := switchboard.WatchStats{Watchers: int(c.watchers.Load())}
+	st := switchboard.WatchStats{Watchers: int(c.watchers.Load()), Server: s.name}
 	st.Instances = info.Instances.Active + info.Instances.Stale
 	st.Active = info.Instances.Active
 	st.Healthy = info.Healthy
@@ -452,13 +510,14 @@ func (c *Client) DefaultTTL() time.Duration {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 	defer cancel()
 	var info schema.Info
-	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil || info.DefaultTTL == "" {
+	s, err := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil)
+	if err != nil || info.DefaultTTL == "" {
 		return 0
 	}
 	d, err := time.ParseDuration(info.DefaultTTL)
 	if err != nil || d <= 0 {
 		c.log.Warn("switchboard server: /v1/info has a default_ttl that is not a positive duration: taken as not said",
-			"server", c.base, "default_ttl", info.DefaultTTL)
+			"server", s.name, "default_ttl", info.DefaultTTL)
 		return 0
 	}
 	return d

@@ -24,7 +24,11 @@ import (
 // reconnects with backoff and resumes from the last event id; when the
 // server can no longer replay from there it sends a fresh snapshot, which
 // this client diffs against what it had delivered, so the caller gets
-// exactly the differences: no duplicate added, no missed removed. A
+// exactly the differences: no duplicate added, no missed removed. Of a
+// DSN listing several servers, the next connection goes to the next
+// server, with the same last event id; when that server cannot resume
+// from it, its snapshot is diffed the same way, and an instance that did
+// not change meanwhile gets no event. A
 // connection whose response headers do not arrive within
 // Config.RequestTimeout has failed. The first connection's failure is
 // returned.
@@ -70,6 +74,7 @@ type watch struct {
 	out    chan switchboard.Event
 	known  map[string]switchboard.Instance // what the caller has been told is there
 	lastID string
+	srv    *server // the server of the current connection
 	// A snapshot being received: its instances, until synced.
 	snap   map[string]switchboard.Instance
 	order  []string
@@ -124,31 +129,63 @@ func (cn *conn) err(err error) error {
 	return err
 }
 
-// connect opens one connection of the watch. Its response headers must
-// arrive within Config.RequestTimeout (when set) and WatchIdleTimeout; the
-// stream that follows is bounded by WatchIdleTimeout alone.
+// connect opens one connection of the watch: to the current server, or
+// when it cannot be reached, does not answer in time or answers 5xx, to
+// the next (see servers), each at most once. It returns the last error.
+// The last event id goes to whichever server answers: a server that
+// cannot resume from another's id sends a snapshot, which read diffs
+// against what the caller was told.
 func (w *watch) connect() (*conn, error) {
+	cands := w.c.srv.order()
+	var err error
+	for i, s := range cands {
+		var cn *conn
+		cn, err = w.connectTo(s)
+		if err == nil {
+			w.c.srv.ok(s)
+			if w.srv != nil && w.srv != s {
+				w.c.log.Debug("switchboard server: watch moved to another server", "from", w.srv.name, "server", s.name)
+			}
+			w.srv = s
+			return cn, nil
+		}
+		if !movesOn(err) || w.ctx.Err() != nil {
+			return nil, err
+		}
+		w.c.srv.failed(s)
+		if i+1 < len(cands) {
+			w.c.log.Debug("switchboard server: watch connection failed; trying the next server", "server", s.name, "next", cands[i+1].name, "err", err)
+		}
+	}
+	return nil, err
+}
+
+// connectTo opens one connection of the watch to s. Its response headers
+// must arrive within Config.RequestTimeout (when set) and
+// WatchIdleTimeout; the stream that follows is bounded by WatchIdleTimeout
+// alone.
+func (w *watch) connectTo(s *server) (*conn, error) {
 	ctx, cancel := context.WithCancelCause(w.ctx)
 	idle := time.AfterFunc(w.c.cfg.WatchIdleTimeout, func() { cancel(errIdle) })
 	var headers *time.Timer
 	if rt := w.c.cfg.RequestTimeout; rt > 0 {
 		headers = time.AfterFunc(rt, func() { cancel(errNoAnswer) })
 	}
-	cn, err := w.dial(ctx)
+	cn, err := w.dial(ctx, s)
 	// A timer that fired (or is firing) after the headers came has ended,
 	// or is about to end, the connection's context: it is of no use.
 	if fired := headers != nil && !headers.Stop(); fired && err == nil {
 		cn.Body.Close()
-		err = w.c.noAnswer(http.MethodGet, w.url())
+		err = w.c.noAnswer(http.MethodGet, w.url(s))
 	}
 	if err != nil {
 		idle.Stop()
 		if w.ctx.Err() == nil {
 			switch cause := context.Cause(ctx); {
 			case errors.Is(cause, errNoAnswer):
-				err = w.c.noAnswer(http.MethodGet, w.url())
+				err = w.c.noAnswer(http.MethodGet, w.url(s))
 			case errors.Is(cause, errIdle):
-				err = fmt.Errorf("switchboard server %s: %w", w.c.base, errIdle)
+				err = fmt.Errorf("switchboard server %s: %w", s.name, errIdle)
 			}
 		}
 		cancel(nil)
@@ -157,11 +194,11 @@ func (w *watch) connect() (*conn, error) {
 	return &conn{resp: cn, ctx: ctx, cancel: cancel, idle: idle}, nil
 }
 
-// url is the watch's URL.
-func (w *watch) url() string { return w.c.base + "/v1/watch" + queryString(w.q) }
+// url is the watch's URL on s.
+func (w *watch) url(s *server) string { return s.base + "/v1/watch" + queryString(w.q) }
 
-func (w *watch) dial(ctx context.Context) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url(), nil)
+func (w *watch) dial(ctx context.Context, s *server) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url(s), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -170,12 +207,12 @@ func (w *watch) dial(ctx context.Context) (*http.Response, error) {
 		req.Header.Set("Last-Event-ID", w.lastID)
 	}
 	w.c.auth(req)
-	resp, err := w.c.http.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		if w.c.closed.Load() {
 			return nil, switchboard.ErrClosed
 		}
-		return nil, transportError(ctx, w.c.base, err)
+		return nil, transportError(ctx, s.name, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -190,7 +227,7 @@ func (w *watch) dial(ctx context.Context) (*http.Response, error) {
 		if ct == "" {
 			ct = "no Content-Type"
 		}
-		return nil, fmt.Errorf("switchboard server %s: GET /v1/watch answered with %s, not text/event-stream: is the DSN a switchboard server's?", w.c.base, ct)
+		return nil, fmt.Errorf("switchboard server %s: GET /v1/watch answered with %s, not text/event-stream: is the DSN a switchboard server's?", s.name, ct)
 	}
 	return resp, nil
 }
@@ -235,10 +272,13 @@ func (w *watch) run(cn *conn) {
 		if w.synced {
 			backoff = minBackoff // a working connection: the next drop starts over
 		}
+		// The next connection goes to the next server, if there is one.
+		lost := w.srv
+		w.c.srv.failed(lost)
 		for failed := 0; ; failed++ {
 			if !w.outage {
 				w.outage = true
-				if !w.send(switchboard.Event{Kind: switchboard.EventError, Err: fmt.Errorf("switchboard server %s: watch stream lost: %w", w.c.base, err)}) {
+				if !w.send(switchboard.Event{Kind: switchboard.EventError, Err: fmt.Errorf("switchboard server %s: watch stream lost: %w", lost.name, err)}) {
 					return
 				}
 			}
@@ -404,8 +444,10 @@ func (w *watch) dispatch(event string, data []byte) bool {
 	switch switchboard.EventKind(event) {
 	case switchboard.EventAdded, switchboard.EventUpdated:
 		old, had := w.known[in.ID]
-		if had && in.Revision != 0 && in.Revision < old.Revision {
-			return true // an older state than the one shown: never go back
+		if had && in.Revision != 0 && (in.Revision < old.Revision || in.Revision == old.Revision && same(old, in)) {
+			// An older state than the one shown (never go back), or the
+			// same one again (a resumed stream may repeat a change).
+			return true
 		}
 		w.known[in.ID] = in
 		kind := switchboard.EventKind(event)
@@ -422,6 +464,11 @@ func (w *watch) dispatch(event string, data []byte) bool {
 		}
 		old := w.known[in.ID]
 		delete(w.known, in.ID)
+		if in.Name == "" {
+			// A removal resumed from the catalog's log names only the id:
+			// the state shown last is the instance that left.
+			in = old
+		}
 		return w.send(switchboard.Event{Kind: switchboard.EventRemoved, Reason: ev.Reason, Instance: in,
 			Revision: max(ev.Revision, in.Revision, old.Revision)})
 	}
