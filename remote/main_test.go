@@ -21,7 +21,13 @@ import (
 // testDSN is this test binary's throwaway PostgreSQL database.
 var testDSN string
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &testDSN)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m, &testDSN)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // openPG opens a catalog on dsn, closed at cleanup.
 func openPG(t testing.TB, dsn string) switchboard.Catalog {
