@@ -17,6 +17,7 @@ import (
 
 func newLsCmd(g *globals) *cobra.Command {
 	var qf queryFlags
+	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "ls [--name N] [--type T] [--capability C] [--all] [-o table|wide|json]",
 		Short: "List active instances (with --all, stale ones too)",
@@ -51,6 +52,9 @@ is the same). An empty cell is "-".`,
 			if err != nil {
 				return err
 			}
+			if verbose {
+				sayServer(g.stderr, cat, "answered by")
+			}
 			sortInstances(list)
 			if format == formatJSON {
 				if list == nil {
@@ -75,6 +79,7 @@ is the same). An empty cell is "-".`,
 		},
 	}
 	qf.add(cmd)
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "say on stderr which server answered (a server DSN may list several)")
 	cmd.Annotations = map[string]string{annEnv: envDSNHelp}
 	return cmd
 }

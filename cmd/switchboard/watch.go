@@ -16,6 +16,7 @@ import (
 
 func newWatchCmd(g *globals) *cobra.Command {
 	var qf queryFlags
+	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "watch [--name N] [--type T] [--capability C] [--all] [-o table|wide|json]",
 		Short: "Print the current set as added events, then one line per change, until interrupted",
@@ -76,6 +77,9 @@ stderr says that the watch ended, and why when known, and the exit code is 1.`,
 					lastErr = ev.Err
 				case switchboard.EventSynced:
 					lastErr = nil
+					if verbose {
+						sayServer(g.stderr, cat, "synced from")
+					}
 				}
 				if err := p.print(ev); err != nil {
 					return err
@@ -88,8 +92,17 @@ stderr says that the watch ended, and why when known, and the exit code is 1.`,
 		},
 	}
 	qf.add(cmd)
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "say on stderr which server each (re)sync came from (a server DSN may list several)")
 	cmd.Annotations = map[string]string{annEnv: envDSNHelp + "\n" + envPollHelp, annExit: exitLong}
 	return cmd
+}
+
+// sayServer writes "switchboard: <what> <server>" to w when cat is a
+// client of switchboard serve, which names the server it asks now.
+func sayServer(w io.Writer, cat switchboard.Catalog, what string) {
+	if s, ok := cat.(interface{ Server() string }); ok {
+		fmt.Fprintf(w, "switchboard: %s %s\n", what, s.Server())
+	}
 }
 
 // watchEnded is the error of a watch whose events stopped while nobody
