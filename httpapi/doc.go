@@ -22,6 +22,7 @@
 //	POST   /v1/leases/release             {"name","holder","token","secret"} → 204; 409 lease_lost
 //	GET    /healthz                       200 when the catalog answers (its clock and a read of its rows), else 503; 200 "degraded" with code no_catalog when its tables are gone (the next write recreates them: a 503 would take the server out of rotation); no token needed; with a Token set, the catalog's error only to a request carrying it
 //	GET    /metrics                       Prometheus
+//	GET    /v1/openapi.json               the OpenAPI 3 document of this API (openapi.json in this package; no token needed)
 //	/                                     Options.UI, when set
 //
 // Instances are the JSON of the CLI contract (switchboard.Instance's

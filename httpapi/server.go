@@ -265,11 +265,14 @@ func (s *Server) routes() {
 		return &apiError{status: http.StatusNotFound, body: ErrorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: CodeNotFound}}
 	})))
 	s.mux.Handle("GET /healthz", s.instrument("healthz", s.handleHealthz))
+	// The API's description is public, as /healthz is: it holds no data.
+	s.mux.Handle("GET /v1/openapi.json", s.instrument("openapi", s.handleOpenAPI))
 	s.mux.Handle("GET /metrics", s.instrument("metrics", s.authorize(s.metrics.handle)))
 	// Their other methods get the API's JSON 405, not the mux's text one
 	// (nor, with a UI at /, the UI's).
 	s.mux.Handle("/healthz", s.instrument("unknown", methodNotAllowed("GET, HEAD")))
 	s.mux.Handle("/metrics", s.instrument("unknown", s.authorize(methodNotAllowed("GET, HEAD"))))
+	s.mux.Handle("/v1/openapi.json", s.instrument("unknown", methodNotAllowed("GET, HEAD")))
 	if s.opts.UI != nil {
 		s.mux.Handle("/", s.opts.UI)
 	}
