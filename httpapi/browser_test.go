@@ -111,7 +111,7 @@ func TestBrowserCrossSiteWritesChangeNothing(t *testing.T) {
 	rec := &seen{status: map[string][]int{}}
 	api := httpapi.New(cat, httpapi.Options{Logger: quietLog(), ReapInterval: -1})
 	t.Cleanup(func() { api.Close() })
-	target := httptest.NewServer(rec.wrap(api))
+	target := httptest.NewServer(rec.wrap(validated(t, api)))
 	t.Cleanup(target.Close)
 	s := &srv{url: target.URL, cat: cat, api: api}
 	body := instanceBody("victim")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,13 +17,13 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi"
 	"github.com/switchboard-io/switchboard/internal/testkit"
-	"github.com/switchboard-io/switchboard/internal/testkit/apitest"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// srv is a server on a real listener (127.0.0.1:0) over a SQLite file.
+// srv is a server on a real listener (127.0.0.1:0) over a SQLite file,
+// stopped at cleanup.
 type srv struct {
 	url string
 	cat switchboard.Catalog
@@ -40,8 +41,25 @@ func serveOn(t testing.TB, cat switchboard.Catalog, opts httpapi.Options) *srv {
 	if opts.DSN == "" {
 		opts.DSN = "sqlite:///tmp/test.db"
 	}
-	url, api := apitest.Serve(t, cat, opts)
-	return &srv{url: url, cat: cat, api: api}
+	if opts.Logger == nil {
+		opts.Logger = quietLog()
+	}
+	api := httpapi.New(cat, opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every exchange is checked against the API's OpenAPI document, after
+	// the server has stopped (this cleanup runs last).
+	hs := &http.Server{Handler: validated(t, api), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	t.Cleanup(func() {
+		api.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	})
+	return &srv{url: "http://" + ln.Addr().String(), cat: cat, api: api}
 }
 
 // call does one request and returns the status and body.
@@ -165,6 +183,9 @@ func (s *sse) next(t *testing.T) sseEvent {
 			}
 			if ev.event == "comment" {
 				continue
+			}
+			if err := checkEvent(ev.event, ev.raw); err != nil {
+				t.Errorf("openapi check: %v", err)
 			}
 			return ev
 		case <-time.After(20 * time.Second):

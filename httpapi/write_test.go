@@ -269,7 +269,7 @@ func TestTLS(t *testing.T) {
 	cat := testkit.OpenSQLite(t)
 	api := httpapi.New(cat, httpapi.Options{Logger: quietLog()})
 	t.Cleanup(func() { api.Close() })
-	ts := httptest.NewUnstartedServer(api)
+	ts := httptest.NewUnstartedServer(validated(t, api))
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	ts.StartTLS() // a certificate generated for 127.0.0.1 by the test server
 	t.Cleanup(ts.Close)
