@@ -76,9 +76,19 @@ func parseServers(raw string) (scheme, prefix string, hosts []string, err error)
 	if scheme != "http" && scheme != "https" {
 		return "", "", nil, bad("want http:// or https://")
 	}
-	authority, path, _ := strings.Cut(rest, "/")
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	path, extra := tail, ""
+	if i := strings.IndexAny(tail, "?#"); i >= 0 {
+		path, extra = tail[:i], tail[i+1:]
+	}
+	if extra != "" {
+		return "", "", nil, bad("server DSN takes no query or fragment (the API token comes from SWITCHBOARD_HTTP_TOKEN)")
+	}
 	if path != "" {
-		prefix = "/" + strings.TrimSuffix(path, "/")
+		prefix = strings.TrimSuffix(path, "/")
 	}
 	for i, h := range strings.Split(authority, ",") {
 		if h == "" {
@@ -95,8 +105,6 @@ func parseServers(raw string) (scheme, prefix string, hosts []string, err error)
 			if n, aerr := strconv.Atoi(p); aerr != nil || n < 1 || n > 65535 {
 				return "", "", nil, bad(fmt.Sprintf("server %q: port must be a number from 1 to 65535", h))
 			}
-		} else if strings.HasSuffix(h, ":") {
-			return "", "", nil, bad(fmt.Sprintf("server %q: port must be a number from 1 to 65535", h))
 		}
 		hosts = append(hosts, h)
 	}
