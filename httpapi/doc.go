@@ -121,7 +121,8 @@
 // or "expired") — plus "error" ({"event":"error","error":"…"}) while the
 // server cannot read the catalog and "synced" after it has caught up
 // again. A heartbeat is never an event. Every event after the snapshot
-// carries an id (<server epoch>-<sequence>); snapshot events carry none, so
+// carries an id (<server epoch>-<sequence>, then ~<catalog position> on a
+// catalog that gives positions: see below); snapshot events carry none, so
 // a connection lost inside a snapshot never resumes from its middle. Each
 // data field is one line of JSON. Comments (": keep-alive") arrive every
 // KeepAlive (15 s) when nothing else does. When the server's own watch of
@@ -140,12 +141,19 @@
 // as EventSource polyfills send it; an empty one is none) resumes without
 // loss: the server replays the events after that id from its history
 // (Options.History, 10,000 events, and
-// Options.HistoryBytes, 64 MiB of the instances they hold), then sends "synced". When it cannot —
-// another server or run issued the id, or the history no longer reaches
-// back that far — it sends a new snapshot whose marker says "fresh":true:
-// the client must replace what it had with it (the remote client diffs the
-// two and reports exactly the differences). A subscriber that falls behind
-// the history while connected gets such a fresh snapshot in-stream.
+// Options.HistoryBytes, 64 MiB of the instances they hold), then sends "synced". When its
+// history does not hold the id — another server or an earlier run of this
+// one issued it, or the history no longer reaches back that far — and the
+// id carries a catalog position the catalog can resume from
+// (switchboard.WatchResumer: both SQL backends), the catalog's change log
+// resumes it: one "updated" event per instance changed since (an instance
+// the client did not know is an addition) or "removed" with the reason the
+// log recorded, then "synced", then live changes. Otherwise it sends a new
+// snapshot whose marker says "fresh":true: the client must replace what it
+// had with it (the remote client diffs the two and reports the
+// differences; a removal it cannot explain says "unknown"). A subscriber
+// that falls behind the history while connected gets such a fresh
+// snapshot in-stream.
 //
 // # Scale
 //

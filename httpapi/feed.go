@@ -44,8 +44,9 @@ type feed struct {
 	ring         []entry           // ring[i] has seq first+i
 	ringBytes    int64             // the sizes of every entry in ring
 	first        int64
-	head         int64 // seq of the newest entry; 0 before any
-	ready        bool  // the initial snapshot is in
+	head         int64  // seq of the newest entry; 0 before any
+	pos          string // the catalog position the mirror is at (Event.Position; "" when the catalog gives none)
+	ready        bool   // the initial snapshot is in
 	healthy      bool
 	healthySince time.Time     // when healthy last became true by a sync (zero: never synced)
 	lastErr      error         // why the mirror cannot read the catalog (nil once it can)
@@ -72,7 +73,8 @@ type entry struct {
 	next   *state
 	gone   *state
 	errMsg string
-	size   int64 // e.bytes(), counted once
+	pos    string // the catalog position once this entry is read (feed.pos)
+	size   int64  // e.bytes(), counted once
 }
 
 func newFeed(log *slog.Logger, limit int, maxBytes int64, observe func(*switchboard.Instance)) *feed {
@@ -126,7 +128,10 @@ func makeState(in switchboard.Instance) (*state, string) {
 func (f *feed) apply(ev switchboard.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e := entry{kind: ev.Kind, reason: ev.Reason}
+	if ev.Position != "" {
+		f.pos = ev.Position
+	}
+	e := entry{kind: ev.Kind, reason: ev.Reason, pos: f.pos}
 	switch ev.Kind {
 	case switchboard.EventAdded, switchboard.EventUpdated:
 		st, hash := makeState(ev.Instance)
@@ -232,21 +237,40 @@ func (st *state) bytes() int64 {
 	return int64(n)
 }
 
-// eventID is the SSE id of seq: the feed's epoch and the sequence number.
-func (f *feed) eventID(seq int64) string { return f.epoch + "-" + strconv.FormatInt(seq, 10) }
+// eventID is the SSE id of seq: the feed's epoch and the sequence number,
+// by which this server resumes a stream from its history, then, after
+// "~", the catalog position the mirror was at (when the catalog gives
+// positions), by which any server of the catalog resumes it
+// (switchboard.WatchResumer) when the history does not hold it: after a
+// restart, or behind a load balancer.
+func (f *feed) eventID(seq int64) string {
+	f.mu.RLock()
+	pos := f.pos
+	if seq != f.head && seq >= f.first && seq < f.first+int64(len(f.ring)) {
+		pos = f.ring[seq-f.first].pos
+	}
+	f.mu.RUnlock()
+	id := f.epoch + "-" + strconv.FormatInt(seq, 10)
+	if pos != "" {
+		id += "~" + pos
+	}
+	return id
+}
 
 // parseEventID returns the seq of an id issued by this feed (ok false for
-// another server's, another run's, or a malformed id).
-func (f *feed) parseEventID(id string) (int64, bool) {
-	ep, s, ok := strings.Cut(id, "-")
-	if !ok || ep != f.epoch {
-		return 0, false
+// another server's, another run's, or a malformed id) and, from any
+// server's id, the catalog position it carries ("" when none).
+func (f *feed) parseEventID(id string) (seq int64, ok bool, pos string) {
+	id, pos, _ = strings.Cut(id, "~")
+	ep, s, found := strings.Cut(id, "-")
+	if !found || ep != f.epoch {
+		return 0, false, pos
 	}
 	seq, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || seq < 0 {
-		return 0, false
+		return 0, false, pos
 	}
-	return seq, true
+	return seq, true, pos
 }
 
 // size returns how many instances the mirror holds, stale ones included,

@@ -173,6 +173,8 @@ func TestWatchSnapshotDeltasAndResume(t *testing.T) {
 }
 
 // TestWatchHistoryOverrun: a resume from an id older than the history kept
+// resumes from the catalog's change log, by the position the id carries
+// (one event per instance changed, then synced); without a position it
 // gets a fresh snapshot.
 func TestWatchHistoryOverrun(t *testing.T) {
 	s := start(t, httpapi.Options{History: 4})
@@ -187,10 +189,24 @@ func TestWatchHistoryOverrun(t *testing.T) {
 		register(t, s, instanceBody("n"))
 	}
 	testkit_WaitFeed(t, s, 6)
+	if !strings.Contains(first.id, "~") {
+		t.Fatalf("synced id %q carries no catalog position", first.id)
+	}
 	r := watchSSE(t, s.url+"/v1/watch?all=true", "Last-Event-ID", first.id)
-	ev := r.next(t)
-	if ev.event != "snapshot" || ev.data["fresh"] != true || ev.data["instances"] != float64(6) {
-		t.Fatalf("want a fresh snapshot of 6, got %+v", ev)
+	updated := 0
+	for ev := r.next(t); ev.event != "synced"; ev = r.next(t) {
+		if ev.event != "updated" {
+			t.Fatalf("resumed from the log: want updated events then synced, got %+v", ev)
+		}
+		updated++
+	}
+	if updated != 6 {
+		t.Fatalf("resumed from the log: %d updated events, want 6", updated)
+	}
+	local, _, _ := strings.Cut(first.id, "~")
+	x := watchSSE(t, s.url+"/v1/watch?all=true", "Last-Event-ID", local)
+	if ev := x.next(t); ev.event != "snapshot" || ev.data["fresh"] != true || ev.data["instances"] != float64(6) {
+		t.Fatalf("without a position: want a fresh snapshot of 6, got %+v", ev)
 	}
 }
 

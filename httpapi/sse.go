@@ -49,6 +49,24 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		return s.watchRefused(err)
 	}
 	v := view{q}
+	// An id this server's history does not hold, but that names a catalog
+	// position: a stream that began on another server, or on this one
+	// before a restart. The catalog resumes it from its change log, with
+	// the true reasons; where the log no longer reaches, a fresh snapshot
+	// follows as before.
+	var resumedFrom <-chan switchboard.Event
+	if last != "" {
+		seq, ok, pos := s.feed.parseEventID(last)
+		if wr, can := s.cat.(switchboard.WatchResumer); pos != "" && can && !(ok && s.feed.resumable(seq)) {
+			ch, err := wr.WatchFrom(r.Context(), q, pos)
+			switch {
+			case err == nil:
+				resumedFrom = ch
+			case !errors.Is(err, switchboard.ErrPositionGone):
+				s.log.Warn("watch: could not resume from the catalog's log; sending a snapshot", "err", err)
+			}
+		}
+	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -74,13 +92,16 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.subscribe(1)
 	defer s.metrics.subscribe(-1)
+	if resumedFrom != nil {
+		return s.streamResumed(r, bw, flush, resumedFrom)
+	}
 
 	// Resume from Last-Event-ID when the history still holds what came
 	// after it; otherwise a snapshot (marked fresh when a resume was asked
 	// for but cannot be honoured).
 	cursor, resumed := int64(0), false
 	if last != "" {
-		if seq, ok := s.feed.parseEventID(last); ok && s.feed.resumable(seq) {
+		if seq, ok, _ := s.feed.parseEventID(last); ok && s.feed.resumable(seq) {
 			cursor, resumed = seq, true
 		}
 	}
@@ -136,6 +157,54 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		if err := flush(); err != nil {
 			return nil // the subscriber is gone or not reading
+		}
+	}
+}
+
+// streamResumed streams a watch the catalog resumed from its change log
+// (WatchFrom): one event per instance changed since the client's position,
+// synced, then live changes. Ids carry only the catalog position, on the
+// events that are one; the others leave the client's last id as it was,
+// so a stream cut before synced resumes from the same point again.
+func (s *Server) streamResumed(r *http.Request, bw *bufio.Writer, flush func() error, ch <-chan switchboard.Event) error {
+	bw.WriteString("retry: 1000\n\n")
+	keep := time.NewTicker(s.opts.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return nil // the catalog ended the watch; the client reconnects
+			}
+			id := ""
+			if ev.Position != "" {
+				id = "~" + ev.Position
+			}
+			switch ev.Kind {
+			case switchboard.EventSynced:
+				writeEvent(bw, id, "synced", []byte(`{"event":"synced"}`))
+			case switchboard.EventError:
+				msg := "the catalog is unreachable"
+				if ev.Err != nil {
+					msg = ev.Err.Error()
+				}
+				writeErrorEvent(bw, id, msg)
+			default:
+				st, _ := makeState(ev.Instance) // the secret's hash stays on the server
+				writeEvent(bw, id, string(ev.Kind), eventJSON(ev.Kind, ev.Reason, st))
+			}
+			if len(ch) > 0 {
+				continue // flush once the burst is written
+			}
+		case <-keep.C:
+			bw.WriteString(": keep-alive\n\n")
+		case <-r.Context().Done():
+			return nil
+		case <-s.stop:
+			return nil
+		}
+		if err := flush(); err != nil {
+			return nil
 		}
 	}
 }

@@ -88,13 +88,15 @@ func mustRegister(t *testing.T, c switchboard.Catalog, in switchboard.Instance) 
 
 // TestWatchResume cuts a watcher's connection to the server while the
 // catalog changes, twice: first within the server's history (the events
-// are replayed), then past it (a fresh snapshot, diffed): either way the
-// watcher gets exactly the differences, then synced.
+// are replayed), then past it (the catalog resumes the watch from its
+// change log, by the position the event id carries): either way the
+// watcher gets exactly the differences, with the true reasons, then
+// synced.
 func TestWatchResume(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		history int
-	}{{"replayed", 10000}, {"fresh snapshot", 2}} {
+	}{{"replayed", 10000}, {"past the server's history", 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			cat := testkit.OpenSQLite(t)
@@ -137,9 +139,10 @@ func TestWatchResume(t *testing.T) {
 				return st.Instances == 3 // b, d, and mortal (stale, not reaped)
 			})
 			p.Restore()
-			// Diffed from a fresh snapshot, a's removal cannot say why:
-			// unknown, not a guess.
-			want := []string{"added/ d", "removed/unknown a", "updated/ b"}
+			// Resumed from the catalog's log: one event per instance that
+			// changed (c came and went: its removal names an instance the
+			// watcher never saw, and is not shown).
+			want := []string{"added/ d", "removed/deregistered a", "updated/ b"}
 			if tc.history == 10000 {
 				// Replayed: c came and went, both seen.
 				want = []string{"added/ c", "added/ d", "removed/deregistered a", "removed/deregistered c", "updated/ b"}

@@ -26,9 +26,10 @@ import (
 // this client diffs against what it had delivered, so the caller gets
 // exactly the differences: no duplicate added, no missed removed. Of a
 // DSN listing several servers, the next connection goes to the next
-// server, with the same last event id; when that server cannot resume
-// from it, its snapshot is diffed the same way, and an instance that did
-// not change meanwhile gets no event. A
+// server at once, with the same last event id, and the error event is
+// sent only when no server takes the watch; when that server cannot
+// resume from the id, its snapshot is diffed the same way, and an
+// instance that did not change meanwhile gets no event. A
 // connection whose response headers do not arrive within
 // Config.RequestTimeout has failed. The first connection's failure is
 // returned.
@@ -75,6 +76,9 @@ type watch struct {
 	known  map[string]switchboard.Instance // what the caller has been told is there
 	lastID string
 	srv    *server // the server of the current connection
+	// movedAt is when a lost stream was last resumed on another server at
+	// once, without an error event.
+	movedAt time.Time
 	// A snapshot being received: its instances, until synced.
 	snap   map[string]switchboard.Instance
 	order  []string
@@ -275,6 +279,23 @@ func (w *watch) run(cn *conn) {
 		// The next connection goes to the next server, if there is one.
 		lost := w.srv
 		w.c.srv.failed(lost)
+		// A working stream lost where other servers are: the next one is
+		// asked at once, and the caller hears of an outage only when no
+		// server takes the watch. At most once a second, so that servers
+		// that take a watch and drop it go through the backoff below.
+		if w.synced && w.c.srv.several() && time.Since(w.movedAt) >= time.Second {
+			w.movedAt = time.Now()
+			next, cerr := w.connect()
+			if cerr == nil {
+				w.c.log.Debug("switchboard server: watch stream lost; resumed on the next server", "lost", lost.name, "server", w.srv.name, "err", err)
+				cn = next
+				continue
+			}
+			if w.ctx.Err() != nil {
+				return
+			}
+			err = errors.Join(err, cerr)
+		}
 		for failed := 0; ; failed++ {
 			if !w.outage {
 				w.outage = true
