@@ -93,7 +93,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, req)
+		validated(t, api).ServeHTTP(rec, req)
 		switch rec.Code {
 		case 200, 204, 301, 307, 308:
 			return

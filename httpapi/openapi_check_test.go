@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	gopath "path"
 	"slices"
 	"strings"
 	"sync"
@@ -131,6 +132,9 @@ func (c *checker) check(r *http.Request, body *teeBody, rec *recorder) error {
 		status = http.StatusOK
 	}
 	route, pathParams, err := router.FindRoute(r)
+	if err == nil && !sameShape(r.URL.Path, route.Path, pathParams) {
+		err = &routers.RouteError{Reason: "no route (the document's router is looser than the server's)"}
+	}
 	if err != nil {
 		// Only the answers to a path or method the API does not have: 404
 		// or 405 with Allow (403 when refused before routing), each with
@@ -140,6 +144,11 @@ func (c *checker) check(r *http.Request, body *teeBody, rec *recorder) error {
 			return err
 		}
 		switch {
+		case unclean(r.URL.Path) && (status == http.StatusMovedPermanently || status == http.StatusTemporaryRedirect || status == http.StatusPermanentRedirect):
+			if rec.Header().Get("Location") == "" {
+				return fmt.Errorf("redirect %d without Location", status)
+			}
+			return nil // to the clean path, as the document says
 		case status == http.StatusMethodNotAllowed && rec.Header().Get("Allow") == "":
 			return errors.New("405 without Allow")
 		case status != http.StatusNotFound && status != http.StatusMethodNotAllowed && status != http.StatusForbidden:
@@ -225,6 +234,32 @@ func checkEvent(name, data string) error {
 		return fmt.Errorf("event %s: data not as documented: %w", name, err)
 	}
 	return nil
+}
+
+// unclean reports whether the server redirects path to its clean form
+// (// or a . or .. segment in it).
+func unclean(p string) bool {
+	c := gopath.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c != p
+}
+
+// sameShape reports whether the server routes path as the document's
+// template: the document's router also matches a trailing slash the
+// template lacks, and an empty path parameter, which the server's routes
+// do not.
+func sameShape(path, template string, params map[string]string) bool {
+	if strings.HasSuffix(path, "/") != strings.HasSuffix(template, "/") {
+		return false
+	}
+	for _, v := range params {
+		if v == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // undeclaredQuery refuses a query parameter the operation does not

@@ -228,7 +228,7 @@ func FuzzQuery(f *testing.F) {
 		}
 		defer cancel()
 		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, req.WithContext(ctx))
+		validated(t, api).ServeHTTP(rec, req.WithContext(ctx))
 		switch {
 		case rec.Code == 200:
 			return
