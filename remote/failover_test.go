@@ -29,6 +29,7 @@ type fleet struct {
 	mu      sync.Mutex
 	events  []switchboard.Event
 	removed []switchboard.Event
+	errs    []error // the watch's error events
 	synced  int
 }
 
@@ -67,6 +68,8 @@ func newFleet(t *testing.T) *fleet {
 				f.removed = append(f.removed, ev)
 			case switchboard.EventSynced:
 				f.synced++
+			case switchboard.EventError:
+				f.errs = append(f.errs, ev.Err)
 			}
 			f.mu.Unlock()
 		}
@@ -102,7 +105,7 @@ func newFleet(t *testing.T) *fleet {
 // renewing waits until every client has renewed twice more (a whole
 // heartbeat interval on whatever server is up), and checks what must hold
 // all along: no renewal failed, no row was found gone, the watcher saw no
-// removal.
+// removal and no outage (another server took its stream each time).
 func (f *fleet) renewing(step string) {
 	f.t.Helper()
 	from := make([]int64, len(f.regs))
@@ -129,6 +132,9 @@ func (f *fleet) check(step string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.errs) > 0 {
+		f.t.Fatalf("%s: the watcher saw %d error events while a server was up, first: %v", step, len(f.errs), f.errs[0])
+	}
 	if len(f.removed) > 0 {
 		f.t.Fatalf("%s: the watcher saw %d removals, first %s %s (%s)", step, len(f.removed), f.removed[0].Instance.ID, f.removed[0].Reason, f.removed[0].Kind)
 	}
