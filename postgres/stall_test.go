@@ -187,3 +187,50 @@ func TestNewWatcherBesideStalledWriter(t *testing.T) {
 	commit(true)
 	set.WaitForSet(t, "the held writer's change once it commits", func() string { return "after before held" })
 }
+
+// TestLockHolderWithoutIDIsInFlight: a transaction that holds the change
+// log's lock without a transaction id (it has written nothing yet) counts
+// as in flight when the writers are observed: no seq is settled while it
+// holds the lock, and the observation settles again once it has ended.
+func TestLockHolderWithoutIDIsInFlight(t *testing.T) {
+	c, _, dsn := newCatalog(t)
+	ctx := ctxT(t)
+	reg(t, c, "a", "h:1")
+	raw, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE changes IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	settled := func() bool {
+		t.Helper()
+		w, err := c.observeWriters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s string
+		if err := c.pool.QueryRow(ctx, `SELECT `+snapshotSQL).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := parseSnapshot(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.settledIn(ms)
+	}
+	if settled() {
+		t.Fatal("settled while a transaction holds the log's lock without an id")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !settled() {
+		t.Fatal("not settled once the holder has ended")
+	}
+}

@@ -42,31 +42,33 @@ import (
 type writers struct {
 	drawn int64    // the last seq drawn before the observation (0: none yet)
 	xids  []uint32 // transaction ids holding the log open at the observation
+	anon  int      // holders of the log's lock without a transaction id
 }
 
 // observeWriters reads the last seq drawn and then (second statement, so
 // strictly later) the transaction ids of the transactions that hold the
-// log's ROW EXCLUSIVE lock. A holder without a transaction id has drawn no
-// seq: every writer in this package has its id before it draws one
-// (Register and Deregister log only after writing the row, changeTx asks
-// for its id first), and an INSERT that draws no seq (nothing changed, a
-// deregistration of a missing row) needs none. Such holders are left out:
-// they cannot be followed, and waiting for them would only delay readers.
+// log's ROW EXCLUSIVE lock, and how many hold it without an id. The log's
+// trigger takes the id before it draws a seq, so such a holder has drawn
+// none that an entry will carry; it still counts as in flight, never as
+// done (settledIn), in case some path writes the log another way (with
+// the triggers off, say): the observation then settles nothing, and the
+// missing seqs wait for the next one. Only their own changes wait.
 func (c *Catalog) observeWriters(ctx context.Context) (writers, error) {
 	var w writers
 	var b pgx.Batch
 	b.Queue(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM changes_seq_seq`)
-	b.Queue(`SELECT coalesce(array_agg(t.transactionid::text::bigint), '{}')
-		FROM pg_locks r JOIN pg_locks t ON t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
+	b.Queue(`SELECT coalesce(array_agg(t.transactionid::text::bigint) FILTER (WHERE t.transactionid IS NOT NULL), '{}'),
+			count(*) FILTER (WHERE t.transactionid IS NULL)
+		FROM pg_locks r LEFT JOIN pg_locks t ON t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock'
 			AND t.granted AND t.virtualtransaction = r.virtualtransaction
-		WHERE r.locktype = 'relation' AND r.mode = 'RowExclusiveLock'
+		WHERE r.locktype = 'relation' AND r.mode = 'RowExclusiveLock' AND r.granted
 			AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND r.relation = 'changes'::regclass`)
 	br := c.pool.SendBatch(ctx, &b)
 	var xids []int64
 	err := br.QueryRow().Scan(&w.drawn)
 	if err == nil {
-		err = br.QueryRow().Scan(&xids)
+		err = br.QueryRow().Scan(&xids, &w.anon)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -132,8 +134,12 @@ func widen(x uint32, ref uint64) uint64 {
 }
 
 // settledIn reports whether every seq up to w.drawn is settled in snap: all
-// the writers w saw had ended before snap was taken.
+// the writers w saw had ended before snap was taken (and none held the
+// log without an id, which cannot be followed).
 func (w writers) settledIn(snap mvccSnapshot) bool {
+	if w.anon > 0 {
+		return false
+	}
 	for _, x := range w.xids {
 		if !snap.ended(x) {
 			return false
