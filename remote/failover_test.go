@@ -34,7 +34,8 @@ type fleet struct {
 }
 
 const (
-	fleetClients = 5
+	fleetClients = 5 // in this process, each its own client
+	fleetCLI     = 2 // `switchboard register` processes
 	fleetTTL     = 3 * time.Second
 )
 
@@ -88,6 +89,9 @@ func newFleet(t *testing.T) *fleet {
 		f.regs = append(f.regs, reg)
 		f.clients = append(f.clients, c)
 	}
+	for i := range fleetCLI {
+		startRegister(t, f.dsn, fmt.Sprintf("cli-%d", i), fleetTTL)
+	}
 	testkit.WaitUntil(t, "the watcher to see every registration", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -97,7 +101,7 @@ func newFleet(t *testing.T) *fleet {
 				n++
 			}
 		}
-		return n == fleetClients
+		return n == fleetClients+fleetCLI
 	})
 	return f
 }
@@ -115,6 +119,21 @@ func (f *fleet) renewing(step string) {
 	testkit.WaitUntil(f.t, step+": every client to renew twice", func() bool {
 		for i, r := range f.regs {
 			if r.Stats().Heartbeats < from[i]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	// The register processes: their rows seen renewed after a heartbeat
+	// interval or more has passed since the step began.
+	since := time.Now()
+	testkit.WaitUntil(f.t, step+": the register processes to renew", func() bool {
+		list, err := f.clients[0].List(context.Background(), switchboard.Query{Name: "failover-cli", All: true})
+		if err != nil || len(list) != fleetCLI {
+			return false
+		}
+		for _, in := range list {
+			if in.Stale || in.LastSeen.Before(since) {
 				return false
 			}
 		}
@@ -165,8 +184,8 @@ func (f *fleet) final() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if len(list) != fleetClients {
-		f.t.Fatalf("%d instances in the catalog, want %d", len(list), fleetClients)
+	if len(list) != fleetClients+fleetCLI {
+		f.t.Fatalf("%d instances in the catalog, want %d", len(list), fleetClients+fleetCLI)
 	}
 	for _, in := range list {
 		if in.Stale {
@@ -202,14 +221,14 @@ func TestFailoverKill(t *testing.T) {
 	a.restart()
 	b.restart()
 	f.renewing("both restarted")
-	if got := c.renewals(); got < atC+2*fleetClients {
+	if got := c.renewals(); got < atC+2*(fleetClients+fleetCLI) {
 		t.Fatalf("the third server renewed %v instances since the others died, want at least %d more than %v", got, 2*fleetClients, atC)
 	}
 
 	c.kill()
 	f.avoid("third server killed", c)
 	f.renewing("third server killed")
-	if got := a.renewals() + b.renewals(); got < 2*fleetClients {
+	if got := a.renewals() + b.renewals(); got < 2*(fleetClients+fleetCLI) {
 		t.Fatalf("the restarted servers renewed %v instances after the third died, want at least %d", got, 2*fleetClients)
 	}
 	c.restart()

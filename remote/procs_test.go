@@ -133,6 +133,49 @@ func (p *serveProcess) restart() {
 	p.start()
 }
 
+// startRegister runs `switchboard register` through dsn (the process
+// heartbeats until killed at cleanup) and waits for the row it prints.
+func startRegister(t testing.TB, dsn, id string, ttl time.Duration) {
+	t.Helper()
+	cmd := exec.Command(switchboardBinary(t), "register", "--dsn", dsn, "--name", "failover-cli", "--type", "querier",
+		"--address", "127.0.0.1:9200", "--id", id, "--ttl", ttl.String(), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_HTTP_TOKEN=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &testkit.SyncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	first := make(chan string, 1)
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case first <- sc.Text():
+			default:
+			}
+		}
+		cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	select {
+	case line := <-first:
+		if !strings.Contains(line, `"id":"`+id+`"`) {
+			t.Fatalf("register printed %q; stderr: %s", line, stderr)
+		}
+	case <-done:
+		t.Fatalf("register ended: %s", stderr)
+	}
+}
+
 // renewals is the server's switchboard_http_heartbeats_total (instances
 // renewed through it since it started), -1 when it cannot be read.
 func (p *serveProcess) renewals() float64 {
