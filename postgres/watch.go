@@ -261,13 +261,14 @@ func (s source) settledRead(ctx context.Context, read func(head hub.Part, rows p
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	// Writers in flight end within a commit: a few short waits settle
+	// them. One that holds its transaction open is not waited for past
+	// unsettledAfter: the read then names missing every number of the last
+	// missingWindow it cannot see, and the hub reads them again.
+	waited := time.NewTimer(unsettledAfter)
+	defer waited.Stop()
+	unsettled := false
 	for attempt := 0; ; attempt++ {
-		// Writers in flight end within a commit: a few short waits settle
-		// them. One that holds its transaction open is not waited for past
-		// unsettledAfter: the read then names missing every number of the
-		// last missingWindow it cannot see, and the hub reads them again.
-		unsettled := time.Since(start) >= unsettledAfter
 		settled, err := s.snapshot(ctx, w, read, unsettled)
 		if err != nil || settled {
 			return err
@@ -276,6 +277,8 @@ func (s source) settledRead(ctx context.Context, read func(head hub.Part, rows p
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("change-log writers still in flight (transactions %v): %w", w.xids, ctx.Err())
+			case <-waited.C:
+				unsettled = true
 			case <-time.After(min(time.Duration(attempt)*time.Millisecond, 50*time.Millisecond)):
 			}
 		}
