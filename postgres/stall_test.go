@@ -13,6 +13,23 @@ import (
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
+// watchedPair opens, on a new schema, a watcher handle (which only the
+// change log can reach: it never polls) and a writer handle, as two
+// processes, and a watch of everything synced on the empty catalog.
+func watchedPair(t *testing.T) (dsn string, watcher, writer *Catalog, set *testkit.WatchSet) {
+	t.Helper()
+	dsn = pgtest.Schema(t, testDSN)
+	watcher = openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
+	writer = openDSN(t, dsn, switchboard.Options{})
+	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set = testkit.NewWatchSet(w)
+	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+	return dsn, watcher, writer, set
+}
+
 // TestStalledWriterFreezesNoWatcher: a transaction that drew its seq and
 // stays open (a paused or cut-off writer) holds back only its own change.
 // Registrations other handles (as other processes) make meanwhile reach a
@@ -20,15 +37,7 @@ import (
 // watcher's WatchStats names the change it waits for; once the writer
 // commits, its change arrives too.
 func TestStalledWriterFreezesNoWatcher(t *testing.T) {
-	dsn := pgtest.Schema(t, testDSN)
-	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
-	writer := openDSN(t, dsn, switchboard.Options{})
-	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := testkit.NewWatchSet(w)
-	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+	dsn, watcher, writer, set := watchedPair(t)
 
 	held, commit := openWriter(t, dsn, "held")
 	for _, id := range []string{"a", "b", "c"} {
@@ -53,15 +62,7 @@ func TestStalledWriterFreezesNoWatcher(t *testing.T) {
 // skipped: the log's trigger gives the entry a seq drawn after the id, so
 // readers wait for it like any writer's.
 func TestRawWriterBeforeTransactionID(t *testing.T) {
-	dsn := pgtest.Schema(t, testDSN)
-	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
-	writer := openDSN(t, dsn, switchboard.Options{})
-	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := testkit.NewWatchSet(w)
-	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+	dsn, _, writer, set := watchedPair(t)
 
 	ctx := ctxT(t)
 	raw, err := pgx.Connect(ctx, dsn)
@@ -113,15 +114,7 @@ func TestRawWriterBeforeTransactionID(t *testing.T) {
 // data-only pg_restore does) is noticed by the entry the watcher read
 // last, and the watcher ends with exactly the catalog's rows.
 func TestRestoreUnderSameEpoch(t *testing.T) {
-	dsn := pgtest.Schema(t, testDSN)
-	watcher := openDSN(t, dsn, switchboard.Options{PollInterval: time.Hour})
-	writer := openDSN(t, dsn, switchboard.Options{})
-	w, err := watcher.Watch(ctxT(t), switchboard.Query{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := testkit.NewWatchSet(w)
-	set.WaitForSet(t, "the empty catalog", func() string { return "" })
+	dsn, _, writer, set := watchedPair(t)
 	for _, id := range []string{"x1", "x2", "x3"} {
 		reg(t, writer, id, "h:1")
 	}

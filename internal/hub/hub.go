@@ -245,16 +245,9 @@ func (h *Hub) Stats() Stats {
 
 // Watch streams the instances selected by q, as Catalog.Watch documents.
 func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboard.Event, error) {
-	if err := h.start(ctx); err != nil {
+	s, err := h.newWatcher(ctx, q)
+	if err != nil {
 		return nil, err
-	}
-	s := newSub(q)
-	h.mu.Lock()
-	select {
-	case <-h.done:
-		h.mu.Unlock()
-		return nil, switchboard.ErrClosed
-	default:
 	}
 	// The current set, in name and id order, is handed to the watcher's
 	// pump as shared, immutable instances: nothing is copied per watcher.
@@ -263,15 +256,37 @@ func (h *Hub) Watch(ctx context.Context, q switchboard.Query) (<-chan switchboar
 			s.initial = append(s.initial, snapItem{e.inst, e.expired})
 		}
 	}
-	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced, Position: h.position()})
+	h.subs[s] = struct{}{}
+	h.startPump(ctx, s, h.position())
+	return s.out, nil
+}
+
+// newWatcher starts the hub if it has not started and returns a new
+// watcher of q with h.mu held, or an error (h.mu not held).
+func (h *Hub) newWatcher(ctx context.Context, q switchboard.Query) (*sub, error) {
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	select {
+	case <-h.done:
+		h.mu.Unlock()
+		return nil, switchboard.ErrClosed
+	default:
+	}
+	return newSub(q), nil
+}
+
+// startPump ends s's markers with Synced at position pos (and an Error
+// while the catalog is unreachable) and starts its pump; it releases h.mu.
+func (h *Hub) startPump(ctx context.Context, s *sub, pos string) {
+	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced, Position: pos})
 	if !h.healthy {
 		s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
 	}
-	h.subs[s] = struct{}{}
 	h.pumps.Add(1)
 	h.mu.Unlock()
 	go h.pump(ctx, s)
-	return s.out, nil
 }
 
 func (h *Hub) start(ctx context.Context) error {

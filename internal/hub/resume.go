@@ -55,16 +55,9 @@ func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position strin
 	if !h.opts.Resumable || !ok {
 		return nil, fmt.Errorf("%w: %q is not a position this catalog's watches gave", switchboard.ErrPositionGone, position)
 	}
-	if err := h.start(ctx); err != nil {
+	s, err := h.newWatcher(ctx, q)
+	if err != nil {
 		return nil, err
-	}
-	s := newSub(q)
-	h.mu.Lock()
-	select {
-	case <-h.done:
-		h.mu.Unlock()
-		return nil, switchboard.ErrClosed
-	default:
 	}
 	if epoch != h.epoch {
 		h.mu.Unlock()
@@ -89,14 +82,7 @@ func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position strin
 	for _, id := range ids {
 		s.marks = append(s.marks, h.resumeEvent(s, id, last[id]))
 	}
-	s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventSynced,
-		Position: strconv.FormatInt(max(at, floor), 10) + "@" + epoch})
-	if !h.healthy {
-		s.marks = append(s.marks, switchboard.Event{Kind: switchboard.EventError, Err: h.lastErr})
-	}
-	h.pumps.Add(1)
-	h.mu.Unlock()
-	go h.pump(ctx, s)
+	h.startPump(ctx, s, strconv.FormatInt(max(at, floor), 10)+"@"+epoch)
 	return s.out, nil
 }
 
