@@ -473,7 +473,7 @@ func TestReaperRunsWhileAnyRegistrationWantsIt(t *testing.T) {
 	})
 }
 
-// Issue 7 item 5: the reaper's post-outage grace is per row. A process
+// The reaper's post-outage grace is per row. A process
 // whose own registration has a TTL of an hour, after a failed heartbeat,
 // still reaps a dead row with a short TTL once that row's own grace is over:
 // through listing on a catalog that cannot reap by TTL, and in one call,

@@ -206,7 +206,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Defaults of SPEC §8.
+// Defaults of the configuration (docs/configuration.md).
 const (
 	DefaultDSN               = "sqlite://.data/switchboard.db"
 	DefaultHeartbeatInterval = 3 * time.Second

@@ -210,7 +210,7 @@ func TestOptionsWithDefaults(t *testing.T) {
 	}
 	if switchboard.DefaultTTL.String() != "10s" || switchboard.DefaultPollInterval.String() != "30s" ||
 		switchboard.DefaultHeartbeatInterval.String() != "3s" || switchboard.DefaultDSN != "sqlite://.data/switchboard.db" {
-		t.Errorf("defaults differ from SPEC §8")
+		t.Errorf("defaults differ from the documented ones")
 	}
 	o = switchboard.Options{DefaultTTL: 7, PollInterval: 9}.WithDefaults()
 	if o.DefaultTTL != 7 || o.PollInterval != 9 {
@@ -309,7 +309,7 @@ func TestRedactDSN(t *testing.T) {
 	}
 }
 
-// No error about a DSN shows its password (issue 7 item 11).
+// No error about a DSN shows its password.
 func TestDSNErrorsHidePasswords(t *testing.T) {
 	for _, dsn := range []string{
 		"postgres://u:s3cr3t@:5432/db",            // no host

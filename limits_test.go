@@ -127,7 +127,7 @@ func TestBootstrapHeartbeatFloor(t *testing.T) {
 }
 
 // Bootstrap refuses a heartbeat interval above half the TTL, given or the
-// catalog's default, and leaves nothing registered (issue 7 item 3).
+// catalog's default, and leaves nothing registered.
 func TestBootstrapHeartbeatAtMostHalfTTL(t *testing.T) {
 	cat := testkit.OpenSQLite(t) // default TTL 10 s
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -6,7 +6,7 @@ import (
 )
 
 // MaxNameLen is the longest sanitised name. The module SDK truncates
-// resource names at 48 characters (TINYSYSTEMS-WIRE.md), and the subject, CR
+// resource names at 48 characters, and the subject, CR
 // and lease names derived from a module name must equal the SDK's.
 const MaxNameLen = 48
 

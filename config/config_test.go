@@ -39,7 +39,7 @@ var specDefaults = config.Discovery{
 
 func TestDefault(t *testing.T) {
 	if got := config.Default().Discovery; got != specDefaults {
-		t.Fatalf("Default() = %+v, want SPEC §8 %+v", got, specDefaults)
+		t.Fatalf("Default() = %+v, want the documented defaults %+v", got, specDefaults)
 	}
 	if err := config.Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate(): %v", err)
@@ -495,7 +495,7 @@ tls_ca = "ca.pem"
 	}
 }
 
-// Issue 17: [discovery] self_preservation_threshold (0 disables) and
+// [discovery] self_preservation_threshold (0 disables) and
 // self_preservation_min, from the file and the environment, into Options.
 func TestSelfPreservationKeys(t *testing.T) {
 	p := writeFile(t, t.TempDir(), "[discovery]\nself_preservation_threshold = 0.75\nself_preservation_min = 4\n")

@@ -29,7 +29,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Defaults of Config, as for Kubernetes leader election (SPEC §5).
+// Defaults of Config, as for Kubernetes leader election.
 const (
 	DefaultTTL        = 15 * time.Second
 	DefaultRetryEvery = 2 * time.Second

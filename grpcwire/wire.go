@@ -1,4 +1,4 @@
-// Package grpcwire is the gRPC fallback wire between modules (SPEC §7): the
+// Package grpcwire is the gRPC fallback wire between modules: the
 // module.ModuleService protocol (module.proto, generated code in modulepb),
 // a server that hands every incoming message to a router.Handler, and the
 // client half used by the address pool.
@@ -56,7 +56,7 @@ const (
 	ErrorRetryableTrailer = "x-error-retryable"
 )
 
-// Client keepalive of SPEC §6: ping every 10 s when idle, 3 s for the ack,
+// Client keepalive: ping every 10 s when idle, 3 s for the ack,
 // also without active RPCs.
 const (
 	KeepaliveTime    = 10 * time.Second
@@ -64,7 +64,7 @@ const (
 )
 
 // DialOptions returns the options every module connection uses: plaintext
-// and the SPEC §6 keepalive. Extra options are appended.
+// and the client keepalive. Extra options are appended.
 func DialOptions(extra ...grpc.DialOption) []grpc.DialOption {
 	return append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -1,5 +1,5 @@
-// Package kube is the Kubernetes backend of Switchboard (SPEC §5 and §7
-// "Kubernetes"): modules are TinyModule custom resources
+// Package kube is the Kubernetes backend of Switchboard: modules are
+// TinyModule custom resources
 // (operator.tinysystems.io/v1alpha1), their liveness is the coordination
 // Lease "<module>-lock" that their replicas elect a leader on.
 //

@@ -16,7 +16,8 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// Election timings of SPEC §5: lease 15 s, renew deadline 10 s, retry 2 s.
+// Election timings, as the TinySystems SDK sets them: lease 15 s, renew
+// deadline 10 s, retry 2 s.
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second

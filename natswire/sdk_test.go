@@ -17,7 +17,7 @@ import (
 )
 
 // These tests put an SDK-style module on the other side: plain nats.go,
-// subjects and headers written by hand as TINYSYSTEMS-WIRE.md describes
+// subjects and headers written by hand as the TinySystems SDK writes them
 // them, no Switchboard code.
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

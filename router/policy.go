@@ -14,7 +14,7 @@ import (
 	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
-// Retry policy defaults and limits (SPEC §7).
+// Retry policy defaults and limits.
 const (
 	DefaultMaxAttempts        = 1
 	MaxMaxAttempts            = 10
@@ -26,7 +26,7 @@ const (
 )
 
 // RetryPolicy is an edge's retry policy. The zero value means one attempt:
-// nothing retries implicitly. Zero fields take the defaults of SPEC §7
+// nothing retries implicitly. Zero fields take the defaults above
 // (WithDefaults); Validate rejects out-of-range values.
 //
 // Retries are at-least-once: an attempt that timed out or lost its

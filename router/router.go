@@ -1,4 +1,4 @@
-// Package router routes messages between module nodes by name (SPEC §7).
+// Package router routes messages between module nodes by name.
 //
 // A destination is a full node name, "<flow>.<module>.<node>:<port>" (the
 // node may contain dots). A message to a node of the router's own module is

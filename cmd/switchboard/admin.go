@@ -60,7 +60,7 @@ func newReapCmd(g *globals) *cobra.Command {
 		Short: "Delete rows stale for twice their own TTL, or last seen more than D ago",
 		Long: `Delete the rows of instances that stopped heartbeating, now, and print how many.
 
-Every registered process runs a reaper that does this on its own (see the README), so this is
+Every registered process runs a reaper that does this on its own, so this is
 for catalogs nobody is registered in, or to clean up at once. Without --older-than a row goes
 when it has not been seen for twice its own TTL, so an active row with a long TTL is never
 reaped; with --older-than, every row last seen more than D ago goes, whatever its TTL.`,

@@ -39,7 +39,7 @@ func withPassword(t *testing.T) string {
 }
 
 // A PostgreSQL DSN's password appears in no error and no log line of the
-// CLI (issue 7 item 11).
+// CLI.
 func TestCLIRedactsPasswords(t *testing.T) {
 	dsn := withPassword(t)
 	unreachable := "postgres://postgres:s3cr3t@127.0.0.1:1/test?connect_timeout=2"
@@ -60,8 +60,7 @@ func TestCLIRedactsPasswords(t *testing.T) {
 }
 
 // Read-only commands on a catalog that does not exist exit 1 saying so and
-// create nothing: no directory, no file, no schema (issue 13 item 2, issue
-// 16 item 8).
+// create nothing: no directory, no file, no schema.
 func TestReadCommandsNeverCreateACatalog(t *testing.T) {
 	commands := [][]string{{"ls"}, {"ls", "--all", "-o", "json"}, {"leases"}, {"deregister", "some-id"}, {"reap"}}
 	t.Run("sqlite", func(t *testing.T) {
@@ -105,7 +104,7 @@ func TestReadCommandsNeverCreateACatalog(t *testing.T) {
 }
 
 // Read commands against an unreachable PostgreSQL say they cannot reach
-// the catalog, not that a migration failed (issue 16 item 8).
+// the catalog, not that a migration failed.
 func TestReadCommandsUnreachablePostgres(t *testing.T) {
 	dsn := "postgres://postgres@127.0.0.1:1/test?connect_timeout=2"
 	for _, args := range [][]string{{"ls"}, {"leases"}, {"deregister", "x"}, {"reap"}} {
@@ -116,7 +115,7 @@ func TestReadCommandsUnreachablePostgres(t *testing.T) {
 	}
 }
 
-// Input over the limits exits 2 and stores nothing (issue 7 item 2).
+// Input over the limits exits 2 and stores nothing.
 func TestCLILimitsExitTwo(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	base := []string{"register", "--dsn", dsn, "--name", "svc", "--type", "writer", "--address", "127.0.0.1:1"}
@@ -212,7 +211,7 @@ func liveIDs(t *testing.T, dsn string) string {
 
 // The catalog file deleted under a running register and a running watch,
 // then replaced by a backup taken earlier: each time the registration is
-// back and the watcher ends with exactly the live set (issue 13).
+// back and the watcher ends with exactly the live set.
 func TestCatalogFileDeletedAndRestoredUnderRunningProcesses(t *testing.T) {
 	dsn, path := dsnIn(t)
 	reg := start(t, "register", "--dsn", dsn, "--id", "svc-1", "--name", "svc", "--type", "writer",
@@ -246,7 +245,7 @@ func TestCatalogFileDeletedAndRestoredUnderRunningProcesses(t *testing.T) {
 		return strings.Contains(reg.stderr.String(), "while open; opening the path again")
 	})
 
-	// Restore the backup (it holds plain and svc-1) as the README says.
+	// Restore the backup (it holds plain and svc-1) as docs/operations.md says.
 	testkit.RestoreSQLite(t, backup, path)
 	waitLive(t, "the watcher exactly on the restored catalog", dsn, set, "plain svc-1", reg, watch)
 

@@ -23,7 +23,7 @@ import (
 )
 
 // Every usage error exits 2 with one line that ends with the failing
-// command's --help (issue 16 item 5).
+// command's --help.
 func TestUsageErrors(t *testing.T) {
 	dsn, path := dsnIn(t)
 	for _, tc := range []struct {
@@ -100,7 +100,7 @@ func TestHelpAndNoArguments(t *testing.T) {
 }
 
 // Every command's --help has a description, examples, the environment
-// variables that apply and the exit codes (issue 16 item 9).
+// variables that apply and the exit codes.
 func TestEveryCommandHasFullHelp(t *testing.T) {
 	root := newRoot(nil, nil)
 	var walk func(c *cobra.Command)
@@ -410,8 +410,7 @@ func TestOutputHelpers(t *testing.T) {
 	}
 }
 
-// A name changed by sanitising is stored as before, and stderr says so
-// (issue 16 item 6).
+// A name changed by sanitising is stored as before, and stderr says so.
 func TestSanitisedNameNotice(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		for _, tc := range []struct{ typed, stored string }{{"ÜnicodeName", "nicodename"}, {"plain", "plain"}} {
@@ -463,8 +462,7 @@ func registerLine(t *testing.T, args ...string) (switchboard.Instance, string) {
 }
 
 // --ttl alone derives the heartbeat; errors name the flag or variable the
-// user set; commands that do not heartbeat ignore heartbeat settings
-// (issue 16 item 4).
+// user set; commands that do not heartbeat ignore heartbeat settings.
 func TestHeartbeatFromTTL(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		base := []string{"--dsn", dsn, "--name", "a", "--type", "w", "--address", "127.0.0.1:1", "--log-level", "info"}
@@ -571,8 +569,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	}
 }
 
-// Completion of ids, names, types and capabilities from the catalog
-// (issue 16 item 9).
+// Completion of ids, names, types and capabilities from the catalog.
 func TestCompletion(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		seed(t, dsn)

@@ -18,7 +18,8 @@ import (
 	"github.com/switchboard-io/switchboard/discovery"
 )
 
-// role is one of the catalog seed's five services.
+// role is one of the demo's five services, the roles of a small tracing
+// system.
 type role struct {
 	typ  string
 	addr string
@@ -38,9 +39,9 @@ func newDemoCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo [--ttl D] [--heartbeat D]",
 		Short: "Monolithic mode: five roles register in one process, find each other, one crashes, one leaves",
-		Long: `Run the catalog seed's five roles (acceptor, writer, router, querier, compactor) in this process
-on one catalog handle, and narrate: they register, find each other by capability from the
-discovery cache, the writer "crashes" (its heartbeats stop: it expires after its TTL), the
+		Long: `Run the five roles of a small tracing system (acceptor, writer, router, querier, compactor)
+in this process on one catalog handle, and narrate: they register, find each other by capability
+from the discovery cache, the writer "crashes" (its heartbeats stop: it expires after its TTL), the
 compactor shuts down gracefully (deregistered at once), and the writer's row is reaped at 2 × TTL.
 
 It uses the configured catalog (sqlite::memory: is allowed here), so 'switchboard watch' in another

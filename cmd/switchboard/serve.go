@@ -155,7 +155,7 @@ answers).`,
 	f.StringVar(&dnsDomain, "dns-domain", config.DefaultDNSDomain, "the domain DNS answers ([dns] domain)")
 	bindKey(f, "dns", "dns.listen")
 	bindKey(f, "dns-domain", "dns.domain")
-	f.BoolVar(&demo, "demo", false, "also run the catalog seed's five roles as registrations that come and go (all deregistered when the server stops, crashed ones included)")
+	f.BoolVar(&demo, "demo", false, "also run five demo services (the roles of a small tracing system) as registrations that come and go (all deregistered when the server stops, crashed ones included)")
 	return cmd
 }
 
@@ -221,7 +221,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	return nil
 }
 
-// runServeDemo keeps the catalog seed's five roles coming and going until
+// runServeDemo keeps the demo's five roles coming and going until
 // ctx ends: each registers, heartbeats for a while, then leaves
 // (deregisters) or, one time in three, crashes (stops heartbeating, so it
 // expires after its TTL), and comes back a few seconds later. When ctx ends

@@ -21,7 +21,7 @@ import (
 
 // The first Ctrl-C deregisters gracefully; a second one forces the exit at
 // once, even while the catalog's write lock is held elsewhere so that the
-// deregistration cannot finish (issue 16 item 7). A real process, real
+// deregistration cannot finish. A real process, real
 // signals.
 func TestSecondInterruptForcesExit(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {

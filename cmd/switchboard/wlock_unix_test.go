@@ -12,7 +12,7 @@ import (
 
 // A register whose catalog's write lock another process holds forever (a
 // stopped process) gives up after the busy timeout with a clear error and
-// exit 1, instead of hanging (issue 7 item 10).
+// exit 1, instead of hanging.
 func TestRegisterGivesUpOnAHeldWriteLock(t *testing.T) {
 	dsn, path := dsnIn(t)
 	openCatalog(t, dsn)
