@@ -1,5 +1,5 @@
 // Command bench measures Switchboard side by side with etcd in one run, in
-// the shapes of issue 8: write churn from 12 processes, register → watcher
+// these shapes: write churn from 12 processes, register → watcher
 // latency in other processes at 1, 10 and 100 watchers, and 200 processes
 // × 50 registrations renewed every second (CPU of the processes and of the
 // server). It starts its own etcd (Debian's etcd-server) on loopback ports

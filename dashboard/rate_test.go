@@ -21,7 +21,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// The event-rate measurement (issue 10, item 4): a fleet of instances on
+// The event-rate measurement: a fleet of instances on
 // one SQLite file, served by one server, and other catalog handles on the
 // same file (as other processes would be) that change rows at a paced rate.
 // The server learns their commits as it learns any other process's

@@ -92,7 +92,7 @@ func BenchmarkHeartbeat10k(b *testing.B) {
 	b.ReportMetric(srv.Seconds()/float64(b.N), "server-cores@1Hz")
 }
 
-// BenchmarkWriteChurn is the write-churn shape of issue 8: 12 writers, each
+// BenchmarkWriteChurn is the write-churn shape of the side-by-side benchmark (bench/): 12 writers, each
 // with its own catalog handle (its own pool and connections, as 12
 // processes would have), each looping register → heartbeat → deregister of
 // a fresh instance, the deregister in 4 of 5 rounds. ops/s counts every call
@@ -179,7 +179,7 @@ func pctCatalog(b *testing.B) (c *Catalog, ctx context.Context, pid int) {
 }
 
 // BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
-// of 100,000 rows hold (the shape of issue 8), straight from the catalog.
+// of 100,000 rows hold (the side-by-side benchmark's shape), straight from the catalog.
 func BenchmarkListByCapability1pct(b *testing.B) {
 	c, ctx, pid := pctCatalog(b)
 	b.ResetTimer()

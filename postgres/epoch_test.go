@@ -13,7 +13,7 @@ import (
 // A catalog whose contents are replaced by another catalog's (a restore in
 // place) is another history even where its sequence passes a watcher's
 // cursor: the watcher must end with exactly the new rows, not apply the new
-// log's tail on top of the old rows (issue 7 item 6).
+// log's tail on top of the old rows.
 func TestEpochRestoredCatalog(t *testing.T) {
 	a, conn, _ := newCatalog(t)
 	for range 5 {

@@ -17,7 +17,7 @@ import (
 // BenchmarkRegisterToWatcher measures Register → the added event in
 // watchers on other catalog handles (each its own pool and LISTEN
 // connection, as other processes would have), until every watcher has it:
-// issue 8's "register → watcher in another process" on PostgreSQL. It
+// the benchmark's "register → watcher in another process" on PostgreSQL. It
 // reports p50 and p99 over b.N registrations (each deregistered, untimed,
 // before the next), and the p50 of the Register call alone: the rest is the
 // notification's way to the watchers.

@@ -28,7 +28,7 @@ func openErr(dsn string, opts switchboard.Options) error {
 
 // With MustExist, a schema without a catalog is ErrNoCatalog and stays
 // empty; a current catalog opens without migrating (not even the migration
-// lock); an unreachable server says so (issue 16 item 8, issue 13 item 2).
+// lock); an unreachable server says so.
 func TestMustExist(t *testing.T) {
 	dsn := pgtest.Schema(t, testDSN)
 	must := switchboard.Options{MustExist: true}

@@ -16,7 +16,7 @@ import (
 
 // TestBootstrapComesBackAfterRestartEmpty: a database restarted empty (its
 // tables gone, as a fresh container or a restore without them leaves it)
-// must not keep a registration out until the process restarts (SPEC §3):
+// must not keep a registration out until the process restarts:
 // the heartbeat creates the schema again, finds the row missing and the
 // bootstrap registers it again.
 func TestBootstrapComesBackAfterRestartEmpty(t *testing.T) {

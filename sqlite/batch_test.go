@@ -10,8 +10,8 @@ import (
 )
 
 // A hub far behind reads the log in batches of changesBatch, not the whole
-// backlog in one read transaction, and still catches up to the exact state
-// (issue 7 item 9).
+// backlog in one read transaction, and still catches up to the exact
+// state.
 func TestChangesSinceBatches(t *testing.T) {
 	c, _ := newFile(t)
 	w, err := c.Watch(tctx(t), switchboard.Query{})

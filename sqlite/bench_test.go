@@ -95,7 +95,7 @@ func BenchmarkListCapability(b *testing.B) {
 	}
 }
 
-// BenchmarkFleet100k is the 100,000-instance shape of issue 8 on one file:
+// BenchmarkFleet100k is the side-by-side benchmark's 100,000-instance shape on one file:
 // 8 concurrent writers of one handle register 100,000 instances (2
 // capabilities each, one of them held by 1 % of the fleet, and 2 metadata
 // keys); then List by that capability (1,000 rows) runs b.N times; then a
@@ -163,7 +163,7 @@ func BenchmarkFleet100k(b *testing.B) {
 	b.ReportMetric(float64(snap.Microseconds())/1000/float64(b.N), "ms/snapshot")
 }
 
-// BenchmarkWriteChurn is the write-churn shape of issue 8 on one file: 12
+// BenchmarkWriteChurn is the side-by-side benchmark's write-churn shape on one file: 12
 // writers, each with its own catalog handle (its own pools and write lock,
 // as 12 processes would have), each looping register → heartbeat →
 // deregister of a fresh instance, the deregister in 4 of 5 rounds. ops/s
@@ -229,7 +229,7 @@ func benchFleet(b *testing.B, n int) (string, *Catalog) {
 }
 
 // BenchmarkWatchSnapshot100k measures a new handle's Watch of everything
-// until synced over 100,000 instances (the shape of issue 8, as
+// until synced over 100,000 instances (the side-by-side benchmark's shape, as
 // postgres.BenchmarkWatchSnapshot100k): what a process starting up pays
 // before its cache is ready. Each round opens its own handle, as a new
 // process would. cpu-ms/snapshot is the process's CPU time per round.
@@ -254,7 +254,7 @@ func BenchmarkWatchSnapshot100k(b *testing.B) {
 }
 
 // BenchmarkListByCapability1pct reads the 1,000 holders of a capability 1 %
-// of 100,000 rows hold (the shape of issue 8, as
+// of 100,000 rows hold (the side-by-side benchmark's shape, as
 // postgres.BenchmarkListByCapability1pct), straight from the catalog, in a
 // process that has listed them before: each capability is listed once
 // before the timer starts (the first List of a capability in a process

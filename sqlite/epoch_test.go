@@ -11,7 +11,7 @@ import (
 
 // A catalog re-created in place whose sequence passes a watcher's cursor is
 // another history: the watcher must end with exactly the new catalog's
-// rows, not apply the new log's tail on top of the old rows (issue 7 item 6).
+// rows, not apply the new log's tail on top of the old rows.
 func TestEpochRecreatedCatalog(t *testing.T) {
 	path := t.TempDir() + "/catalog.db"
 	a := openPolling(t, path, time.Hour) // only the change log can bring the watcher there

@@ -14,8 +14,7 @@ import (
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
-// MustExist creates nothing: no directory, no file, no schema (issue 13
-// item 2).
+// MustExist creates nothing: no directory, no file, no schema.
 func TestMustExist(t *testing.T) {
 	dir := t.TempDir()
 	opts := quiet
@@ -100,7 +99,7 @@ func oneReopenWarning(t *testing.T, log *testkit.SyncBuffer) {
 
 // A handle whose file is deleted under it reopens the path within a check
 // period: its bootstraps register again, and its watchers and another
-// handle's end with exactly the new file's rows (issue 13 item 1).
+// handle's end with exactly the new file's rows.
 func TestFileDeletedUnderOpenCatalog(t *testing.T) {
 	a, path, log := bootedHandle(t)
 	mustRegister(t, a, sample("plain")) // no heartbeat: gone with the file
@@ -147,7 +146,7 @@ func TestFileDeletedUnderAHandleWithoutWatchers(t *testing.T) {
 
 // A file replaced by a backup taken earlier (moved into place) is reopened
 // too: watchers end with exactly the backup's rows plus the bootstraps that
-// registered again (issue 13 items 1 and 3).
+// registered again.
 func TestFileReplacedByBackup(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	a := openFile(t, path)

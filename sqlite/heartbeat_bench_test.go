@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard-io/switchboard/internal/idgen"
 )
 
-// BenchmarkFleetHeartbeat measures what one heartbeat of issue 8's fleet
+// BenchmarkFleetHeartbeat measures what one heartbeat of the benchmark's fleet
 // (200 processes × 50 registrations, each process renewing its 50 once a
 // second) costs the file, and how much of it is the expiry index. The
 // 10,000 rows are registered as the fleet registers them: interleaved,

@@ -89,7 +89,7 @@ func holdLock(t *testing.T, path string) (resume func()) {
 // A stopped process holding the write lock makes writers of other
 // processes give up with a clear error after the busy timeout, instead of
 // waiting forever (a CLI register without a deadline hung); reads go on,
-// and writes work again once the holder is gone (issue 7 item 10).
+// and writes work again once the holder is gone.
 func TestWriteLockHolderStopped(t *testing.T) {
 	c, path := newFile(t)
 	mustRegister(t, c, sample("before"))

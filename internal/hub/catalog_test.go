@@ -94,7 +94,7 @@ func nextEvent(t *testing.T, ch <-chan switchboard.Event) switchboard.Event {
 	}
 }
 
-// Issue 7 item 4: mutating the maps of the instance Register returned and
+// Mutating the maps of the instance Register returned and
 // registering it again must store the change and emit `updated` (the hub
 // used to share those maps, so its mirror already held the change).
 func TestMutatedReturnedInstanceIsUpdated(t *testing.T) {

@@ -442,7 +442,7 @@ func (s *slowSnapshot) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s.memSource.Snapshot(ctx)
 }
 
-// Issue 7 item 8: a writer's Publish must not wait for the first watcher's
+// A writer's Publish must not wait for the first watcher's
 // snapshot read (up to 10 s on a slow catalog).
 func TestPublishDoesNotWaitForFirstSnapshot(t *testing.T) {
 	src := &slowSnapshot{memSource: newMem(), entered: make(chan struct{}, 1), gate: make(chan struct{})}
@@ -515,7 +515,7 @@ func nextWithin(t *testing.T, ch <-chan switchboard.Event, d time.Duration) (swi
 	}
 }
 
-// Issue 7 item 7: an instance expired because its renewal committed after
+// An instance expired because its renewal committed after
 // the hub read the renewals is re-checked on its own, not only when another
 // instance comes due or at the next full resync.
 func TestFalselyExpiredInstanceIsRechecked(t *testing.T) {
@@ -557,7 +557,7 @@ func TestFalselyExpiredInstanceIsRechecked(t *testing.T) {
 	}
 }
 
-// Issue 7 item 5: after an outage each instance gets its own TTL of grace,
+// After an outage each instance gets its own TTL of grace,
 // not the largest TTL in the catalog.
 func TestPostOutageGraceIsPerInstance(t *testing.T) {
 	m := newMem()
@@ -632,7 +632,7 @@ func (b *beaters) freeze(ids []string, f bool) {
 
 func (b *beaters) close() { close(b.stop); b.wg.Wait() }
 
-// Issue 17: instances renewed by separate processes have deadlines spread
+// Instances renewed by separate processes have deadlines spread
 // over a heartbeat interval; freezing them all must engage
 // self-preservation (judged over a window), though each check sees only
 // one or two due. A crash of a few expires on time, during a hold and

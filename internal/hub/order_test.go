@@ -133,7 +133,7 @@ func (b *blockingStreamer) StreamSnapshot(ctx context.Context, _ Held, emit func
 	return nil
 }
 
-// Issue 15 / fleet scale: the periodic full resync reads in the background;
+// The periodic full resync reads in the background;
 // changes committed meanwhile reach watchers at once and are not undone
 // when the older snapshot is reconciled; what the log missed (a row changed
 // or deleted without an entry) is repaired. The same whether the resync

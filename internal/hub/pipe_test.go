@@ -37,7 +37,7 @@ func rss(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// Issue 7 item 1, as a user meets it: `switchboard watch --json | less`
+// A slow reader, as a user meets it: `switchboard watch --json | less`
 // with the pager paused. The watch process's stdout is a pipe nobody
 // reads; 20,000 changes of 4 KiB instances later its memory has not grown
 // with them, and once the pipe is read again the output ends with exactly

@@ -20,7 +20,7 @@ import (
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
-// Issue 17: self-preservation tried as a user would, with real `switchboard
+// Self-preservation tried as a user would, with real `switchboard
 // register` processes (TTL 2 s, heartbeat 500 ms) frozen (SIGSTOP, a
 // partition: they cannot renew), resumed (SIGCONT) or killed (SIGKILL),
 // plus one extra registration whose process is never frozen (its reaper

@@ -143,7 +143,7 @@ func heapNow() uint64 {
 	return ms.HeapAlloc
 }
 
-// Issue 7 item 1: a watcher that stops reading through 100,000 changes
+// A watcher that stops reading through 100,000 changes
 // keeps the heap bounded (its queue is coalesced per instance), other
 // watchers go on, and once it reads again it ends with exactly the
 // catalog's state.

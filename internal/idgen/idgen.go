@@ -6,7 +6,7 @@
 // side by side in a few pages instead of one page each: a process's
 // heartbeat of its 50 registrations rewrites ~7 pages, not ~50, which was
 // most of what a heartbeat cost the writer, its write lock and the WAL
-// (issue 8's fleet of 200 processes). Ids stay unique with overwhelming
+// (a fleet of 200 processes). Ids stay unique with overwhelming
 // probability (90 random bits within a handle; 122 across handles).
 package idgen
 
