@@ -4,6 +4,30 @@
 //
 // The package imports nothing heavy; backends register themselves with
 // RegisterBackend and are chosen by DSN through Open.
+//
+// # The entry point
+//
+// A program uses the library in three calls:
+//
+//	import (
+//		"github.com/switchboard-io/switchboard"
+//		"github.com/switchboard-io/switchboard/discovery"
+//		_ "github.com/switchboard-io/switchboard/sqlite" // the backend of sqlite:// DSNs
+//	)
+//
+//	cat, err := switchboard.Open(ctx, "sqlite://.data/switchboard.db", switchboard.Options{})
+//	reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{…}, switchboard.BootstrapOptions{})
+//	cache, err := discovery.New(ctx, cat, discovery.Options{})
+//
+// Open chooses the backend by the DSN's scheme, and the backend must be
+// linked into the program by a blank import: sqlite for sqlite://,
+// postgres for postgres://, remote for http:// and https:// (a
+// `switchboard serve`), kube for kube://. Without it Open fails with
+// ErrUnknownBackend. Bootstrap registers an instance and keeps it alive
+// until its Registration is closed; discovery.New keeps every active
+// instance in memory for lookups, current through the catalog's Watch.
+// The guides are in the repository's docs/ directory; docs/design.md
+// explains how the pieces fit.
 package switchboard
 
 import (
@@ -12,8 +36,8 @@ import (
 	"time"
 )
 
-// Well-known capabilities: the six of the catalog seed. Any other valid token
-// is stored, returned and discoverable just the same.
+// Well-known capabilities: six that the parts of a tracing pipeline share.
+// Any other valid token is stored, returned and discoverable just the same.
 const (
 	CapTraceIngestion     = "trace_ingestion"
 	CapStorage            = "storage"

@@ -4,7 +4,7 @@
 // × 50 registrations renewed every second (CPU of the processes and of the
 // server). It starts its own etcd (Debian's etcd-server) on loopback ports
 // in a temporary directory, makes a fresh store of each system for each
-// measurement, and prints the results as the README's Markdown table on
+// measurement, and prints the results as docs/performance.md's Markdown table on
 // stdout (progress on stderr).
 //
 // Run it with bench/run, which installs etcd-server, starts PostgreSQL,

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// printTable writes the README's table of res: a line saying when and
-// where, then one row per measurement, one column per system, and the
-// issue's target with whether this run met it.
+// printTable writes the Markdown table of res (docs/performance.md): a line
+// saying when and where, then one row per measurement, one column per
+// system, and the target with whether this run met it.
 func printTable(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "Measured %s–%s UTC by `bench/run` on %d cores, load average %s at the start and %s at the end",
 		res.started.Format("2006-01-02 15:04"), res.ended.Format("15:04"), runtime.NumCPU(), res.loadStart, res.loadEnd)

@@ -186,7 +186,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// Start runs the pool in the background until ctx ends (the seed's Start).
+// Start runs the pool in the background until ctx ends (Run, in a goroutine).
 func (p *Pool) Start(ctx context.Context) {
 	go func() { _ = p.Run(ctx) }()
 }

@@ -42,7 +42,7 @@ func echoModule(t *testing.T, module string) string {
 // TestSendThroughSQLiteCatalog: the whole path of `switchboard send` —
 // instances registered in a real SQLite catalog, a pool following it, a
 // router on top — including a deregistration seen through the watch, and
-// the seed's log lines.
+// the pool's log lines.
 func TestSendThroughSQLiteCatalog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

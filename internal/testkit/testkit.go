@@ -108,7 +108,7 @@ func (c *trackedConn) Close() error {
 }
 
 // RestoreSQLite puts the backup file over the SQLite catalog at path by the
-// README's restore procedure: a copy next to the catalog, the WAL and
+// restore procedure of docs/operations.md: a copy next to the catalog, the WAL and
 // shared-memory files removed, the copy renamed over the catalog.
 func RestoreSQLite(t testing.TB, backup, path string) {
 	t.Helper()

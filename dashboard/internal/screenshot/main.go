@@ -1,5 +1,5 @@
 // Command screenshot saves a PNG of the dashboard of a running server with
-// headless Chromium (the README's docs/dashboard.png):
+// headless Chromium (docs/dashboard.png):
 //
 //	switchboard serve --demo --listen 127.0.0.1:8080 &
 //	go run ./dashboard/internal/screenshot -url http://127.0.0.1:8080/ -out docs/dashboard.png
