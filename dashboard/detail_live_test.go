@@ -92,9 +92,11 @@ func TestDashboardDetailLive(t *testing.T) {
 }
 
 // TestDashboardDetailAcrossRestart: a change made while the page was
-// disconnected reaches an open detail view through the fresh snapshot the
-// restarted server sends (no event names the instance): a new version;
-// after a second restart, the instance's going while the page was away.
+// disconnected reaches an open detail view when the restarted server
+// resumes the page's stream from the catalog's change log (by the position
+// its last event id carries): a new version; after a second restart, the
+// instance's removal while the page was away, with the reason the log
+// recorded.
 func TestDashboardDetailAcrossRestart(t *testing.T) {
 	s := startServer(t, "")
 	s.register(map[string]any{"id": "d-1", "name": "api", "type": "router", "address": "127.0.0.1:9001", "ttl": "30m", "version": "1.0"})
@@ -122,13 +124,13 @@ func TestDashboardDetailAcrossRestart(t *testing.T) {
 		_, err := s.cat.Register(ctx, switchboard.Instance{ID: "d-1", Name: "api", Type: "router", Address: "127.0.0.1:9001", TTL: 30 * time.Minute, Version: "1.1"})
 		return err
 	})
-	waitJS(t, ctx, "the fresh snapshot's version in the open detail view",
+	waitJS(t, ctx, "the resumed stream's version in the open detail view",
 		`document.getElementById("conn").dataset.state === "live" && document.getElementById("detail").open && `+detailField("version")+` === "1.1"`)
 
 	waitJS(t, ctx, "the detail view recorded", recordDetail)
 	offline(func(ctx context.Context) error { return s.cat.Deregister(ctx, "d-1") })
-	waitJS(t, ctx, "the open detail view to say d-1 went while the page was disconnected",
-		`window.__detail.some((d) => /^This instance was removed \(gone while the page was disconnected\) at .*\|removed \(gone\)\|1\.1$/.test(d))`)
+	waitJS(t, ctx, "the open detail view to say d-1 was deregistered while the page was disconnected",
+		`window.__detail.some((d) => /^This instance was removed \(deregistered\) at .*\|removed \(deregistered\)\|1\.1$/.test(d))`)
 	do(t, ctx, "close the detail view", chromedp.KeyEvent(kb.Escape))
 	waitJS(t, ctx, "the detail view to close", `!document.getElementById("detail").open`)
 }
