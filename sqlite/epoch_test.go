@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +123,56 @@ func TestSameBackupRestoredTwice(t *testing.T) {
 	// runs past the watcher's cursor under the same epoch.
 	restore("after-0", "after-1", "after-2", "after-3", "after-4", "after-5")
 	set.WaitForSet(t, "exactly the catalog's rows after the second restore", list)
+}
+
+// A watch position names the entry its watcher read last: resumed against
+// a log that holds another entry at that seq under the same epoch (the
+// file's history replaced in place, as a restore does), WatchFrom answers
+// ErrPositionGone instead of replaying another history's tail as if it
+// followed.
+func TestWatchFromAnotherHistory(t *testing.T) {
+	path := t.TempDir() + "/catalog.db"
+	c := openPolling(t, path, time.Hour)
+	for i := range 3 {
+		mustRegister(t, c, sample(fmt.Sprintf("old-%d", i)))
+	}
+	ctx, cancel := context.WithTimeout(tctx(t), 20*time.Second)
+	defer cancel()
+	ch, err := c.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := ""
+	for ev := range ch {
+		if ev.Kind == switchboard.EventSynced {
+			pos = ev.Position
+			break
+		}
+	}
+	if !strings.Contains(pos, "#") {
+		t.Fatalf("position %q names no entry", pos)
+	}
+	if _, err := c.WatchFrom(ctx, switchboard.Query{}, pos); err != nil {
+		t.Fatalf("resume on the same history: %v", err)
+	}
+	// The same seqs, other entries, the same epoch.
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)")
+	raw.SetMaxOpenConns(1)
+	script := []string{`BEGIN IMMEDIATE`, `DELETE FROM instances`, `DELETE FROM changes`}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("'new-%d'", i)
+		script = append(script,
+			`INSERT INTO instances (id, name, type, address, ttl_ms, registered_at, last_seen)
+				VALUES (`+id+`, `+id+`, 'writer', '127.0.0.1:1', 3600000, `+nowSQL+`, `+nowSQL+`)`,
+			fmt.Sprintf(`INSERT INTO changes (seq, id, op, at) VALUES (%d, %s, 'upsert', %s)`, i, id, nowSQL))
+	}
+	script = append(script, `COMMIT`)
+	for _, stmt := range script {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if _, err := c.WatchFrom(ctx, switchboard.Query{}, pos); !errors.Is(err, switchboard.ErrPositionGone) {
+		t.Fatalf("resume on another history under the same epoch: %v, want ErrPositionGone", err)
+	}
 }

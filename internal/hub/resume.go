@@ -8,12 +8,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 )
 
-// Positions (Event.Position) are "<seq>@<epoch>": the cursor's Seq when
-// the event was made and the catalog's history. Every change at or below
+// Positions (Event.Position) are "<seq>@<epoch>", then, when the cursor
+// has one, "#<seq>,<µs>,<id>", its mark (Cursor.Last): the cursor's Seq
+// when the event was made, the catalog's history, and the entry read last,
+// which a resume checks is still in the log (a catalog restored under the
+// same epoch is another history). Every change at or below
 // Seq was applied to the mirror before, so its events were queued to the
 // watcher before this one: a watch resumed from the position misses
 // nothing. Only events that are such a point carry one (a live change, a
@@ -26,17 +30,41 @@ func (h *Hub) position() string {
 	if !h.opts.Resumable {
 		return ""
 	}
-	return strconv.FormatInt(h.seq, 10) + "@" + h.epoch
+	return formatPosition(h.seq, h.epoch, h.last)
+}
+
+func formatPosition(seq int64, epoch string, m Mark) string {
+	p := strconv.FormatInt(seq, 10) + "@" + epoch
+	if m.Seq > 0 {
+		p += "#" + strconv.FormatInt(m.Seq, 10) + "," + strconv.FormatInt(m.At.UnixMicro(), 10) + "," + m.ID
+	}
+	return p
 }
 
 // parsePosition splits a position; ok is false for a malformed one.
-func parsePosition(p string) (seq int64, epoch string, ok bool) {
+func parsePosition(p string) (seq int64, epoch string, m Mark, ok bool) {
+	p, mark, marked := strings.Cut(p, "#")
 	s, epoch, found := strings.Cut(p, "@")
 	if !found {
-		return 0, "", false
+		return 0, "", Mark{}, false
 	}
 	seq, err := strconv.ParseInt(s, 10, 64)
-	return seq, epoch, err == nil && seq >= 0
+	if err != nil || seq < 0 {
+		return 0, "", Mark{}, false
+	}
+	if marked {
+		parts := strings.SplitN(mark, ",", 3)
+		if len(parts) != 3 || parts[2] == "" {
+			return 0, "", Mark{}, false
+		}
+		ms, err1 := strconv.ParseInt(parts[0], 10, 64)
+		us, err2 := strconv.ParseInt(parts[1], 10, 64)
+		if err1 != nil || err2 != nil || ms <= 0 {
+			return 0, "", Mark{}, false
+		}
+		m = Mark{Seq: ms, At: time.UnixMicro(us).UTC(), ID: parts[2]}
+	}
+	return seq, epoch, m, true
 }
 
 // resumeRead is how many log reads WatchFrom makes at most to reach the
@@ -51,7 +79,7 @@ const resumeRead = 64
 // as the mirror holds it (or its removal, with the log's reason), then
 // Synced, then the queued changes.
 func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position string) (<-chan switchboard.Event, error) {
-	floor, epoch, ok := parsePosition(position)
+	floor, epoch, mark, ok := parsePosition(position)
 	if !h.opts.Resumable || !ok {
 		return nil, fmt.Errorf("%w: %q is not a position this catalog's watches gave", switchboard.ErrPositionGone, position)
 	}
@@ -67,7 +95,7 @@ func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position strin
 	h.subs[s] = struct{}{} // its changes queue from now; no pump yet
 	h.mu.Unlock()
 
-	last, err := h.readSince(ctx, floor, epoch, target)
+	last, err := h.readSince(ctx, Cursor{Seq: floor, Read: floor, Last: mark}, epoch, target)
 	h.mu.Lock()
 	if err != nil {
 		delete(h.subs, s)
@@ -82,17 +110,17 @@ func (h *Hub) WatchFrom(ctx context.Context, q switchboard.Query, position strin
 	for _, id := range ids {
 		s.marks = append(s.marks, h.resumeEvent(s, id, last[id]))
 	}
-	h.startPump(ctx, s, strconv.FormatInt(max(at, floor), 10)+"@"+epoch)
+	h.startPump(ctx, s, formatPosition(max(at, floor), epoch, h.last))
 	return s.out, nil
 }
 
-// readSince reads the log after floor up to target (at most resumeRead
-// reads) and returns the last change of each instance it names.
-func (h *Hub) readSince(ctx context.Context, floor int64, epoch string, target int64) (map[string]Change, error) {
+// readSince reads the log from cur (its mark checked by the source) up to
+// target (at most resumeRead reads) and returns the last change of each
+// instance it names.
+func (h *Hub) readSince(ctx context.Context, cur Cursor, epoch string, target int64) (map[string]Change, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	last := make(map[string]Change)
-	cur := Cursor{Seq: floor, Read: floor}
 	for range resumeRead {
 		b, err := h.src.ChangesSince(ctx, cur)
 		switch {
@@ -112,7 +140,7 @@ func (h *Hub) readSince(ctx context.Context, floor int64, epoch string, target i
 		if len(b.Changes) == 0 || read >= target {
 			break
 		}
-		cur = Cursor{Seq: b.Seq, Read: read, Missing: b.Missing}
+		cur = Cursor{Seq: b.Seq, Read: read, Missing: b.Missing, Last: cur.Last}
 	}
 	return last, nil
 }
