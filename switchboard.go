@@ -278,7 +278,10 @@ type Leaser interface {
 	// another term has begun since (a different token), another holder
 	// holds this one, or there is no such lease.
 	Release(ctx context.Context, l Lease) error
-	// Leases lists every lease row, by name, released ones included.
+	// Leases lists every lease row, by name, released ones included. A
+	// row released or expired long ago (an hour on both SQL backends) is
+	// dropped by a reap; a lease taken again under its name starts above
+	// every token it had, so tokens never go back.
 	Leases(ctx context.Context) ([]Lease, error)
 }
 

@@ -43,7 +43,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
 	l, err := scanLease(c.pool.QueryRow(ctx, `INSERT INTO leases AS l (name, holder, token, ttl_ms, expires_at)
-		VALUES ($1, $2, 1, $3::bigint, now() + $3::bigint * interval '1 millisecond')
+		VALUES ($1, $2, (SELECT lease_token_floor + 1 FROM change_log), $3::bigint, now() + $3::bigint * interval '1 millisecond')
 		ON CONFLICT (name) DO UPDATE SET
 			holder = EXCLUDED.holder,
 			token = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > now() THEN l.token ELSE l.token + 1 END,
@@ -147,4 +147,24 @@ func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
 		return nil, c.wrap("leases", err)
 	}
 	return out, nil
+}
+
+// dropOldLeases deletes the lease rows released or expired more than
+// c.keepLeases ago. First it raises the floor new leases start above to the
+// highest token such rows hold, in a transaction of its own; then it
+// deletes only rows a minute older still, whose tokens an earlier reap's
+// floor already covers when reaps run at least once a minute. So an
+// Acquire that inserts a name whose row was just deleted reads a floor
+// above the token it had, even when its statement began before the
+// deletion: fencing tokens never go back.
+func (c *Catalog) dropOldLeases(ctx context.Context) error {
+	keep := c.keepLeases
+	if _, err := c.pool.Exec(ctx, `UPDATE change_log SET lease_token_floor = greatest(lease_token_floor,
+			(SELECT max(token) FROM leases WHERE expires_at < now() - $1::interval))
+		WHERE EXISTS (SELECT 1 FROM leases WHERE expires_at < now() - $1::interval)`, keep); err != nil {
+		return err
+	}
+	_, err := c.pool.Exec(ctx, `DELETE FROM leases WHERE expires_at < now() - $1::interval - interval '1 minute'
+		AND token <= (SELECT lease_token_floor FROM change_log)`, keep)
+	return err
 }

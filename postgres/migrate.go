@@ -126,6 +126,12 @@ END
 $fn$;
 CREATE TRIGGER changes_assign BEFORE INSERT ON changes FOR EACH ROW EXECUTE FUNCTION changes_assign();
 `,
+	6: `
+-- Lease rows released or expired long ago are dropped by reaps (leases.go);
+-- the highest token they held is kept here, and a lease taken anew starts
+-- above it, so fencing tokens never go back.
+ALTER TABLE change_log ADD COLUMN lease_token_floor bigint NOT NULL DEFAULT 0;
+`,
 }
 
 // epochSQL is the catalog's epoch as the hub compares it: the epoch stored

@@ -37,7 +37,10 @@ const Channel = "switchboard_changes"
 const (
 	defaultKeepEntries = 10000
 	defaultKeepAge     = 10 * time.Minute
-	trimEvery          = 256 // change-writing transactions between opportunistic trims
+	// defaultKeepLeases is how long a lease row stays after it was
+	// released or expired (Leases lists it meanwhile); a reap then drops it.
+	defaultKeepLeases = time.Hour
+	trimEvery         = 256 // change-writing transactions between opportunistic trims
 )
 
 // Catalog is a switchboard.Catalog and switchboard.Leaser on PostgreSQL.
@@ -55,6 +58,7 @@ type Catalog struct {
 
 	keepEntries int64
 	keepAge     time.Duration
+	keepLeases  time.Duration
 	writes      atomic.Int64 // change-writing transactions, to pace trimming
 
 	// A log read blocked at a gap is repeated (watch.go, recheck).
@@ -142,6 +146,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		opts:        opts,
 		log:         opts.Logger.With("catalog", "postgres"),
 		keepEntries: defaultKeepEntries,
+		keepLeases:  defaultKeepLeases,
 		keepAge:     defaultKeepAge,
 		ctx:         cctx,
 		cancel:      cancel,

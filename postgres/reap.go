@@ -28,6 +28,9 @@ func (c *Catalog) reap(ctx context.Context, cond string, args ...any) (int, erro
 	if err := c.check(); err != nil {
 		return 0, err
 	}
+	if err := c.dropOldLeases(ctx); err != nil {
+		return 0, c.wrap("reap: old leases", err)
+	}
 	logged, epoch, err := c.changeTx(ctx, func(tx pgx.Tx) (*logWrite, error) {
 		rows, err := tx.Query(ctx, `DELETE FROM instances WHERE id IN (
 				SELECT id FROM instances WHERE `+cond+` ORDER BY id FOR UPDATE SKIP LOCKED)

@@ -437,6 +437,7 @@ func (c *Catalog) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	if olderThan < 0 {
 		return 0, fmt.Errorf("sqlite: reap: %w: negative age %s", switchboard.ErrInvalid, olderThan)
 	}
+
 	if olderThan > 0 {
 		return c.reap(ctx, olderCond, func(now int64) []any { return []any{now - olderThan.Microseconds()} })
 	}

@@ -60,7 +60,12 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 		next := leaseRow{holder: holder, ttlMS: ttlMS, expiresAt: now + ttlMS*1000}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			next.token = 1
+			// A new lease, or one whose row was dropped (dropOldLeases):
+			// above every token a dropped row held.
+			if err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'lease_token_floor'`).Scan(&next.token); err != nil {
+				return err
+			}
+			next.token++
 			_, err = tx.ExecContext(ctx, `INSERT INTO leases (name, holder, token, ttl_ms, expires_at) VALUES (?, ?, ?, ?, ?)`,
 				name, next.holder, next.token, next.ttlMS, next.expiresAt)
 		case err != nil:
@@ -199,4 +204,37 @@ func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
 		return nil, fmt.Errorf("sqlite: leases: %w", err)
 	}
 	return out, nil
+}
+
+// dropOldLeases deletes the lease rows released or expired more than
+// c.keepLeases ago, recording the highest token they held as the floor new
+// leases start above (so a name taken again never gets a token it had
+// before). It looks in a read transaction first: every reap calls it, and
+// one that finds nothing takes no write lock.
+func (c *Catalog) dropOldLeases(ctx context.Context) error {
+	var found bool
+	err := c.read(ctx, func(tx *txn) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE expires_at < ?)`,
+			now-c.keepLeases.Microseconds()).Scan(&found)
+	})
+	if err != nil || !found {
+		return err
+	}
+	return c.write(ctx, func(tx *txn) error {
+		now, err := clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		before := now - c.keepLeases.Microseconds()
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = max(value,
+			coalesce((SELECT max(token) FROM leases WHERE expires_at < ?), 0)) WHERE key = 'lease_token_floor'`, before); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM leases WHERE expires_at < ?`, before)
+		return err
+	})
 }

@@ -51,6 +51,9 @@ func (c *Catalog) reap(ctx context.Context, cond string, args func(now int64) []
 	if c.closed.Load() {
 		return 0, errClosed("reap")
 	}
+	if err := c.dropOldLeases(ctx); err != nil {
+		return 0, fmt.Errorf("sqlite: reap: old leases: %w", err)
+	}
 	look, logSQL, del := reapSQL(cond)
 	var found bool
 	err := c.read(ctx, func(tx *txn) error {

@@ -152,6 +152,10 @@ var migrations = []string{
 	BEGIN
 		UPDATE instances SET revision = NEW.seq WHERE id = NEW.id;
 	END;`,
+	// 8: lease rows released or expired long ago are deleted (lease.go);
+	// the highest token they held is kept here, and a lease taken anew
+	// starts above it, so fencing tokens never go back.
+	`INSERT INTO meta (key, value) VALUES ('lease_token_floor', 0);`,
 }
 
 // byTTL is a query of cols of the rows (alias i) that cond selects, where

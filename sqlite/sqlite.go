@@ -76,7 +76,10 @@ const (
 const (
 	keepChanges    = 10000
 	keepChangesAge = 10 * time.Minute
-	trimEvery      = time.Second
+	// keepLeases is how long a lease row stays after it was released or
+	// expired (Leases lists it meanwhile); a reap then drops it.
+	keepLeases = time.Hour
+	trimEvery  = time.Second
 )
 
 // Catalog is a switchboard.Catalog and switchboard.Leaser on one SQLite
@@ -109,6 +112,7 @@ type Catalog struct {
 	// Change-log retention; fields so that tests can shrink them.
 	keepChanges    int64
 	keepChangesAge time.Duration
+	keepLeases     time.Duration
 	trimEvery      time.Duration
 	lastTrim       atomic.Int64 // unix nanoseconds of the last trim attempt
 
@@ -176,6 +180,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		log:            opts.Logger.With("component", "catalog", "backend", "sqlite"),
 		keepChanges:    keepChanges,
 		keepChangesAge: keepChangesAge,
+		keepLeases:     keepLeases,
 		trimEvery:      trimEvery,
 		fileCheckEvery: fileCheckEvery,
 	}
