@@ -3,8 +3,6 @@ package catalogtest
 import (
 	"testing"
 	"time"
-
-	"github.com/switchboard-io/switchboard"
 )
 
 // LeaseRowsDropped checks, on a Leaser with a clock whose "long ago" the caller has
