@@ -177,13 +177,19 @@ func (c *Catalog) Release(ctx context.Context, l switchboard.Lease) error {
 // Leases lists every lease row, ordered by name; a released lease has an
 // empty Holder.
 func (c *Catalog) Leases(ctx context.Context) ([]switchboard.Lease, error) {
+	return c.listLeases(ctx, `SELECT name, holder, token, ttl_ms, expires_at FROM leases ORDER BY name`)
+}
+
+// listLeases runs query, which selects name, holder, token, ttl_ms and
+// expires_at, in a read transaction.
+func (c *Catalog) listLeases(ctx context.Context, query string, args ...any) ([]switchboard.Lease, error) {
 	if c.closed.Load() {
 		return nil, errClosed("leases")
 	}
 	var out []switchboard.Lease
 	err := c.read(ctx, func(tx *txn) error {
 		out = []switchboard.Lease{}
-		rows, err := tx.QueryContext(ctx, `SELECT name, holder, token, ttl_ms, expires_at FROM leases ORDER BY name`)
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
