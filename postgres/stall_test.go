@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
@@ -225,5 +226,34 @@ func TestLockHolderWithoutIDIsInFlight(t *testing.T) {
 	}
 	if !settled() {
 		t.Fatal("not settled once the holder has ended")
+	}
+}
+
+// TestSequenceMovedFarAhead: a log sequence moved far ahead (setval by an
+// operator or a restore script) leaves a gap of millions of numbers that
+// will never be used; a watcher still delivers the next change at once,
+// and what it carries as missing stays bounded.
+func TestSequenceMovedFarAhead(t *testing.T) {
+	dsn, watcher, writer, set := watchedPair(t)
+	ctx := ctxT(t)
+	raw, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close(context.Background()) })
+	if _, err := raw.Exec(ctx, `SELECT setval('changes_seq_seq', 50000000)`); err != nil {
+		t.Fatal(err)
+	}
+	reg(t, writer, "after", "h:1")
+	set.WaitForSet(t, "the change after the jump", func() string { return "after" })
+	testkit.WaitUntil(t, "the watch to wait for nothing", func() bool { return watcher.WatchStats().WaitingFor == 0 })
+}
+
+// TestMissingAfterBounded: a read whose range spans a jump of the sequence
+// names at most the last missingWindow numbers missing, not millions.
+func TestMissingAfterBounded(t *testing.T) {
+	got := missingAfter([]int64{3}, 10, 50_000_000, []hub.Change{{Seq: 50_000_000}}, 0)
+	if len(got) > missingWindow+1 || got[0] != 3 || got[len(got)-1] != 49_999_999 {
+		t.Fatalf("%d missing from %d to %d; want at most %d, ending below the last read", len(got), got[0], got[len(got)-1], missingWindow+1)
 	}
 }

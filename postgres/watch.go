@@ -349,7 +349,9 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 			for _, seq := range above {
 				vis[seq] = struct{}{}
 			}
-			for seq := head.Seq + 1; seq < head.Read; seq++ {
+			// At most the last missingWindow numbers: a sequence moved
+			// far ahead (setval) leaves no list of millions behind.
+			for seq := max(head.Seq+1, head.Read-missingWindow); seq < head.Read; seq++ {
 				if _, ok := vis[seq]; !ok {
 					head.Missing = append(head.Missing, seq)
 				}
@@ -539,7 +541,10 @@ func missingAfter(missing []int64, read, top int64, got []hub.Change, settledTo 
 			keep(n)
 		}
 	}
-	for n := read + 1; n <= top; n++ {
+	// At most the last missingWindow numbers of the range read (see
+	// unsettledAfter): a sequence moved far ahead (setval) must not make a
+	// read walk, or a cursor carry, millions of numbers.
+	for n := max(read+1, top-missingWindow); n <= top; n++ {
 		keep(n)
 	}
 	return out
