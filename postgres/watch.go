@@ -430,23 +430,23 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 		b = hub.Batch{Seq: cur.Seq}
 		var trimmed, last int64
 		var mvcc string
-		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now(), `+snapshotSQL+` FROM change_log`).
-			Scan(&trimmed, &last, &b.Epoch, &b.Now, &mvcc); err != nil {
+		// The entry the cursor read last (its mark) is read in the same
+		// statement: one round trip a read.
+		var markID *string
+		var markAt *time.Time
+		if err := tx.QueryRow(ctx, `SELECT trimmed_to, (SELECT last_value FROM changes_seq_seq), `+epochSQL+`, now(), `+snapshotSQL+`,
+				(SELECT id FROM changes WHERE seq = $1), (SELECT at FROM changes WHERE seq = $1) FROM change_log`, cur.Last.Seq).
+			Scan(&trimmed, &last, &b.Epoch, &b.Now, &mvcc, &markID, &markAt); err != nil {
 			return err
 		}
 		if cur.Seq < trimmed || read > last {
 			return fmt.Errorf("position %d (log holds %d..%d): %w", cur.Seq, trimmed, last, hub.ErrCursorGone)
 		}
 		if m := cur.Last; m.Seq > trimmed {
-			var id string
-			var at time.Time
-			err := tx.QueryRow(ctx, `SELECT id, at FROM changes WHERE seq = $1`, m.Seq).Scan(&id, &at)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows):
+			case markID == nil || markAt == nil:
 				return fmt.Errorf("the entry read last (seq %d) is not in the log: %w", m.Seq, hub.ErrCursorGone)
-			case err != nil:
-				return err
-			case !m.Same(id, at.UTC()):
+			case !m.Same(*markID, markAt.UTC()):
 				return fmt.Errorf("the log holds another entry at seq %d than the one read: %w", m.Seq, hub.ErrCursorGone)
 			}
 		}

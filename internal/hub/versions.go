@@ -39,8 +39,8 @@ const gapWarn = 5 * time.Second
 // when it is newer than the mirror's, and returns the entry that holds
 // the instance's state afterwards: in's, or the mirror's own when that is
 // as new or newer (a newer last_seen of the same version and content is
-// taken as a renewal). nil when a tombstone says the instance was deleted after in
-// was read.
+// taken as a renewal). nil when a tombstone says the instance was deleted
+// after in was read.
 func (h *Hub) put(in *switchboard.Instance, now time.Time) *entry {
 	if !h.force && in.Revision != 0 {
 		if e := h.entries[in.ID]; e != nil && e.inst.Revision != 0 {
