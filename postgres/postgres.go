@@ -65,13 +65,6 @@ type Catalog struct {
 	recheckPending atomic.Bool
 	recheckDelay   atomic.Int64 // time.Duration of the last recheck
 
-	// reflected is the highest seq the last snapshot's rows may reflect
-	// beyond its position, in history reflectedEpoch: a write up to it is
-	// not applied from its notification or by publish (see Snapshot).
-	reflectedMu    sync.Mutex
-	reflectedEpoch string
-	reflected      int64
-
 	closed    atomic.Bool
 	closeOnce sync.Once
 	ctx       context.Context // cancelled by Close: stops the listener
@@ -223,31 +216,7 @@ func (c *Catalog) publish(changes []hub.Change, now time.Time, epoch string) {
 	if h == nil || len(changes) == 0 {
 		return
 	}
-	c.publishTo(h, hub.Batch{Changes: changes, Seq: changes[len(changes)-1].Seq, Epoch: epoch, Now: now.UTC()})
-}
-
-// publishTo hands b to h unless a snapshot may already reflect a later
-// state than b's (setReflected): then h only reads the log, which gives
-// the rows as they are now.
-func (c *Catalog) publishTo(h *hub.Hub, b hub.Batch) {
-	c.reflectedMu.Lock()
-	stale := b.Epoch == c.reflectedEpoch && b.Changes[0].Seq <= c.reflected
-	c.reflectedMu.Unlock()
-	if stale {
-		h.Notify()
-		return
-	}
-	h.Publish(b)
-}
-
-// setReflected records that a snapshot of epoch may reflect the log up to
-// seq.
-func (c *Catalog) setReflected(epoch string, seq int64) {
-	c.reflectedMu.Lock()
-	defer c.reflectedMu.Unlock()
-	if epoch != c.reflectedEpoch || seq > c.reflected {
-		c.reflectedEpoch, c.reflected = epoch, seq
-	}
+	h.Publish(hub.Batch{Changes: changes, Seq: changes[len(changes)-1].Seq, Epoch: epoch, Now: now.UTC()})
 }
 
 // WatchStats reports this handle's watch machinery (zero, and healthy,

@@ -153,9 +153,10 @@ func (c *Catalog) listenOnce(connected func()) error {
 }
 
 // onNotification hands the hub the change a notification carries
-// (notice.go): the hub applies it at once when it directly follows what it
-// has seen, and reads the log otherwise. An empty payload, or one this
-// version cannot read, only makes it read the log.
+// (notice.go): the hub applies it at once where it is newer than the
+// mirror's state (its revision is its seq), in any order, and reads the log
+// after it. An empty payload, or one this version cannot read, only makes
+// it read the log.
 func (c *Catalog) onNotification(h *hub.Hub, payload string) {
 	if payload == "" {
 		h.Notify()
@@ -167,7 +168,7 @@ func (c *Catalog) onNotification(h *hub.Hub, payload string) {
 		h.Notify()
 		return
 	}
-	c.publishTo(h, b)
+	h.Publish(b)
 }
 
 // source gives the hub its reads of the catalog.
@@ -356,9 +357,6 @@ func (s source) snapshot(ctx context.Context, w writers, read func(head hub.Part
 					head.Missing = append(head.Missing, seq)
 				}
 			}
-		}
-		if len(above) > 0 {
-			s.c.setReflected(head.Epoch, above[len(above)-1])
 		}
 		// The highest entry the rows reflect marks the cursor (hub.Cursor.Last).
 		err = tx.QueryRow(ctx, `SELECT seq, id, at FROM changes ORDER BY seq DESC LIMIT 1`).
