@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"log/slog"
 	"strings"
 	"sync"
@@ -324,7 +325,7 @@ func TestBootstrapBatchesHeartbeats(t *testing.T) {
 }
 
 // bulkCatalog stores registrations in memory and checks heartbeats as every
-// backend does (ValidateHeartbeatIDs), so that a test can hold more
+// backend does (backend.ValidateHeartbeatIDs), so that a test can hold more
 // registrations than one Heartbeat call takes without writing 10,001 rows.
 type bulkCatalog struct {
 	switchboard.Catalog
@@ -353,7 +354,7 @@ func (c *bulkCatalog) Deregister(ctx context.Context, id string) error {
 }
 
 func (c *bulkCatalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error) {
-	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+	if err := backend.ValidateHeartbeatIDs(ids); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

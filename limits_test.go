@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,23 +43,23 @@ func TestNormalizeCapabilityLimit(t *testing.T) {
 }
 
 func TestValidateTTL(t *testing.T) {
-	if err := switchboard.ValidateTTL(0, time.Hour); err != nil {
+	if err := backend.ValidateTTL(0, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := switchboard.ValidateTTL(time.Hour, time.Hour); err != nil {
+	if err := backend.ValidateTTL(time.Hour, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	wantFieldErr(t, switchboard.ValidateTTL(time.Hour+1, time.Hour), "ttl", "at most 1h0m0s")
+	wantFieldErr(t, backend.ValidateTTL(time.Hour+1, time.Hour), "ttl", "at most 1h0m0s")
 }
 
 func TestValidateHeartbeatIDs(t *testing.T) {
-	if err := switchboard.ValidateHeartbeatIDs([]string{"a", "b.c:d-e_f"}); err != nil {
+	if err := backend.ValidateHeartbeatIDs([]string{"a", "b.c:d-e_f"}); err != nil {
 		t.Fatal(err)
 	}
-	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{"ok", "no way"}), "ids[1]", "only letters")
-	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{""}), "ids[0]", "1 to 253")
-	wantFieldErr(t, switchboard.ValidateHeartbeatIDs([]string{strings.Repeat("x", 254)}), "ids[0]", "1 to 253")
-	wantFieldErr(t, switchboard.ValidateHeartbeatIDs(make([]string, switchboard.MaxHeartbeatIDs+1)), "ids", "at most 10000")
+	wantFieldErr(t, backend.ValidateHeartbeatIDs([]string{"ok", "no way"}), "ids[1]", "only letters")
+	wantFieldErr(t, backend.ValidateHeartbeatIDs([]string{""}), "ids[0]", "1 to 253")
+	wantFieldErr(t, backend.ValidateHeartbeatIDs([]string{strings.Repeat("x", 254)}), "ids[0]", "1 to 253")
+	wantFieldErr(t, backend.ValidateHeartbeatIDs(make([]string, switchboard.MaxHeartbeatIDs+1)), "ids", "at most 10000")
 }
 
 func TestValidateHeartbeat(t *testing.T) {

@@ -69,8 +69,8 @@ type Instance struct {
 	// catalog with per-port schemas).
 	Components json.RawMessage
 	// TTL is the liveness window; zero means the catalog's default. It is
-	// stored rounded up to whole milliseconds on every backend (RoundTTL;
-	// kube:// rounds up to whole seconds), and Register returns the stored
+	// stored rounded up to whole milliseconds on every backend
+	// (kube:// rounds up to whole seconds), and Register returns the stored
 	// TTL. Under 1ms (but not zero) is ErrInvalid.
 	TTL time.Duration
 	// RegisteredAt and LastSeen are stamped with the catalog's clock.

@@ -3,7 +3,7 @@ package switchboard
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -33,7 +33,7 @@ const (
 
 // Normalize validates in and returns it in canonical form: the name
 // sanitised, capabilities de-duplicated in their given order, the TTL
-// rounded up to whole milliseconds (RoundTTL). Everything a backend stores
+// rounded up to whole milliseconds. Everything a backend stores
 // goes through it, so a bad field never reaches storage.
 func Normalize(in Instance) (Instance, error) {
 	out := in.Clone()
@@ -93,59 +93,8 @@ func Normalize(in Instance) (Instance, error) {
 	if in.TTL != 0 && in.TTL < time.Millisecond {
 		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must be at least 1ms")
 	}
-	out.TTL = RoundTTL(in.TTL)
+	out.TTL = millis.Round(in.TTL)
 	return out, nil
-}
-
-// RoundTTL returns an instance TTL as every backend stores it: rounded up
-// to whole milliseconds, so that the same registration expires at the same
-// moment on every backend and no instance expires before the TTL it asked
-// for (past the largest whole-millisecond Duration, about 292 years, it is
-// cut to that). Normalize applies it, and every backend to its default TTL
-// (Options.DefaultTTL), once, when it opens. A backend with coarser storage rounds up further
-// (kube://: whole seconds, as Lease durations count them).
-func RoundTTL(ttl time.Duration) time.Duration {
-	if ttl <= 0 {
-		return ttl
-	}
-	return time.Duration(ceilMillis(ttl)) * time.Millisecond
-}
-
-// ceilMillis is a positive ttl in whole milliseconds, rounded up, at most
-// maxLeaseMillis. It rounds without adding first: ttl + 999,999 ns
-// overflows near the largest Duration.
-func ceilMillis(ttl time.Duration) int64 {
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 && ms < maxLeaseMillis {
-		ms++
-	}
-	return ms
-}
-
-// ValidateTTL checks an instance's TTL against the catalog's maximum (zero
-// ttl: the catalog's default, always valid).
-func ValidateTTL(ttl, maxTTL time.Duration) error {
-	if ttl > maxTTL {
-		return invalid(ErrInvalid, "ttl", ttl.String(), fmt.Sprintf("must be at most %s (the catalog's max_ttl)", maxTTL))
-	}
-	return nil
-}
-
-// ValidateHeartbeatIDs checks the ids of one Heartbeat call: at most
-// MaxHeartbeatIDs, each a valid id. Backends check them all before renewing
-// any.
-func ValidateHeartbeatIDs(ids []string) error {
-	if len(ids) > MaxHeartbeatIDs {
-		return invalid(ErrInvalid, "ids", "", fmt.Sprintf("%d given in one heartbeat; at most %d", len(ids), MaxHeartbeatIDs))
-	}
-	for i, id := range ids {
-		if err := ValidateID(id); err != nil {
-			fe := err.(*FieldError)
-			fe.Field = fmt.Sprintf("ids[%d]", i)
-			return fe
-		}
-	}
-	return nil
 }
 
 // MinHeartbeatInterval is the shortest heartbeat interval (the config's
@@ -191,23 +140,6 @@ func checkInterval(field string, interval time.Duration) error {
 	}
 	return nil
 }
-
-// LeaseTTLMillis checks a lease TTL and returns it in whole milliseconds,
-// rounded up, as every Leaser stores it (the rule of instance TTLs too:
-// RoundTTL): under a millisecond (or negative) is ErrInvalid; past the
-// largest whole-millisecond Duration (about 292 years) it is cut to that.
-// It rounds without adding first: ttl + 999,999 ns overflows near the
-// largest Duration into a negative TTL, a lease expired when taken.
-func LeaseTTLMillis(ttl time.Duration) (int64, error) {
-	if ttl < time.Millisecond {
-		return 0, fmt.Errorf("%w: lease ttl %s must be at least 1ms", ErrInvalid, ttl)
-	}
-	return ceilMillis(ttl), nil
-}
-
-// maxLeaseMillis is the longest lease TTL in whole milliseconds that a
-// time.Duration holds.
-const maxLeaseMillis = int64(math.MaxInt64 / time.Millisecond)
 
 // ValidateLease checks a lease's name (1–253 bytes) and holder (1–1024
 // bytes), both UTF-8 without NUL: the same input must be valid on every

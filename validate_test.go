@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"math"
 	"net"
 	"strconv"
@@ -637,8 +638,8 @@ func TestRoundTTL(t *testing.T) {
 		{maxMS, maxMS},
 		{math.MaxInt64, maxMS},
 	} {
-		if got := switchboard.RoundTTL(tc.in); got != tc.want {
-			t.Errorf("RoundTTL(%v) = %v, want %v", tc.in, got, tc.want)
+		if got := millis.Round(tc.in); got != tc.want {
+			t.Errorf("millis.Round(%v) = %v, want %v", tc.in, got, tc.want)
 		}
 		if tc.in == 0 {
 			continue

@@ -314,7 +314,7 @@ func testDefaultTTLTold(t *testing.T, c switchboard.Catalog) {
 	}
 }
 
-// testTTLPrecision pins how a TTL is stored (switchboard.RoundTTL): rounded
+// testTTLPrecision pins how a TTL is stored (millis.Round): rounded
 // up to whole milliseconds, the same on every backend, so one registration
 // expires at the same moment on each; Register, Get, List and Watch all
 // give the stored TTL. A backend whose storage is coarser rounds up to its

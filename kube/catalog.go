@@ -21,6 +21,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"slices"
 	"strings"
 	"sync"
@@ -158,7 +159,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
-	if err := switchboard.ValidateTTL(n.TTL, k.opts.MaxTTL); err != nil {
+	if err := backend.ValidateTTL(n.TTL, k.opts.MaxTTL); err != nil {
 		return switchboard.Instance{}, err
 	}
 	if n.ID == "" {
@@ -305,7 +306,7 @@ func (k *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	if err := k.check(); err != nil {
 		return nil, err
 	}
-	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+	if err := backend.ValidateHeartbeatIDs(ids); err != nil {
 		return nil, err
 	}
 	// Which ids have a TinyModule: one GET each for a few, one LIST of

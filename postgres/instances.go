@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,12 +65,12 @@ func (r *row) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 }
 
 // readTTL is a stored TTL as every read reports it: rounded up to whole
-// milliseconds (switchboard.RoundTTL), as Register stores TTLs. A row an
+// milliseconds (millis.Round), as Register stores TTLs. A row an
 // older version registered keeps microseconds until it is registered
 // again; its reads still show the TTL every backend would store for it.
 // (The database judges staleness and reaping by the TTL stored, which is
 // less than a millisecond shorter.)
-func readTTL(ttl time.Duration) time.Duration { return switchboard.RoundTTL(ttl) }
+func readTTL(ttl time.Duration) time.Duration { return millis.Round(ttl) }
 
 func scanInstance(s pgx.Row, ml *storedmeta.Log) (switchboard.Instance, error) {
 	var r row
@@ -125,7 +127,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
-	if err := switchboard.ValidateTTL(in.TTL, c.opts.MaxTTL); err != nil {
+	if err := backend.ValidateTTL(in.TTL, c.opts.MaxTTL); err != nil {
 		return switchboard.Instance{}, err
 	}
 	if in.ID == "" {
@@ -273,7 +275,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+	if err := backend.ValidateHeartbeatIDs(ids); err != nil {
 		return nil, err
 	}
 	// Sorted and unique, so concurrent batches lock rows in one order.

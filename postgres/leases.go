@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +39,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := checkNames(name, holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
-	ms, err := switchboard.LeaseTTLMillis(ttl)
+	ms, err := backend.LeaseTTLMillis(ttl)
 	if err != nil {
 		return switchboard.Lease{}, fmt.Errorf("postgres: acquire: %w", err)
 	}
@@ -78,7 +79,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 	var ms int64
 	if l.TTL != 0 {
 		var err error
-		if ms, err = switchboard.LeaseTTLMillis(l.TTL); err != nil {
+		if ms, err = backend.LeaseTTLMillis(l.TTL); err != nil {
 			return switchboard.Lease{}, fmt.Errorf("postgres: renew: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"log/slog"
 	"strings"
 	"sync"
@@ -102,7 +103,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	opts = opts.WithDefaults()
 	// The default TTL is stored as every TTL is, in whole milliseconds
 	// rounded up: rounded once here, not at every registration.
-	opts.DefaultTTL = switchboard.RoundTTL(opts.DefaultTTL)
+	opts.DefaultTTL = millis.Round(opts.DefaultTTL)
 	cfg, err := pgxpool.ParseConfig(connString(dsn.Raw))
 	if err != nil {
 		return nil, switchboard.RedactError(fmt.Errorf("postgres: %w: %v", switchboard.ErrInvalidDSN, err), dsn.Raw)

@@ -11,7 +11,7 @@ import (
 )
 
 // TestDefaultTTLRounded: the catalog's default TTL is stored as every TTL
-// is (switchboard.RoundTTL): rounded up to whole milliseconds, as on
+// is (millis.Round): rounded up to whole milliseconds, as on
 // SQLite, not kept to the microsecond.
 func TestDefaultTTLRounded(t *testing.T) {
 	ctx := ctxT(t)
@@ -36,7 +36,7 @@ func TestDefaultTTLRounded(t *testing.T) {
 
 // TestLegacyTTLReadRounded: a row an older version registered keeps a TTL
 // in microseconds until it is registered again; every read reports it in
-// whole milliseconds, rounded up as RoundTTL stores TTLs now (catalogtest's
+// whole milliseconds, rounded up as millis.Round stores TTLs now (catalogtest's
 // TTLPrecision): Get and the log read (Scan), List and a watch's snapshot
 // (the binary decoding), and a notification of it.
 func TestLegacyTTLReadRounded(t *testing.T) {

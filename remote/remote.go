@@ -28,6 +28,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -285,7 +286,7 @@ func (c *Client) Heartbeat(ctx context.Context, ids ...string) ([]string, error)
 	if c.closed.Load() {
 		return nil, switchboard.ErrClosed
 	}
-	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+	if err := backend.ValidateHeartbeatIDs(ids); err != nil {
 		return nil, err
 	}
 	var missing []string

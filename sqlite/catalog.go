@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -82,7 +83,7 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 		return row{}, err
 	}
 	// Whole milliseconds either way: Normalize rounded in.TTL, Open the
-	// default (switchboard.RoundTTL).
+	// default (millis.Round).
 	ttl := in.TTL
 	if ttl == 0 {
 		ttl = c.opts.DefaultTTL
@@ -125,7 +126,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
-	if err := switchboard.ValidateTTL(n.TTL, c.opts.MaxTTL); err != nil {
+	if err := backend.ValidateTTL(n.TTL, c.opts.MaxTTL); err != nil {
 		return switchboard.Instance{}, err
 	}
 	if n.ID == "" {
@@ -272,7 +273,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if err := switchboard.ValidateHeartbeatIDs(ids); err != nil {
+	if err := backend.ValidateHeartbeatIDs(ids); err != nil {
 		return nil, err
 	}
 	if c.closed.Load() {

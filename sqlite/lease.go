@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -43,7 +44,7 @@ func (c *Catalog) Acquire(ctx context.Context, name, holder string, ttl time.Dur
 	if err := checkNames(name, holder); err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", name, err)
 	}
-	ttlMS, err := switchboard.LeaseTTLMillis(ttl)
+	ttlMS, err := backend.LeaseTTLMillis(ttl)
 	if err != nil {
 		return switchboard.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", name, err)
 	}
@@ -101,7 +102,7 @@ func (c *Catalog) Renew(ctx context.Context, l switchboard.Lease) (switchboard.L
 	var ttlMS int64 // zero: keep the stored TTL
 	if l.TTL != 0 {
 		var err error
-		if ttlMS, err = switchboard.LeaseTTLMillis(l.TTL); err != nil {
+		if ttlMS, err = backend.LeaseTTLMillis(l.TTL); err != nil {
 			return switchboard.Lease{}, fmt.Errorf("sqlite: renew lease %q: %w", l.Name, err)
 		}
 	}

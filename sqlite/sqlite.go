@@ -28,6 +28,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
@@ -173,7 +174,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	opts = opts.WithDefaults()
 	// The default TTL is stored as every TTL is, in whole milliseconds
 	// rounded up: rounded once here, not at every registration.
-	opts.DefaultTTL = switchboard.RoundTTL(opts.DefaultTTL)
+	opts.DefaultTTL = millis.Round(opts.DefaultTTL)
 	c := &Catalog{
 		opts:           opts,
 		ids:            idgen.New(),

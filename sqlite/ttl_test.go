@@ -8,7 +8,7 @@ import (
 )
 
 // TestDefaultTTLRounded: the catalog's default TTL is stored as every TTL
-// is (switchboard.RoundTTL): rounded up to whole milliseconds, as on
+// is (millis.Round): rounded up to whole milliseconds, as on
 // PostgreSQL, never cut to less than configured.
 func TestDefaultTTLRounded(t *testing.T) {
 	opts := quiet
