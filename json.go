@@ -24,6 +24,81 @@ type instanceJSON struct {
 	LastSeen     string            `json:"last_seen"`
 	Stale        bool              `json:"stale"`
 	Revision     int64             `json:"revision,omitempty"`
+	Weight       int               `json:"weight,omitempty"`
+	Zone         string            `json:"zone,omitempty"`
+	Draining     bool              `json:"draining,omitempty"`
+	// Status is Instance.Status, written for readers; it is ignored on
+	// input (Draining and Health say it).
+	Status Status      `json:"status,omitempty"`
+	Check  *checkJSON  `json:"check,omitempty"`
+	Health *healthJSON `json:"health,omitempty"`
+}
+
+type checkJSON struct {
+	Target          string `json:"target"`
+	Interval        string `json:"interval,omitempty"`
+	Timeout         string `json:"timeout,omitempty"`
+	Failures        int    `json:"failures,omitempty"`
+	Successes       int    `json:"successes,omitempty"`
+	Body            string `json:"body,omitempty"`
+	DeregisterAfter string `json:"deregister_after,omitempty"`
+}
+
+type healthJSON struct {
+	Status Status `json:"status"`
+	Output string `json:"output,omitempty"`
+	Since  string `json:"since,omitempty"`
+}
+
+func durationString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func (c *Check) toJSON() *checkJSON {
+	return &checkJSON{
+		Target: c.Target, Interval: durationString(c.Interval), Timeout: durationString(c.Timeout),
+		Failures: c.Failures, Successes: c.Successes, Body: c.Body, DeregisterAfter: durationString(c.DeregisterAfter),
+	}
+}
+
+// MarshalJSON writes a check as the HTTP API and the CLI's JSON show it:
+// durations like "10s".
+func (c Check) MarshalJSON() ([]byte, error) { return json.Marshal(c.toJSON()) }
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (c *Check) UnmarshalJSON(b []byte) error {
+	var j checkJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out, err := j.check()
+	if err != nil {
+		return err
+	}
+	*c = out
+	return nil
+}
+
+func (j *checkJSON) check() (Check, error) {
+	out := Check{Target: j.Target, Failures: j.Failures, Successes: j.Successes, Body: j.Body}
+	for _, f := range []struct {
+		name string
+		s    string
+		d    *time.Duration
+	}{{"interval", j.Interval, &out.Interval}, {"timeout", j.Timeout, &out.Timeout}, {"deregister_after", j.DeregisterAfter, &out.DeregisterAfter}} {
+		if f.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			return Check{}, fmt.Errorf("check.%s: %w", f.name, err)
+		}
+		*f.d = d
+	}
+	return out, nil
 }
 
 // MarshalJSON writes the instance in the CLI and HTTP contract: capabilities
@@ -35,6 +110,13 @@ func (in Instance) MarshalJSON() ([]byte, error) {
 		Capabilities: in.Capabilities, Version: in.Version, Metadata: in.Metadata,
 		Components: in.Components, TTL: in.TTL.String(), Stale: in.Stale, Revision: in.Revision,
 		RegisteredAt: formatTime(in.RegisteredAt), LastSeen: formatTime(in.LastSeen),
+		Weight: in.Weight, Zone: in.Zone, Draining: in.Draining, Status: in.Status(),
+	}
+	if in.Check != nil {
+		j.Check = in.Check.toJSON()
+	}
+	if in.Health.Status != "" {
+		j.Health = &healthJSON{Status: in.Health.Status, Output: in.Health.Output, Since: formatTime(in.Health.Since)}
 	}
 	if j.Capabilities == nil {
 		j.Capabilities = []string{}
@@ -55,8 +137,22 @@ func (in *Instance) UnmarshalJSON(b []byte) error {
 		ID: j.ID, Name: j.Name, Type: j.Type, Address: j.Address,
 		Capabilities: j.Capabilities, Version: j.Version, Metadata: j.Metadata,
 		Components: j.Components, Stale: j.Stale, Revision: j.Revision,
+		Weight: j.Weight, Zone: j.Zone, Draining: j.Draining,
 	}
 	var err error
+	if j.Check != nil {
+		c, err := j.Check.check()
+		if err != nil {
+			return err
+		}
+		out.Check = &c
+	}
+	if j.Health != nil {
+		out.Health = Health{Status: j.Health.Status, Output: j.Health.Output}
+		if out.Health.Since, err = parseTime(j.Health.Since); err != nil {
+			return fmt.Errorf("health.since: %w", err)
+		}
+	}
 	if j.TTL != "" {
 		if out.TTL, err = time.ParseDuration(j.TTL); err != nil {
 			return fmt.Errorf("ttl: %w", err)

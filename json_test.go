@@ -28,6 +28,11 @@ func fullInstance() switchboard.Instance {
 		RegisteredAt: time.Date(2026, 3, 4, 7, 8, 9, 123456789, loc),
 		LastSeen:     time.Date(2026, 3, 4, 7, 8, 19, 987000000, loc),
 		Stale:        true,
+		Weight:       250,
+		Zone:         "eu-1a",
+		Draining:     true,
+		Check:        &switchboard.Check{Target: "http://[::1]:8080/healthz", Interval: 10 * time.Second, Timeout: 2 * time.Second, Failures: 3, Successes: 1, DeregisterAfter: 5 * time.Minute},
+		Health:       switchboard.Health{Status: switchboard.StatusCritical, Output: "HTTP 503", Since: time.Date(2026, 3, 4, 7, 8, 10, 0, loc)},
 	}
 }
 
@@ -51,7 +56,7 @@ func TestInstanceJSONFields(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"address", "capabilities", "components", "id", "last_seen", "metadata", "name", "registered_at", "stale", "ttl", "type", "version"}
+	want := []string{"address", "capabilities", "check", "components", "draining", "health", "id", "last_seen", "metadata", "name", "registered_at", "stale", "status", "ttl", "type", "version", "weight", "zone"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys = %v, want %v", keys, want)
 	}
@@ -68,6 +73,12 @@ func TestInstanceJSONFields(t *testing.T) {
 		"registered_at": `"2026-03-04T05:08:09.123Z"`, // UTC, milliseconds (truncated)
 		"last_seen":     `"2026-03-04T05:08:19.987Z"`,
 		"stale":         `true`,
+		"weight":        `250`,
+		"zone":          `"eu-1a"`,
+		"draining":      `true`,
+		"status":        `"draining"`, // draining overrides the check's status
+		"check":         `{"target":"http://[::1]:8080/healthz","interval":"10s","timeout":"2s","failures":3,"successes":1,"deregister_after":"5m0s"}`,
+		"health":        `{"status":"critical","output":"HTTP 503","since":"2026-03-04T05:08:10.000Z"}`,
 	}
 	for k, v := range exact {
 		if got := string(m[k]); got != v {
@@ -88,6 +99,7 @@ func TestInstanceJSONEmpty(t *testing.T) {
 		"ttl":          `"1.5s"`,
 		"stale":        `false`,
 		"version":      `""`,
+		"status":       `"passing"`,
 	} {
 		if got := string(m[k]); got != want {
 			t.Errorf("%s = %s, want %s", k, got, want)
@@ -154,7 +166,10 @@ func TestInstanceJSONRoundTrip(t *testing.T) {
 	if out.RegisteredAt.Location() != time.UTC || out.LastSeen.Location() != time.UTC {
 		t.Errorf("decoded times are not UTC: %v, %v", out.RegisteredAt.Location(), out.LastSeen.Location())
 	}
-	out.RegisteredAt, out.LastSeen = want.RegisteredAt, want.LastSeen
+	if !out.Health.Since.Equal(want.Health.Since) {
+		t.Errorf("health.since = %v, want %v", out.Health.Since, want.Health.Since)
+	}
+	out.RegisteredAt, out.LastSeen, out.Health.Since = want.RegisteredAt, want.LastSeen, want.Health.Since
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", out, want)
 	}
@@ -233,7 +248,7 @@ func TestEventJSON(t *testing.T) {
 		}
 	}
 	// Exact bytes of the common case, in field order.
-	want := `{"event":"removed","reason":"expired","instance":{"id":"i1","name":"m","type":"t","address":"h:1","capabilities":[],"version":"","metadata":{},"ttl":"10s","registered_at":"","last_seen":"","stale":false}}`
+	want := `{"event":"removed","reason":"expired","instance":{"id":"i1","name":"m","type":"t","address":"h:1","capabilities":[],"version":"","metadata":{},"ttl":"10s","registered_at":"","last_seen":"","stale":false,"status":"passing"}}`
 	if got := string(mustMarshal(t, tests[2].ev)); got != want {
 		t.Errorf("removed event =\n%s\nwant\n%s", got, want)
 	}

@@ -87,6 +87,24 @@ type Instance struct {
 	// does not track revisions, or an instance not read from a catalog).
 	// Register ignores it.
 	Revision int64
+
+	// Weight is the instance's share of traffic among the instances of its
+	// name: 1 to MaxWeight; zero in a registration is DefaultWeight (100).
+	// Weighted picks, the gRPC resolver and the pool spread calls in
+	// proportion to it.
+	Weight int
+	// Zone is the instance's locality (a token such as "eu-west-1a";
+	// optional): callers may prefer instances of their own zone.
+	Zone string
+	// Draining is set by Drainer.Drain, never by Register: the instance
+	// stays registered and heartbeating but gets no new traffic (Serving).
+	Draining bool
+	// Check, when set, is probed by the catalog's check runners; Health
+	// holds its last result. Register stores the check; only
+	// HealthSetter.SetHealth writes Health (a new row with a check starts
+	// critical, "not checked yet", until its first probes pass).
+	Check  *Check
+	Health Health
 }
 
 // HasCapability reports whether c is one of the instance's capabilities.
@@ -115,6 +133,10 @@ func (in Instance) Clone() Instance {
 	if in.Components != nil {
 		out.Components = append(json.RawMessage(nil), in.Components...)
 	}
+	if in.Check != nil {
+		c := *in.Check
+		out.Check = &c
+	}
 	return out
 }
 
@@ -123,7 +145,10 @@ type Query struct {
 	Name       string
 	Type       string
 	Capability string
-	// All includes stale instances (rows past their TTL not yet reaped).
+	// All includes every row: stale instances (past their TTL, not yet
+	// reaped) and those whose check is critical. Draining instances are
+	// always included (they are registered and alive; they only get no
+	// new traffic).
 	All bool
 }
 

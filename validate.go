@@ -94,6 +94,9 @@ func Normalize(in Instance) (Instance, error) {
 		return Instance{}, invalid(ErrInvalid, "ttl", in.TTL.String(), "must be at least 1ms")
 	}
 	out.TTL = millis.Round(in.TTL)
+	if err := validateTraffic(&out); err != nil {
+		return Instance{}, err
+	}
 	return out, nil
 }
 

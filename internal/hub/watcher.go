@@ -71,7 +71,19 @@ func newSub(q switchboard.Query) *sub {
 }
 
 func (s *sub) visible(in *switchboard.Instance, expired bool) bool {
-	return (s.q.All || !expired) && s.q.Matches(in)
+	return (s.q.All || !expired && in.Health.Status != switchboard.StatusCritical) && s.q.Matches(in)
+}
+
+// removalReason says why an instance the watcher saw (and still matches
+// its query) left its view: its TTL passed, or its check turned critical.
+func removalReason(in *switchboard.Instance, expired bool) switchboard.Reason {
+	switch {
+	case expired:
+		return switchboard.ReasonExpired
+	case in != nil && in.Health.Status == switchboard.StatusCritical:
+		return switchboard.ReasonCheckFailed
+	}
+	return switchboard.ReasonDeregistered
 }
 
 // change queues the event of one instance (id), which the watcher could
@@ -183,10 +195,7 @@ func (h *Hub) catchUp(s *sub) []switchboard.Event {
 		case p.was && is:
 			out = append(out, switchboard.Event{Kind: switchboard.EventUpdated, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && e != nil:
-			r := switchboard.ReasonDeregistered // no longer matches the query
-			if e.expired {
-				r = switchboard.ReasonExpired
-			}
+			r := removalReason(e.inst, e.expired) // or no longer matches the query
 			out = append(out, switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && p.removal != nil:
 			out = append(out, *p.removal)
@@ -305,10 +314,7 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		case was && !is:
 			r := reason
 			if r == "" {
-				r = switchboard.ReasonDeregistered
-				if curExpired {
-					r = switchboard.ReasonExpired
-				}
+				r = removalReason(cur, curExpired)
 			}
 			in := old
 			if cur != nil {
@@ -337,7 +343,14 @@ func sameContent(a, b *switchboard.Instance) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Type == b.Type && a.Address == b.Address &&
 		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
 		maps.Equal(a.Metadata, b.Metadata) && string(a.Components) == string(b.Components) &&
-		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt)
+		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) &&
+		a.Weight == b.Weight && a.Zone == b.Zone && a.Draining == b.Draining &&
+		ptrEqual(a.Check, b.Check) && a.Health.Status == b.Health.Status && a.Health.Output == b.Health.Output &&
+		a.Health.Since.Equal(b.Health.Since)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 // view is what a watcher is handed of an instance of the mirror. Its
