@@ -103,7 +103,8 @@ type Drainer interface {
 }
 
 // HealthSetter is implemented by catalogs that store check results (both
-// SQL backends, remote). A check runner calls it when a check's status
+// SQL backends; the check runners of `switchboard serve` write through the
+// server's own catalog). A check runner calls it when a check's status
 // changes.
 type HealthSetter interface {
 	// SetHealth records h (Since is stamped with the catalog's clock when
