@@ -453,8 +453,9 @@ func testHealthEvents(t *testing.T, c switchboard.Catalog) {
 	expect(t, all.next(0), switchboard.EventAdded, "", a.ID)
 	rev := a.Revision
 	nw, na := 0, 1 // the next event of each watcher
-	// set reports h and checks what SetHealth returned, Get and both
-	// watchers; status says whether Since must move.
+	// set stores h2 and checks what SetHealth returned, every read and
+	// the next event of both watchers; moved says whether Since must move
+	// (the status changed).
 	set := func(h2 switchboard.Health, wantKind switchboard.EventKind, wantReason switchboard.Reason, moved bool) switchboard.Instance {
 		t.Helper()
 		prev, err := c.Get(ctx(t), a.ID)
