@@ -136,23 +136,6 @@ const renewUnchangedSQL = `UPDATE instances SET last_seen = now()
 		  AND ` + liveSQL + `
 		RETURNING ` + cols + `, set_config('switchboard.renewed', 'yes', true)`
 
-// newHealthSQL is the health of a new row (health_status, health_output,
-// health_since), its check $12: with one, critical since now until its
-// first probes pass; without, none.
-const newHealthSQL = `CASE WHEN $12::jsonb IS NULL THEN '' ELSE 'critical' END,
-	CASE WHEN $12::jsonb IS NULL THEN '' ELSE '` + backend.NotCheckedYet + `' END,
-	CASE WHEN $12::jsonb IS NULL THEN NULL ELSE now() END`
-
-// keptHealthSQL sets the health of a re-registered row: kept (only
-// SetHealth writes it), unless the registration removes the row's check,
-// which then clears it, since nothing would ever judge the row again.
-// Draining is never set here.
-const keptHealthSQL = `health_status = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_status END,
-	health_output = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_output END,
-	health_since = CASE WHEN ` + checkRemovedSQL + ` THEN NULL ELSE instances.health_since END`
-
-const checkRemovedSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NULL)`
-
 // Register validates and upserts in; see switchboard.Catalog. It stores the
 // weight, zone and check, never Draining or Health: a new row with a check
 // starts critical, "not checked yet"; a re-registration keeps the stored

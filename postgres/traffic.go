@@ -127,6 +127,23 @@ func (c *Catalog) setTraffic(ctx context.Context, op, id, set, cond string, args
 	return out, nil
 }
 
+// newHealthSQL is the health of a new row (health_status, health_output,
+// health_since), its check $12: with one, critical since now until its
+// first probes pass; without, none.
+const newHealthSQL = `CASE WHEN $12::jsonb IS NULL THEN '' ELSE 'critical' END,
+	CASE WHEN $12::jsonb IS NULL THEN '' ELSE '` + backend.NotCheckedYet + `' END,
+	CASE WHEN $12::jsonb IS NULL THEN NULL ELSE now() END`
+
+// keptHealthSQL sets the health of a re-registered row: kept (only
+// SetHealth writes it), unless the registration removes the row's check,
+// which then clears it, since nothing would ever judge the row again.
+// Draining is never set here.
+const keptHealthSQL = `health_status = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_status END,
+	health_output = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_output END,
+	health_since = CASE WHEN ` + checkRemovedSQL + ` THEN NULL ELSE instances.health_since END`
+
+const checkRemovedSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NULL)`
+
 // readCheck decodes a stored check_spec (the JSON text; nil: no check). A
 // document this package did not write (another tool's) that does not read
 // as a check is read as no check, and logged through ml as metadata of
