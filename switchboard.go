@@ -315,9 +315,8 @@ type Leaser interface {
 type WatchStats struct {
 	Instances int // rows mirrored, stale included
 	Active    int // rows not expired
-	// Draining counts the rows drained (out of rotation), Critical those
-	// not drained whose check is critical (Instance.Status).
-	Draining, Critical int
+	Draining  int // rows drained (out of rotation)
+	Critical  int // rows not drained whose check is critical
 	Watchers  int
 	Healthy   bool  // the last read of the catalog succeeded
 	LastError error // the error that made it unhealthy

@@ -147,13 +147,3 @@ func validateHealth(h Health) error {
 	}
 	return nil
 }
-
-// ValidateHealth checks a check result before a backend stores it, and
-// returns it with its output cut to MaxHealthOutput bytes.
-func ValidateHealth(h Health) (Health, error) {
-	if err := validateHealth(h); err != nil {
-		return Health{}, err
-	}
-	h.Output = cutOutput(h.Output)
-	return h, nil
-}

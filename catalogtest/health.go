@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 )
 
 // testHealthEvents walks a checked instance through every status: the
@@ -182,7 +183,7 @@ func testHealthInvalid(t *testing.T, c switchboard.Catalog) {
 }
 
 // testHealthOutputCut: the output is stored cut to MaxHealthOutput bytes,
-// as switchboard.ValidateHealth cuts it, and valid UTF-8.
+// as backend.ValidateHealth cuts it, and valid UTF-8.
 func testHealthOutputCut(t *testing.T, c switchboard.Catalog) {
 	h := healthSetter(t, c)
 	a := mustRegister(t, c, checked("judged"))
@@ -192,7 +193,7 @@ func testHealthOutputCut(t *testing.T, c switchboard.Catalog) {
 		"bad \xff utf-8" + strings.Repeat("y", switchboard.MaxHealthOutput),
 	} {
 		hh := switchboard.Health{Status: switchboard.StatusCritical, Output: out}
-		want, err := switchboard.ValidateHealth(hh)
+		want, err := backend.ValidateHealth(hh)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,10 @@ package backend
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // NotCheckedYet is the output of the health a new row registered with a
@@ -22,11 +24,10 @@ func ValidateHealth(h switchboard.Health) (switchboard.Health, error) {
 		return switchboard.Health{}, switchboard.NewFieldError(switchboard.ErrInvalid, "health.status", string(h.Status),
 			"must be passing, warning or critical")
 	}
-	h.Output = strings.ReplaceAll(h.Output, "\x00", "\uFFFD")
-	out, err := switchboard.ValidateHealth(h)
-	if err != nil {
-		return switchboard.Health{}, err
+	out := strings.ReplaceAll(h.Output, "\x00", "\uFFFD")
+	if !utf8.ValidString(out) {
+		out = strings.ToValidUTF8(out, "\uFFFD")
 	}
-	out.Since = h.Since
-	return out, nil
+	h.Output = textcut.Fit(out, switchboard.MaxHealthOutput)
+	return h, nil
 }
