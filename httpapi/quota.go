@@ -79,9 +79,18 @@ func (s *Server) instanceQuota(newRow bool, body int) error {
 // requests of one credential at once are then never let past its quota
 // together on one server; while one is both done and counted, another
 // may see it twice and be refused (retrying after Retry-After succeeds).
+// The requests of one credential are checked one at a time, those of
+// different credentials at once.
 type inflight struct {
 	mu sync.Mutex
-	by map[string]int
+	by map[string]*slot
+}
+
+// slot is one credential's requests in flight.
+type slot struct {
+	mu   sync.Mutex // held while one request counts and reserves
+	n    int        // reserved, not released
+	refs int        // requests holding the slot (it goes at 0)
 }
 
 // reserve takes one for tag when the count n (read by count) plus those
@@ -89,24 +98,40 @@ type inflight struct {
 // returns n and no release.
 func (f *inflight) reserve(tag string, limit int, count func() (int, error)) (n int, release func(), err error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, err = count()
-	if err != nil {
-		return 0, nil, err
-	}
-	if n += f.by[tag]; n >= limit {
-		return n, nil, nil
-	}
 	if f.by == nil {
-		f.by = map[string]int{}
+		f.by = map[string]*slot{}
 	}
-	f.by[tag]++
-	return n, func() {
+	sl := f.by[tag]
+	if sl == nil {
+		sl = &slot{}
+		f.by[tag] = sl
+	}
+	sl.refs++
+	f.mu.Unlock()
+	drop := func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.by[tag]--; f.by[tag] <= 0 {
+		if sl.refs--; sl.refs == 0 {
 			delete(f.by, tag)
 		}
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	n, err = count()
+	if err != nil {
+		drop()
+		return 0, nil, err
+	}
+	if n += sl.n; n >= limit {
+		drop()
+		return n, nil, nil
+	}
+	sl.n++
+	return n, func() {
+		sl.mu.Lock()
+		sl.n--
+		sl.mu.Unlock()
+		drop()
 	}, nil
 }
 

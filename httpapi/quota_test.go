@@ -291,3 +291,48 @@ func TestQuotaPerAddressWithoutToken(t *testing.T) {
 	resp = request(t, "POST", s.url+"/v1/leases/acquire", map[string]any{"name": "l2", "holder": "h", "ttl": "1m"})
 	expectQuota(t, "the address's second lease", resp, "max_leases_per_token", 1, "this address (127.0.0.1) holds 1 lease")
 }
+
+// TestInstanceQuotaPerTokenConcurrent: registrations of one token at once
+// are never let past its quota together: of 20 at once under a quota of
+// 5, at most 5 are stored (the others get 429), and the other token is
+// not held up.
+func TestInstanceQuotaPerTokenConcurrent(t *testing.T) {
+	opts := tokenOpts()
+	opts.MaxInstancesPerToken = 5
+	s := start(t, opts)
+	codes := make(chan int, 20)
+	for i := range 20 {
+		go func() {
+			req, _ := http.NewRequest("PUT", s.url+"/v1/instances", strings.NewReader(`{"name":"c`+strconv.Itoa(i)+`","type":"writer","address":"127.0.0.1:4317"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tokenA)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes <- 0 // reported below, by the test's goroutine
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	register(t, s, instanceBody("other"), bearer(tokenB)...)
+	ok := 0
+	for range 20 {
+		switch c := <-codes; c {
+		case 200:
+			ok++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("a registration at once: %d", c)
+		}
+	}
+	stored := 0
+	for _, in := range listAll(t, s) {
+		if strings.HasPrefix(in.Name, "c") {
+			stored++
+		}
+	}
+	if ok < 1 || ok > 5 || stored != ok {
+		t.Fatalf("%d registrations answered 200, %d stored; want 1 to 5, all stored", ok, stored)
+	}
+}
