@@ -191,8 +191,8 @@ func (b *bucket) pick(policy Policy, z *ZonePreference) (switchboard.Instance, b
 // arranged for picks: by weight (heaviest first), then zone, then name and
 // id. Members of one weight form a class, and members of one weight and
 // zone a run of the list; a set is the classes of every zone or of one.
-// It is built on the first pick that needs it (O(k log k) for k members),
-// once per version.
+// It is built on the first pick that needs it (O(k) for k members), once
+// per version.
 type table struct {
 	list  []*switchboard.Instance
 	all   set
@@ -237,51 +237,80 @@ func (b *bucket) table() *table {
 }
 
 func buildTable(b *bucket) *table {
-	t := &table{list: make([]*switchboard.Instance, 0, b.serving())}
+	// The runs of one weight and zone, and each member's, in one pass.
+	type key struct {
+		w    int64
+		zone string
+	}
+	type run struct {
+		key
+		lo, n int
+	}
+	var runs []run
+	index := map[key]int{}
+	members := make([]*switchboard.Instance, 0, b.serving())
+	of := make([]int32, 0, b.serving())
+	last := -1
 	b.each(func(p *switchboard.Instance) bool {
-		if p.Serving() {
-			t.list = append(t.list, p)
+		if !p.Serving() {
+			return true
 		}
+		k := key{int64(p.TrafficWeight()), p.Zone}
+		if last < 0 || runs[last].key != k {
+			r, ok := index[k]
+			if !ok {
+				r = len(runs)
+				runs = append(runs, run{key: k})
+				index[k] = r
+			}
+			last = r
+		}
+		runs[last].n++
+		members = append(members, p)
+		of = append(of, int32(last))
 		return true
 	})
-	slices.SortStableFunc(t.list, func(x, y *switchboard.Instance) int {
-		return cmp.Or(cmp.Compare(y.TrafficWeight(), x.TrafficWeight()), strings.Compare(x.Zone, y.Zone))
-	})
-	// The runs of one weight and zone, in the list's order.
-	var runs []class
-	var zones []string
-	for i, p := range t.list {
-		w := int64(p.TrafficWeight())
-		if len(runs) == 0 || runs[len(runs)-1].w != w || t.list[i-1].Zone != p.Zone {
-			runs = append(runs, class{lo: i, w: w})
-			zones = append(zones, p.Zone)
-		}
-		runs[len(runs)-1].n++
-	}
-	for _, r := range runs {
-		if k := len(t.all.classes) - 1; k >= 0 && t.all.classes[k].w == r.w {
-			t.all.classes[k].n += r.n
-		} else {
-			t.all.classes = append(t.all.classes, r)
-		}
-	}
-	t.all.finish()
-	// Each zone's runs, by zone and, within one, as they come: heaviest
-	// first.
+	// The runs by weight (heaviest first), then zone; each run's members
+	// as they came, by name then id.
 	order := make([]int, len(runs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(zones[i], zones[j]) })
-	for _, i := range order {
-		if zones[i] == "" {
+	slices.SortFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(runs[j].w, runs[i].w), strings.Compare(runs[i].zone, runs[j].zone))
+	})
+	lo := 0
+	for _, r := range order {
+		runs[r].lo = lo
+		lo += runs[r].n
+	}
+	t := &table{list: make([]*switchboard.Instance, len(members))}
+	fill := make([]int, len(runs))
+	for i, p := range members {
+		r := of[i]
+		t.list[runs[r].lo+fill[r]] = p
+		fill[r]++
+	}
+	for _, r := range order {
+		c := class{lo: runs[r].lo, n: runs[r].n, w: runs[r].w}
+		if k := len(t.all.classes) - 1; k >= 0 && t.all.classes[k].w == c.w {
+			t.all.classes[k].n += c.n
+		} else {
+			t.all.classes = append(t.all.classes, c)
+		}
+	}
+	t.all.finish()
+	// Each zone's runs, by zone and, within one, heaviest first.
+	slices.SortStableFunc(order, func(i, j int) int { return strings.Compare(runs[i].zone, runs[j].zone) })
+	for _, r := range order {
+		if runs[r].zone == "" {
 			continue
 		}
-		if k := len(t.zones) - 1; k < 0 || t.zones[k].zone != zones[i] {
-			t.zones = append(t.zones, set{zone: zones[i]})
+		if k := len(t.zones) - 1; k < 0 || t.zones[k].zone != runs[r].zone {
+			t.zones = append(t.zones, set{zone: runs[r].zone})
 		}
 		z := &t.zones[len(t.zones)-1]
-		z.classes = append(z.classes, runs[i])
+		z.classes = append(z.classes, class{lo: runs[r].lo, n: runs[r].n, w: runs[r].w})
 	}
 	for i := range t.zones {
 		t.zones[i].finish()

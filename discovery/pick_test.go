@@ -434,3 +434,72 @@ func TestNewPickerSaysWhatIsWrong(t *testing.T) {
 		t.Errorf("policy names: %v", got)
 	}
 }
+
+// BenchmarkPick measures weighted and zone-preferring picks among 100,000
+// instances: the capability "all" that they all share and "cap-7" of
+// 5,000, weights 100, 100 and 200, three zones. "zone" prefers zone-1
+// while it has at least 2 serving instances (it has a third of them).
+// The table of the version is built before the timer starts
+// (BenchmarkBuildTable measures that).
+func BenchmarkPick(b *testing.B) {
+	const n = 100000
+	fc := &chanCatalog{ch: make(chan switchboard.Event, 1024)}
+	go func() {
+		for i := range n {
+			in := discovery.FleetInstance(i)
+			in.Weight = []int{100, 100, 200}[i/3%3]
+			in.Zone = []string{"zone-0", "zone-1", "zone-2"}[i%3]
+			fc.ch <- switchboard.Event{Kind: switchboard.EventAdded, Instance: in}
+		}
+		fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
+	}()
+	c, err := discovery.New(context.Background(), fc, discovery.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { close(fc.ch); c.Close() })
+	for _, cp := range []string{"all", "cap-7"} {
+		for _, p := range []discovery.Policy{discovery.WeightedRoundRobin, discovery.WeightedRandom, discovery.RoundRobin} {
+			for _, z := range []discovery.ZonePreference{{}, discovery.PreferZone("zone-1", 2)} {
+				name := fmt.Sprintf("%s/%v", cp, p)
+				if z.Zone != "" {
+					name += "/zone"
+				}
+				b.Run(name, func(b *testing.B) {
+					pk, err := c.NewPicker(switchboard.Query{Capability: cp}, discovery.PickOptions{Policy: p, Zone: z})
+					if err != nil {
+						b.Fatal(err)
+					}
+					pk.Pick()
+					b.ReportAllocs()
+					defer discovery.ReportCPU(b)()
+					for b.Loop() {
+						if _, ok := pk.Pick(); !ok {
+							b.Fatal("no pick")
+						}
+					}
+				})
+			}
+		}
+	}
+	b.Run("all/weighted_round_robin/parallel", func(b *testing.B) {
+		pk, _ := c.NewPicker(switchboard.Query{Capability: "all"}, discovery.PickOptions{Policy: discovery.WeightedRoundRobin})
+		pk.Pick()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				pk.Pick()
+			}
+		})
+	})
+	b.Run("all/weighted_random/parallel", func(b *testing.B) {
+		pk, _ := c.NewPicker(switchboard.Query{Capability: "all"}, discovery.PickOptions{Policy: discovery.WeightedRandom})
+		pk.Pick()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				pk.Pick()
+			}
+		})
+	})
+}
