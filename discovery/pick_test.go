@@ -16,75 +16,71 @@ import (
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
-// fleet is a cache following a catalog, and the catalog's writes of
-// registrations and of the traffic state; each write returns once the
-// cache reflects it.
+// fleet is a cache following a SQLite catalog, and the catalog's writes of
+// registrations and of the traffic state (Register with a weight and a
+// zone, Drain, SetHealth); each write returns once the cache reflects it.
 type fleet struct {
 	t     *testing.T
+	cat   switchboard.Catalog
 	cache *discovery.Cache
-	ch    chan switchboard.Event
-	ins   map[string]switchboard.Instance
 }
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	fc := &chanCatalog{ch: make(chan switchboard.Event, 16)}
-	fc.ch <- switchboard.Event{Kind: switchboard.EventSynced}
-	c, err := discovery.New(context.Background(), fc, discovery.Options{})
+	cat := testkit.OpenSQLite(t)
+	c, err := discovery.New(context.Background(), cat, discovery.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { close(fc.ch); c.Close() })
-	return &fleet{t: t, cache: c, ch: fc.ch, ins: map[string]switchboard.Instance{}}
+	t.Cleanup(c.Close)
+	return &fleet{t: t, cat: cat, cache: c}
 }
 
-// register stores a registration of id in zone with weight (and
-// capability "svc", name "svc").
+// register stores a registration of id in zone with weight (capability
+// "svc", name "svc", type "writer"): a new row, or a new version of it.
 func (f *fleet) register(id, zone string, weight int) {
 	f.t.Helper()
+	f.registerTTL(id, zone, weight, time.Hour)
+}
+
+func (f *fleet) registerTTL(id, zone string, weight int, ttl time.Duration) {
+	f.t.Helper()
 	in := switchboard.Instance{ID: id, Name: "svc", Type: "writer", Address: "10.0.0.1:1",
-		Capabilities: []string{"svc"}, Zone: zone, Weight: weight, TTL: time.Hour}
-	if old, ok := f.ins[id]; ok {
-		in.Draining, in.Health = old.Draining, old.Health // kept by a re-registration
+		Capabilities: []string{"svc"}, Zone: zone, Weight: weight, TTL: ttl,
+		Version: fmt.Sprint(time.Now().UnixNano())} // each registration a change the test can wait for
+	if _, err := f.cat.Register(context.Background(), in); err != nil {
+		f.t.Fatal(err)
 	}
-	f.put(in)
+	testkit.WaitUntil(f.t, id+" cached", func() bool {
+		got, ok := f.cache.Get(id)
+		return ok && got.Version == in.Version
+	})
 }
 
 func (f *fleet) drain(id string, draining bool) {
 	f.t.Helper()
-	in := f.ins[id]
-	in.Draining = draining
-	f.put(in)
+	if _, err := f.cat.(switchboard.Drainer).Drain(context.Background(), id, draining); err != nil {
+		f.t.Fatal(err)
+	}
+	testkit.WaitUntil(f.t, fmt.Sprintf("%s draining %v in the cache", id, draining), func() bool {
+		got, ok := f.cache.Get(id)
+		return ok && got.Draining == draining
+	})
 }
 
+// setHealth records a check's result; a critical instance leaves the
+// catalog's default watch, and so the cache.
 func (f *fleet) setHealth(id string, st switchboard.Status) {
 	f.t.Helper()
-	in := f.ins[id]
-	in.Health = switchboard.Health{Status: st, Output: "probe", Since: time.Now()}
-	f.put(in)
-}
-
-// stale marks id stale, as a catalog's watch of every row says of an
-// instance past its TTL.
-func (f *fleet) stale(id string) {
-	f.t.Helper()
-	in := f.ins[id]
-	in.Stale = true
-	f.put(in)
-}
-
-func (f *fleet) put(in switchboard.Instance) {
-	f.t.Helper()
-	kind := switchboard.EventAdded
-	if _, ok := f.ins[in.ID]; ok {
-		kind = switchboard.EventUpdated
+	if _, err := f.cat.(switchboard.HealthSetter).SetHealth(context.Background(), id, switchboard.Health{Status: st, Output: "probe"}); err != nil {
+		f.t.Fatal(err)
 	}
-	in.Version = fmt.Sprint(time.Now().UnixNano()) // each write a change the test can wait for
-	f.ins[in.ID] = in
-	f.ch <- switchboard.Event{Kind: kind, Instance: in}
-	testkit.WaitUntil(f.t, in.ID+" cached", func() bool {
-		got, ok := f.cache.Get(in.ID)
-		return ok && got.Version == in.Version
+	testkit.WaitUntil(f.t, fmt.Sprintf("%s %s in the cache", id, st), func() bool {
+		got, ok := f.cache.Get(id)
+		if st == switchboard.StatusCritical {
+			return !ok
+		}
+		return ok && got.Health.Status == st
 	})
 }
 
@@ -238,19 +234,23 @@ func TestSmoothWeightedRoundRobinAcrossVersions(t *testing.T) {
 }
 
 // TestNotServingNeverPicked: a draining instance, one whose check is
-// critical and a stale one are never picked, by any policy or zone
-// preference, and lookups leave them out; Get and All still show them.
-// Undrained and passing again, they are picked again.
+// critical and one past its TTL are never picked, by any policy or zone
+// preference, and lookups leave them out. The draining one stays in the
+// cache (Get and All show it); the critical and the expired ones leave the
+// catalog's watch. Undrained and passing again, they are picked again.
+// (The cache's own test of random events checks that instances a catalog
+// hands over stale or critical are not picked either.)
 func TestNotServingNeverPicked(t *testing.T) {
 	f := newFleet(t)
-	for _, id := range []string{"ok-1", "ok-2", "drained", "critical", "stale"} {
+	for _, id := range []string{"ok-1", "ok-2", "drained", "critical"} {
 		f.register(id, "eu-1", 100)
 	}
 	f.register("far", "eu-2", 100)
+	f.registerTTL("expired", "eu-1", 100, 300*time.Millisecond) // never renewed
 	f.drain("drained", true)
 	f.setHealth("critical", switchboard.StatusCritical)
-	f.stale("stale")
-	out := map[string]bool{"drained": true, "critical": true, "stale": true}
+	testkit.WaitUntil(t, "the expired instance left the cache", func() bool { _, ok := f.cache.Get("expired"); return !ok })
+	out := map[string]bool{"drained": true, "critical": true, "expired": true}
 	for _, q := range []switchboard.Query{{Capability: "svc"}, {Name: "svc"}} {
 		for _, p := range policies {
 			for _, z := range []discovery.ZonePreference{{}, discovery.PreferZone("eu-1", 0), discovery.PreferZone("eu-1", 3)} {
@@ -286,8 +286,8 @@ func TestNotServingNeverPicked(t *testing.T) {
 	if n := f.cache.Count(switchboard.Query{Capability: "svc"}); n != 3 {
 		t.Errorf("Count = %d, want 3 serving", n)
 	}
-	if got := ids(f.cache.All()); got != "critical drained far ok-1 ok-2 stale" {
-		t.Errorf("All: %s, want every instance held", got)
+	if got := ids(f.cache.All()); got != "drained far ok-1 ok-2" {
+		t.Errorf("All: %s, want every instance held, the draining one too", got)
 	}
 	if in, ok := f.cache.Get("drained"); !ok || !in.Draining || in.Serving() {
 		t.Errorf("Get(drained) = %+v, %v; want the draining instance", in, ok)
@@ -296,8 +296,8 @@ func TestNotServingNeverPicked(t *testing.T) {
 	f.drain("drained", false)
 	f.setHealth("critical", switchboard.StatusPassing)
 	got := count(t, f.picker(switchboard.Query{Capability: "svc"}, discovery.WeightedRoundRobin, discovery.ZonePreference{}), 500)
-	if got["drained"] != 100 || got["critical"] != 100 || got["stale"] != 0 {
-		t.Fatalf("after undrain and a passing check: %v, want drained and critical 100 each, stale none", got)
+	if got["drained"] != 100 || got["critical"] != 100 || got["expired"] != 0 {
+		t.Fatalf("after undrain and a passing check: %v, want drained and critical 100 each, expired none", got)
 	}
 }
 
