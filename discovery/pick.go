@@ -137,7 +137,10 @@ func (p *Picker) PickFrom(s *Snapshot) (switchboard.Instance, bool) {
 	} else {
 		b, _ = s.names.get(p.q.Name)
 	}
-	return b.pick(p.opts.Policy, &p.opts.Zone)
+	if in := b.pick(p.opts.Policy, &p.opts.Zone); in != nil {
+		return *in, true
+	}
+	return switchboard.Instance{}, false
 }
 
 // pickState is what the picks of a name or a capability share across its
@@ -151,19 +154,20 @@ type pickState struct {
 
 var noZone ZonePreference
 
-// pick picks a serving member of b by policy, preferring zone z.
-func (b *bucket) pick(policy Policy, z *ZonePreference) (switchboard.Instance, bool) {
+// pick picks a serving member of b by policy, preferring zone z; nil when
+// none serves.
+func (b *bucket) pick(policy Policy, z *ZonePreference) *switchboard.Instance {
 	if b.serving() == 0 {
-		return switchboard.Instance{}, false
+		return nil
 	}
 	if b.off == 0 && z.Zone == "" {
 		// Every member serves and every member is eligible: the bucket
 		// itself, no table, for the unweighted policies.
 		switch policy {
 		case RoundRobin:
-			return *b.at(int((b.picks.rr.Add(1) - 1) % uint64(b.n))), true
+			return b.at(int((b.picks.rr.Add(1) - 1) % uint64(b.n)))
 		case Random:
-			return *b.at(rand.IntN(b.n)), true
+			return b.at(rand.IntN(b.n))
 		}
 	}
 	t := b.table()
@@ -184,7 +188,7 @@ func (b *bucket) pick(policy Policy, z *ZonePreference) (switchboard.Instance, b
 	default:
 		p = b.picks.smooth(t, s)
 	}
-	return *p, true
+	return p
 }
 
 // table is one version's serving members of a name or a capability,

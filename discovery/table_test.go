@@ -23,7 +23,7 @@ func verifyTable(t *testing.T, key string, b *bucket, want []switchboard.Instanc
 	}
 	if len(want) == 0 {
 		for _, p := range []Policy{RoundRobin, Random, WeightedRoundRobin, WeightedRandom} {
-			if in, ok := b.pick(p, &ZonePreference{Zone: "eu-1"}); ok {
+			if in := b.pick(p, &ZonePreference{Zone: "eu-1"}); in != nil {
 				t.Fatalf("%s: %v picked %s from no serving member", key, p, in.ID)
 			}
 		}
@@ -105,9 +105,9 @@ func verifyTable(t *testing.T, key string, b *bucket, want []switchboard.Instanc
 	}
 	for _, p := range []Policy{RoundRobin, Random, WeightedRoundRobin, WeightedRandom} {
 		for _, z := range []ZonePreference{{}, {Zone: "eu-1"}, {Zone: "eu-2", MinEligible: 2}, {Zone: "eu-1", MinShare: 0.5}} {
-			in, ok := b.pick(p, &z)
-			if !ok || !ids[in.ID] {
-				t.Fatalf("%s: %v %+v picked %q, %v: not a serving member", key, p, z, in.ID, ok)
+			in := b.pick(p, &z)
+			if in == nil || !ids[in.ID] {
+				t.Fatalf("%s: %v %+v picked %v: not a serving member", key, p, z, in)
 			}
 			if z.local(tabZoneOr(tab, z.Zone), &tab.all) && in.Zone != z.Zone {
 				t.Fatalf("%s: %v %+v picked %s of zone %q", key, p, z, in.ID, in.Zone)
