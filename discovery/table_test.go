@@ -119,7 +119,7 @@ func verifyTable(t *testing.T, key string, b *bucket, want []switchboard.Instanc
 	fresh := buildTable(b)
 	ps := new(pickState)
 	cur := make([]int64, len(fresh.list))
-	for k := range min(2*int(fresh.all.total), 300) {
+	for k := range min(2*int(fresh.all.total), 100) {
 		best := 0
 		for i, p := range fresh.list {
 			cur[i] += int64(p.TrafficWeight())
