@@ -347,7 +347,7 @@ func (f *feed) lastError() error {
 type view struct{ q switchboard.Query }
 
 func (v view) visible(st *state) bool {
-	return st != nil && (v.q.All || !st.inst.Stale) && v.q.Matches(&st.inst)
+	return st != nil && (v.q.All || !st.inst.Stale && st.inst.Health.Status != switchboard.StatusCritical) && v.q.Matches(&st.inst)
 }
 
 // translate turns one feed entry into the event this subscriber gets, if
@@ -373,6 +373,8 @@ func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboar
 			return switchboard.EventRemoved, e.reason, e.gone, true
 		case e.next.inst.Stale:
 			return switchboard.EventRemoved, switchboard.ReasonExpired, e.next, true
+		case e.next.inst.Health.Status == switchboard.StatusCritical:
+			return switchboard.EventRemoved, switchboard.ReasonCheckFailed, e.next, true
 		default:
 			return switchboard.EventRemoved, switchboard.ReasonDeregistered, e.next, true
 		}
