@@ -389,7 +389,8 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 	waitSeen := "nothing yet"
 	defer func() {
 		if t.Failed() {
-			t.Logf("last waitSeen while waiting for every acknowledgement: %s", waitSeen)
+			t.Logf("last seen while waiting for every acknowledgement: %s", waitSeen)
+			t.Logf("messages left in the stream: %s", leftInStream(ctx, js, handled, &mu))
 		}
 	}()
 	waitDuring(t, ctx, "every message handled and acknowledged", func() bool {
@@ -399,7 +400,7 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 		}
 		if info = streamInfo(); info == nil || info.State.Msgs != 0 {
 			if info != nil {
-				waitSeen += fmt.Sprintf("; stream holds %d", info.State.Msgs)
+				waitSeen += fmt.Sprintf("; stream holds %d (seq %d..%d, leader %s)", info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, clusterLeader(info.Cluster))
 			}
 			return false
 		}
@@ -411,8 +412,9 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 		}
 		cinfo, err = cons.Info(cctx)
 		if err == nil {
-			waitSeen += fmt.Sprintf("; consumer: %d ack pending, %d pending, %d redelivered",
-				cinfo.NumAckPending, cinfo.NumPending, cinfo.NumRedelivered)
+			waitSeen += fmt.Sprintf("; consumer (leader %s): %d ack pending, %d pending, %d redelivered, delivered %d/%d, ack floor %d/%d",
+				clusterLeader(cinfo.Cluster), cinfo.NumAckPending, cinfo.NumPending, cinfo.NumRedelivered,
+				cinfo.Delivered.Consumer, cinfo.Delivered.Stream, cinfo.AckFloor.Consumer, cinfo.AckFloor.Stream)
 		}
 		return err == nil && cinfo.NumAckPending == 0 && cinfo.NumPending == 0 && cinfo.NumRedelivered == 0
 	}, nil)
@@ -470,7 +472,7 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 			t.Fatalf("d%d handled again (%d times, %d before) although the stream dropped it as a duplicate", i, m, n)
 		}
 	}
-	twice := 0
+	twice, most := 0, 0
 	for i := range total {
 		n := handled["d"+strconv.Itoa(i)]
 		if n == 0 {
@@ -479,6 +481,7 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 		if n > 1 {
 			twice++
 		}
+		most = max(most, n)
 	}
 	reqTwice := 0
 	for id, n := range handled {
@@ -488,9 +491,45 @@ func clusterNodeKilled(t *testing.T, c *testCluster) {
 	}
 	t.Logf("killed %s (the edge stream's leader; the receiver was on %s) after %d messages handled, restarted it after %d",
 		leader, recvNode, killedAt, restartedAt)
-	t.Logf("%d durable messages handled; %d handled more than once (redelivered); %d sends published again during the failover, %d of them dropped by the duplicate window",
-		total, twice, republished.Load(), before)
+	t.Logf("%d durable messages handled; %d handled more than once (redelivered; at most %d times); %d sends published again during the failover, %d of them dropped by the duplicate window",
+		total, twice, most, republished.Load(), before)
 	t.Logf("%d requests answered (%d retries; %d requests handled more than once)", answered.Load(), reqRetries.Load(), reqTwice)
+}
+
+// clusterLeader names the leader in ci ("none" when there is none).
+func clusterLeader(ci *jetstream.ClusterInfo) string {
+	if ci == nil || ci.Leader == "" {
+		return "none"
+	}
+	return ci.Leader
+}
+
+// leftInStream lists (at most 20 of) the messages the edge stream still
+// holds, each with how often the module handled it.
+func leftInStream(ctx context.Context, js jetstream.JetStream, handled map[string]int, mu *sync.Mutex) string {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ictx, DefaultStream)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := s.Info(ictx)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < 20 && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ictx, seq)
+		if err != nil {
+			continue
+		}
+		id := m.Header.Get(HeaderMsgID)
+		mu.Lock()
+		n := handled[id]
+		mu.Unlock()
+		out = append(out, fmt.Sprintf("seq %d %s handled %d×", seq, id, n))
+	}
+	return fmt.Sprintf("%d: %s", info.State.Msgs, strings.Join(out, ", "))
 }
 
 // waitDuring waits until cond holds, polling, for as long as ctx lasts;
