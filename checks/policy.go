@@ -40,6 +40,11 @@ func ParsePolicy(field, list string) (Policy, error) {
 			if err != nil {
 				return Policy{}, switchboard.NewFieldError(switchboard.ErrInvalid, field, item, "not a CIDR; want one such as 10.0.0.0/8 or fd00::/8")
 			}
+			if a := pfx.Addr(); a.Is4In6() && pfx.Bits() >= 96 {
+				// An IPv4-mapped range matches IPv4 addresses, as the
+				// targets are compared unmapped.
+				pfx = netip.PrefixFrom(a.Unmap(), pfx.Bits()-96)
+			}
 			p.Allow = append(p.Allow, pfx.Masked())
 			continue
 		}

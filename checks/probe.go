@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -47,18 +48,25 @@ type Prober struct {
 	dialer net.Dialer
 }
 
+// ProberOptions tunes a Prober.
+type ProberOptions struct {
+	// RootCAs verifies the certificates of https targets (nil: the
+	// system's roots).
+	RootCAs *x509.CertPool
+}
+
 // NewProber returns a prober. HTTP probes use no proxy and no keep-alive
 // (each probe opens its own connection, as a new client would), verify
 // TLS certificates, and follow at most three redirects, only to the same
 // host.
-func NewProber() *Prober {
+func NewProber(o ProberOptions) *Prober {
 	p := &Prober{}
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.dialer.DialContext,
 		DisableKeepAlives:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
-		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	p.client = &http.Client{Transport: tr, CheckRedirect: redirectSameHost}
@@ -95,16 +103,25 @@ func (p *Prober) Probe(ctx context.Context, c switchboard.Check) Result {
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
+	var r Result
 	switch t.Kind {
 	case switchboard.CheckHTTP, switchboard.CheckHTTPS:
-		return p.http(ctx, c)
+		r = p.http(ctx, c)
 	case switchboard.CheckTCP:
-		return p.tcp(ctx, t)
+		r = p.tcp(ctx, t)
 	case switchboard.CheckGRPC:
-		return p.grpc(ctx, t)
+		r = p.grpc(ctx, t)
+	default:
+		return fail("unknown check kind " + string(t.Kind))
 	}
-	return fail("unknown check kind " + string(t.Kind))
+	if strings.HasSuffix(r.Output, timedOut) && c.Timeout > 0 {
+		r.Output += " after " + c.Timeout.String()
+	}
+	return r
 }
+
+// timedOut ends the output of a probe that took its whole timeout.
+const timedOut = "timed out"
 
 func fail(output string) Result {
 	return Result{Status: switchboard.StatusCritical, Output: output}
@@ -114,7 +131,7 @@ func fail(output string) Result {
 // (the method and URL, which the check's target says already).
 func errText(ctx context.Context, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
-		return "timed out"
+		return timedOut
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -177,7 +194,7 @@ func (p *Prober) grpc(ctx context.Context, t switchboard.CheckTarget) Result {
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: t.Path})
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return fail("gRPC health: timed out")
+			return fail("gRPC health: " + timedOut)
 		}
 		s := status.Convert(err)
 		return fail("gRPC health: " + s.Code().String() + ": " + s.Message())

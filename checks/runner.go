@@ -81,7 +81,7 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives the runner's logs (default slog.Default()).
 	Logger *slog.Logger
-	// Prober probes the targets (default NewProber()).
+	// Prober probes the targets (default NewProber with no options).
 	Prober *Prober
 
 	// probed, in tests, is told of every probe.
@@ -161,7 +161,7 @@ func New(cat switchboard.Catalog, opts Options) (*Runner, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Prober == nil {
-		opts.Prober = NewProber()
+		opts.Prober = NewProber(ProberOptions{})
 	}
 	r := &Runner{cat: cat, hs: hs, opts: opts, margin: opts.LeaseTTL / 5,
 		log:       opts.Logger.With("checks", opts.Identity),
