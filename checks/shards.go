@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -34,17 +35,27 @@ func (r *Runner) manageShards(ctx context.Context) {
 // take free ones up to it.
 func (r *Runner) balance(ctx context.Context) {
 	ttl, id := r.opts.LeaseTTL, r.opts.Identity
-	if _, err := r.leaser.Acquire(ctx, memberLease(id), id, ttl); err != nil && ctx.Err() == nil {
+	// Every call is bounded, so that a catalog that does not answer holds
+	// no round up past the shards' deadlines.
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, ttl-r.margin) }
+	cctx, cancel := call()
+	_, err := r.leaser.Acquire(cctx, memberLease(id), id, ttl)
+	cancel()
+	if err != nil && ctx.Err() == nil {
 		r.log.Warn("checks: renewing this runner's membership lease failed", "err", err)
 	}
 	before := time.Now()
-	now, err := r.cat.Now(ctx)
+	cctx, cancel = call()
+	now, err := r.cat.Now(cctx)
+	cancel()
 	if err == nil {
 		r.offset.Store(int64(now.Sub(before.Add(time.Since(before) / 2))))
 	}
 	var leases []switchboard.Lease
 	if err == nil {
-		leases, err = r.leaser.Leases(ctx)
+		cctx, cancel = call()
+		leases, err = r.leaser.Leases(cctx)
+		cancel()
 	}
 	r.renewAll(ctx)
 	if err != nil {
@@ -92,7 +103,9 @@ func (r *Runner) balance(ctx context.Context) {
 			break
 		}
 		start := time.Now()
-		l, err := r.leaser.Acquire(ctx, shardLease(i), id, ttl)
+		cctx, cancel := call()
+		l, err := r.leaser.Acquire(cctx, shardLease(i), id, ttl)
+		cancel()
 		switch {
 		case err == nil && time.Since(start) < ttl-r.margin && ctx.Err() == nil:
 			r.take(ctx, i, l, start)
@@ -114,10 +127,12 @@ func contains(s []int, i int) bool {
 	return false
 }
 
-// renewAll renews the shards held; a shard whose lease is lost is dropped
-// at once, one whose renewal fails otherwise is kept until its deadline
-// (its watchdog stops its checks then).
+// renewAll renews the shards held, several at once; a shard whose lease
+// is lost is dropped at once, one whose renewal fails otherwise is kept
+// until its deadline (its watchdog stops its checks then).
 func (r *Runner) renewAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, renewers)
 	for _, i := range r.Shards() {
 		r.mu.Lock()
 		s := r.owned[i]
@@ -125,19 +140,32 @@ func (r *Runner) renewAll(ctx context.Context) {
 		if s == nil {
 			continue
 		}
-		start := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, s.until)
-		l, err := r.leaser.Renew(rctx, s.lease)
-		cancel()
-		switch {
-		case err == nil:
-			r.extend(ctx, i, s, l, start)
-		case errors.Is(err, switchboard.ErrLeaseLost):
-			r.log.Warn("checks: a shard's lease was lost; its checks stop", "shard", i)
-			r.drop(ctx, i, false)
-		case ctx.Err() == nil:
-			r.log.Warn("checks: renewing a shard failed; retrying until its lease could expire", "shard", i, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r.renew(ctx, i, s)
+		}()
+	}
+	wg.Wait()
+}
+
+// renewers bounds the renewals in flight at once.
+const renewers = 8
+
+func (r *Runner) renew(ctx context.Context, i int, s *shard) {
+	start := time.Now()
+	rctx, cancel := context.WithDeadline(ctx, s.until)
+	l, err := r.leaser.Renew(rctx, s.lease)
+	cancel()
+	switch {
+	case err == nil:
+		r.extend(ctx, i, s, l, start)
+	case errors.Is(err, switchboard.ErrLeaseLost):
+		r.log.Warn("checks: a shard's lease was lost; its checks stop", "shard", i)
+		r.drop(ctx, i, false)
+	case ctx.Err() == nil:
+		r.log.Warn("checks: renewing a shard failed; retrying until its lease could expire", "shard", i, "err", err)
 	}
 }
 
