@@ -26,6 +26,18 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// openSQLite opens a handle on the SQLite catalog file path, closed at
+// cleanup.
+func openSQLite(t *testing.T, path string) switchboard.Catalog {
+	t.Helper()
+	cat, err := switchboard.Open(context.Background(), "sqlite://"+path, switchboard.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
+
 // setCall is one SetHealth a runner made.
 type setCall struct {
 	id     string
@@ -197,6 +209,7 @@ func run(t *testing.T, cat switchboard.Catalog, opts Options) (r *Runner, stop f
 
 func register(t *testing.T, cat switchboard.Catalog, in switchboard.Instance) switchboard.Instance {
 	t.Helper()
+	in.Type = "test"
 	out, err := cat.Register(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -211,12 +224,16 @@ func register(t *testing.T, cat switchboard.Catalog, in switchboard.Instance) sw
 // changes, and watchers see them.
 func TestRunnerTransitions(t *testing.T) {
 	tg := newTarget(t)
-	rec := &recorder{Catalog: openTemp(t), target: tg}
+	rec := &recorder{Catalog: testkit.OpenSQLite(t), target: tg}
 	ctx := context.Background()
 	in := register(t, rec, switchboard.Instance{ID: "web-1", Name: "web", Address: tg.addr(),
 		Check: &switchboard.Check{Target: tg.srv.URL + "/health", Interval: time.Second, Failures: 2, Successes: 2}})
 	if in.Health.Status != switchboard.StatusCritical {
 		t.Fatalf("a new checked row's health is %+v, want critical until checked", in.Health)
+	}
+	events, err := rec.Watch(ctx, switchboard.Query{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	m := NewMetrics()
 	run(t, rec, Options{Metrics: m, LeaseTTL: 3 * time.Second})
@@ -236,12 +253,18 @@ func TestRunnerTransitions(t *testing.T) {
 		}
 	}
 	want(waitCalls(1)[0], switchboard.StatusPassing, "200", 2, "200 OK")
+	nextEvent(t, events, switchboard.EventAdded, "")
 
 	tg.set(500)
 	want(waitCalls(2)[1], switchboard.StatusCritical, "500", 2, "500 Internal Server Error")
+	ev := nextEvent(t, events, switchboard.EventRemoved, switchboard.ReasonCheckFailed)
+	if !strings.Contains(ev.Instance.Health.Output, "500") {
+		t.Errorf("removed with health %+v, want the output of the failing probe", ev.Instance.Health)
+	}
 
 	tg.set(429)
 	want(waitCalls(3)[2], switchboard.StatusWarning, "429", 2, "429")
+	nextEvent(t, events, switchboard.EventAdded, "")
 
 	tg.set(200)
 	calls := waitCalls(4)
@@ -265,6 +288,25 @@ func TestRunnerTransitions(t *testing.T) {
 	}
 }
 
+func nextEvent(t *testing.T, events <-chan switchboard.Event, kind switchboard.EventKind, reason switchboard.Reason) switchboard.Event {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == switchboard.EventSynced {
+				continue
+			}
+			if ev.Kind != kind || ev.Reason != reason {
+				t.Fatalf("event %s (%s) of %s, want %s (%s)", ev.Kind, ev.Reason, ev.Instance.ID, kind, reason)
+			}
+			return ev
+		case <-deadline:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
 // TestRunnerDeregisterAfter: a row critical for DeregisterAfter is
 // deleted.
 func TestRunnerDeregisterAfter(t *testing.T) {
@@ -274,7 +316,7 @@ func TestRunnerDeregisterAfter(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: every probe fails
-	cat := openTemp(t)
+	cat := testkit.OpenSQLite(t)
 	register(t, cat, switchboard.Instance{ID: "gone-1", Name: "gone", Address: addr,
 		Check: &switchboard.Check{Target: "tcp://" + addr, Interval: time.Second, Failures: 1, DeregisterAfter: 2 * time.Second}})
 	events, err := cat.Watch(context.Background(), switchboard.Query{All: true, Name: "gone"})
@@ -298,7 +340,7 @@ func TestRunnerDeregisterAfter(t *testing.T) {
 // does not heartbeat) goes stale though its check passes.
 func TestRunnerCheckOnly(t *testing.T) {
 	tg := newTarget(t)
-	cat := openTemp(t)
+	cat := testkit.OpenSQLite(t)
 	ctx := context.Background()
 	check := &switchboard.Check{Target: tg.srv.URL + "/", Interval: time.Second}
 	register(t, cat, switchboard.Instance{ID: "only-1", Name: "db", Address: tg.addr(), TTL: time.Second,
@@ -324,7 +366,7 @@ func TestRunnerCheckOnly(t *testing.T) {
 // instance is critical and says why.
 func TestRunnerPolicy(t *testing.T) {
 	tg := newTarget(t)
-	cat := openTemp(t)
+	cat := testkit.OpenSQLite(t)
 	// The target is on 127.0.0.1, the instance's address elsewhere.
 	register(t, cat, switchboard.Instance{ID: "x-1", Name: "x", Address: "10.9.9.9:80",
 		Check: &switchboard.Check{Target: tg.srv.URL + "/", Interval: time.Second}})
