@@ -20,20 +20,30 @@ func (r *Runner) manageShards(ctx context.Context) {
 	}
 	every := r.opts.LeaseTTL / 3
 	for {
-		r.balance(ctx)
+		wait := every - rand.N(every/10+1)
+		if next := r.balance(ctx); next > 0 && next < wait {
+			wait = next
+		}
 		select {
 		case <-ctx.Done():
 			r.releaseAll(ctx)
 			return
-		case <-time.After(every - rand.N(every/10+1)):
+		case <-time.After(wait):
 		}
 	}
 }
 
+// expirySlack is how long after another runner's lease could expire a
+// runner looks again, so that the catalog's clock has passed it.
+const expirySlack = 20 * time.Millisecond
+
 // balance runs one round: renew the membership lease, count the live
 // runners, renew the shards held, give back those past the fair share or
-// take free ones up to it.
-func (r *Runner) balance(ctx context.Context) {
+// take free ones up to it. It returns how soon another runner's lease
+// could expire (0: none known): the next round comes then if that is
+// sooner than the usual period, so that a killed runner's shards are
+// taken over within a lease TTL of its last renewal.
+func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 	ttl, id := r.opts.LeaseTTL, r.opts.Identity
 	// Every call is bounded, so that a catalog that does not answer holds
 	// no round up past the shards' deadlines.
@@ -62,12 +72,17 @@ func (r *Runner) balance(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.log.Warn("checks: reading the leases failed; keeping the shards held", "err", err)
 		}
-		return
+		return 0
 	}
 	live, self := 0, false
 	taken := map[int]bool{}
+	soonest := time.Time{}
 	for _, l := range leases {
 		alive := l.Holder != "" && l.ExpiresAt.After(now)
+		if alive && l.Holder != id && (strings.HasPrefix(l.Name, memberLeasePrefix) || strings.HasPrefix(l.Name, shardLeasePrefix)) &&
+			(soonest.IsZero() || l.ExpiresAt.Before(soonest)) {
+			soonest = l.ExpiresAt
+		}
 		switch {
 		case strings.HasPrefix(l.Name, memberLeasePrefix) && alive:
 			live++
@@ -81,6 +96,9 @@ func (r *Runner) balance(ctx context.Context) {
 	if !self {
 		live++
 	}
+	if !soonest.IsZero() {
+		next = max(soonest.Sub(now)-time.Since(before)+expirySlack, expirySlack)
+	}
 	share := (r.opts.Shards + live - 1) / live
 	held := r.Shards()
 	if len(held) > share {
@@ -89,7 +107,7 @@ func (r *Runner) balance(ctx context.Context) {
 		for _, i := range held[share:] {
 			r.drop(ctx, i, true)
 		}
-		return
+		return next
 	}
 	var free []int
 	for i := 0; i < r.opts.Shards; i++ {
@@ -116,6 +134,7 @@ func (r *Runner) balance(ctx context.Context) {
 			r.log.Warn("checks: acquiring a shard failed", "shard", i, "err", err)
 		}
 	}
+	return next
 }
 
 func contains(s []int, i int) bool {
