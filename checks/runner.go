@@ -23,8 +23,9 @@
 // own: the runner probing it renews it (at a third of its TTL), so it
 // stays until it is deregistered or its check deletes it.
 //
-// Policy says which hosts a check may target; the server checks it before
-// a registration, and the runner before it probes.
+// Policy says which hosts a check may target: what stores registrations
+// (the server's register path, the CLI) asks Policy.Check first, and the
+// runner asks it again before it probes.
 package checks
 
 import (
@@ -48,7 +49,7 @@ import (
 // row heartbeats it, a third of its TTL apart, for as long as it runs its
 // check (passing or not); otherwise the registrant heartbeats it, and the
 // row is alive only while both its heartbeats and its check hold.
-const MetadataCheckOnly = "switchboard.check_only"
+const MetadataCheckOnly = "switchboard.check-only"
 
 // Defaults of Options.
 const (
