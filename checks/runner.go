@@ -48,7 +48,8 @@ import (
 // its check's alone: with the value "true", the runner that probes the
 // row heartbeats it, a third of its TTL apart, for as long as it runs its
 // check (passing or not); otherwise the registrant heartbeats it, and the
-// row is alive only while both its heartbeats and its check hold.
+// row is alive only while both its heartbeats and its check hold. A row
+// whose check the runner's policy refuses is not renewed.
 const MetadataCheckOnly = "switchboard.check-only"
 
 // Defaults of Options.
@@ -116,6 +117,7 @@ type loop struct {
 	shard    int
 	ttl      time.Duration
 	only     bool      // MetadataCheckOnly
+	refused  bool      // by the policy: not probed, not renewed
 	lastBeat time.Time // local
 }
 
@@ -329,7 +331,7 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 	r.opts.Metrics.addRunning(1)
 	go func() {
 		defer close(l.done)
-		r.probeLoop(lctx, in, i)
+		r.probeLoop(lctx, l, in, i)
 	}()
 }
 
@@ -362,12 +364,15 @@ func (r *Runner) stopAll() {
 // probeLoop probes in's check every interval, the first time at a random
 // point of the first interval, so that the probes of many checks spread
 // over time instead of bunching at the top of each second.
-func (r *Runner) probeLoop(ctx context.Context, in switchboard.Instance, shard int) {
+func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance, shard int) {
 	c := *in.Check
 	kind := c.Kind()
 	status, since := in.Health.Status, in.Health.Since
 	fails, oks := 0, 0
 	if err := r.opts.Policy.Check(in); err != nil {
+		r.mu.Lock()
+		l.refused = true
+		r.mu.Unlock()
 		r.refused(ctx, in, err)
 		return
 	}
@@ -486,7 +491,8 @@ func (r *Runner) refused(ctx context.Context, in switchboard.Instance, err error
 
 // heartbeat renews the rows whose liveness is their check's alone
 // (MetadataCheckOnly) among those this runner probes, each a third of
-// its TTL apart, in one call per round.
+// its TTL apart, in one call per round. A row whose check the policy
+// refuses is not renewed: it expires.
 func (r *Runner) heartbeat(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -504,7 +510,7 @@ func (r *Runner) heartbeat(ctx context.Context) {
 			if ttl <= 0 {
 				ttl = switchboard.DefaultTTL
 			}
-			if l.only && now.Sub(l.lastBeat) >= ttl/3 {
+			if l.only && !l.refused && r.holds(l.shard) && now.Sub(l.lastBeat) >= ttl/3 {
 				ids = append(ids, id)
 				l.lastBeat = now
 			}
