@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,22 +22,30 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/testkit"
+	_ "github.com/switchboard-io/switchboard/postgres"
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )
 
+var testDSN string
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, &testDSN)) }
+
 var quiet = slog.New(slog.DiscardHandler)
 
-// openSQLite opens a handle on the SQLite catalog file path, closed at
-// cleanup.
-func openSQLite(t *testing.T, path string) switchboard.Catalog {
+// openDSN opens a handle on the catalog dsn, closed at cleanup.
+func openDSN(t *testing.T, dsn string) switchboard.Catalog {
 	t.Helper()
-	cat, err := switchboard.Open(context.Background(), "sqlite://"+path, switchboard.Options{Logger: quiet})
+	cat, err := switchboard.Open(context.Background(), dsn, switchboard.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
 	return cat
 }
+
+// sqliteDSN is a new SQLite file's DSN.
+func sqliteDSN(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "catalog.db") }
 
 // setCall is one SetHealth a runner made.
 type setCall struct {
@@ -455,20 +464,19 @@ func (p *probeLog) noOverlap(t *testing.T) {
 // SQLite file on a busy machine writes.
 const testShards = 16
 
-// twoRunners sets up n checked instances on one SQLite file and two
+// twoRunners sets up n checked instances on the catalog dsn and two
 // runners, each on its own handle (as two servers would be).
-func twoRunners(t *testing.T, n int, ttl time.Duration) (tg *target, log *probeLog, a, b *Runner, recA *recorder, stopA func()) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
+func twoRunners(t *testing.T, dsn string, n int, ttl time.Duration) (tg *target, log *probeLog, a, b *Runner, recA *recorder, stopA func()) {
 	tg = newTarget(t)
-	setup := openSQLite(t, path)
+	setup := openDSN(t, dsn)
 	for i := range n {
 		register(t, setup, switchboard.Instance{ID: fmt.Sprintf("svc-%02d", i), Name: "svc", Address: tg.addr(),
 			Check: &switchboard.Check{Target: fmt.Sprintf("%s/%02d", tg.srv.URL, i), Interval: time.Second}})
 	}
 	log = &probeLog{}
-	recA = &recorder{Catalog: openSQLite(t, path)}
+	recA = &recorder{Catalog: openDSN(t, dsn)}
 	a, stopA = run(t, recA, Options{Identity: "runner-a", Shards: testShards, LeaseTTL: ttl, probed: log.hook})
-	b, _ = run(t, openSQLite(t, path), Options{Identity: "runner-b", Shards: testShards, LeaseTTL: ttl, probed: log.hook})
+	b, _ = run(t, openDSN(t, dsn), Options{Identity: "runner-b", Shards: testShards, LeaseTTL: ttl, probed: log.hook})
 	testkit.WaitUntil(t, "the runners to hold half the shards each", func() bool {
 		return len(a.Shards()) == testShards/2 && len(b.Shards()) == testShards/2
 	})
@@ -505,12 +513,18 @@ func probedBy(t *testing.T, log *probeLog, n, k int, from time.Time) map[string]
 	return by
 }
 
-// TestTwoRunnersShare: two runners on one catalog split the shards; each
-// check is probed by exactly one of them (the target counts the probes the
-// runners say they made); when one stops, the other takes its checks.
+// TestTwoRunnersShare: two runners on one catalog (a SQLite file, a
+// PostgreSQL schema) split the shards; each check is probed by exactly one
+// of them (the target counts the probes the runners say they made); when
+// one stops, the other takes its checks.
 func TestTwoRunnersShare(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { twoRunnersShare(t, sqliteDSN(t)) })
+	t.Run("postgres", func(t *testing.T) { twoRunnersShare(t, pgtest.Schema(t, testDSN)) })
+}
+
+func twoRunnersShare(t *testing.T, dsn string) {
 	const n = 24
-	tg, log, a, b, _, stopA := twoRunners(t, n, 3*time.Second)
+	tg, log, a, b, _, stopA := twoRunners(t, dsn, n, 3*time.Second)
 	before := tg.pathCounts()
 	from := time.Now()
 	by := probedBy(t, log, n, 3, from)
@@ -559,8 +573,13 @@ func TestTwoRunnersShare(t *testing.T) {
 // one cannot) stops probing before its leases could expire, and the other
 // takes its checks once they have: no check is probed by both at once.
 func TestRunnerCutOff(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { runnerCutOff(t, sqliteDSN(t)) })
+	t.Run("postgres", func(t *testing.T) { runnerCutOff(t, pgtest.Schema(t, testDSN)) })
+}
+
+func runnerCutOff(t *testing.T, dsn string) {
 	const n = 24
-	_, log, a, b, recA, _ := twoRunners(t, n, 3*time.Second)
+	_, log, a, b, recA, _ := twoRunners(t, dsn, n, 3*time.Second)
 	probedBy(t, log, n, 2, time.Now())
 	cut := time.Now()
 	recA.cut.Store(true)
