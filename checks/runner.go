@@ -387,10 +387,13 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 		}
 		// Probes keep to their own schedule (interval after interval from
 		// a random phase) rather than to the end of the last probe, so
-		// they do not drift into step with one another.
+		// they do not drift into step with one another; a probe held up
+		// (a slow write of its last result) skips to the next slot of its
+		// own phase, so that checks held up together do not resume
+		// together.
 		next = next.Add(c.Interval)
 		if now := time.Now(); next.Before(now) {
-			next = now.Add(c.Interval)
+			next = next.Add(now.Sub(next).Truncate(c.Interval) + c.Interval)
 		}
 		timer.Reset(time.Until(next))
 		r.mu.Lock()

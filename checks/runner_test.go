@@ -45,7 +45,7 @@ func openDSN(t *testing.T, dsn string) switchboard.Catalog {
 }
 
 // sqliteDSN is a new SQLite file's DSN.
-func sqliteDSN(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "catalog.db") }
+func sqliteDSN(t testing.TB) string { return "sqlite://" + filepath.Join(t.TempDir(), "catalog.db") }
 
 // setCall is one SetHealth a runner made.
 type setCall struct {
