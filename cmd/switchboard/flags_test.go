@@ -146,7 +146,12 @@ func TestConfigFlagsBound(t *testing.T) {
 			var sets []string
 			values := flagValues
 			if f.Value.Type() == "bool" {
+				// The value that is not the default (--checks is on
+				// unless turned off).
 				values = []string{"true"}
+				if f.DefValue == "true" {
+					values = []string{"false"}
+				}
 			}
 			value := values[0] // the first value the flag takes
 			for _, v := range values {
