@@ -61,6 +61,7 @@ func flagRunArgs(t *testing.T) map[string][]string {
 		"echo":       {"--name", "n"},
 		"send":       {"--to", "f.m.n:in"},
 		"deregister": {"3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11"},
+		"drain":      {"3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11"},
 		"backup":     {filepath.Join(t.TempDir(), "copy.db")},
 	}
 }
