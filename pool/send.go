@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,39 +19,92 @@ import (
 // route is the send-side view of one module, immutable once published.
 type route struct {
 	targets []*conn  // dialable instances' connections, ordered by instance id
+	weights []int    // the instances' weights, as targets
+	sched   []uint32 // weighted round-robin cycle of indexes into targets
+	addrs   []*conn  // the distinct connections of targets
 	others  []string // addresses that cannot be dialled (nats://…)
 	next    atomic.Uint64
 }
 
-// pick chooses the next target round-robin, skipping a connection that is
-// dialled but not READY (transient failure: a crashed replica, or
-// reconnecting) while another target is READY, so a dead replica does not
-// take 1/N of the sends until its registration expires. With no READY
-// target it returns the round-robin choice, whose call then fails fast or
-// waits for the connection as grpc-go decides. A target never dialled yet
-// (a lazy pool) is taken as chosen, so the send dials it.
-func (rt *route) pick() *conn {
-	n := uint64(len(rt.targets))
-	i := rt.next.Add(1) - 1
-	c := rt.targets[i%n]
-	if n == 1 {
-		return c
+// usable reports whether c may take a send now: not ejected, and READY or
+// never dialled yet (a lazy pool: the send dials it).
+func usable(c *conn) bool {
+	if c.isEjected() {
+		return false
 	}
 	cc := c.cc.Load()
-	if cc == nil || cc.GetState() == connectivity.Ready {
+	return cc == nil || cc.GetState() == connectivity.Ready
+}
+
+// pick chooses the next target by weighted round robin, skipping a
+// connection that is not usable (ejected, or dialled but not READY: a
+// crashed replica, or reconnecting) while another target is, so a dead
+// replica does not take its share of the sends until its registration
+// expires. The skip walks on along the cycle, so the others keep their
+// relative weights. With no usable target it returns the first one that is
+// not ejected, else the scheduled choice, whose call then fails fast or
+// waits for the connection as grpc-go decides.
+func (rt *route) pick(least bool) *conn {
+	if len(rt.targets) == 1 {
+		return rt.targets[0]
+	}
+	if least {
+		if c := rt.pickLeast(); c != nil {
+			return c
+		}
+	}
+	n := uint64(len(rt.sched))
+	i := rt.next.Add(1) - 1
+	c := rt.targets[rt.sched[i%n]]
+	if usable(c) {
 		return c
 	}
+	var fallback *conn
+	if !c.isEjected() {
+		fallback = c
+	}
 	for j := uint64(1); j < n; j++ {
-		o := rt.targets[(i+j)%n]
-		if occ := o.cc.Load(); occ != nil && occ.GetState() == connectivity.Ready {
+		o := rt.targets[rt.sched[(i+j)%n]]
+		if o == c {
+			continue
+		}
+		if usable(o) {
 			return o
 		}
+		if fallback == nil && !o.isEjected() {
+			fallback = o
+		}
+	}
+	if fallback != nil {
+		return fallback
 	}
 	return c
 }
 
+// pickLeast is the power of two choices: two targets drawn at random in
+// proportion to their weights (two slots of the cycle), and the usable one
+// with fewer calls in flight for its weight; nil when neither is usable.
+func (rt *route) pickLeast() *conn {
+	n := uint64(len(rt.sched))
+	a, b := rt.sched[rand.Uint64N(n)], rt.sched[rand.Uint64N(n)]
+	ca, cb := rt.targets[a], rt.targets[b]
+	switch ua, ub := usable(ca), usable(cb); {
+	case ua && ub:
+		// (inflight_a+1)/w_a <= (inflight_b+1)/w_b, without division.
+		if (ca.inFlight()+1)*int64(rt.weights[b]) <= (cb.inFlight()+1)*int64(rt.weights[a]) {
+			return ca
+		}
+		return cb
+	case ua:
+		return ca
+	case ub:
+		return cb
+	}
+	return nil
+}
+
 // Send delivers msg to a live instance of its destination module, chosen
-// round-robin (READY connections preferred; see pick), over the shared
+// by weight (usable connections preferred; see pick), over the shared
 // connection of the instance's address, within CallTimeout when ctx has no
 // deadline. It implements router.Wire. Failures are *router.Error:
 // CodeModuleUnknown when the module has no address (retryable),
@@ -80,7 +134,7 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 		if len(rt.targets) == 0 {
 			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s", nn.Module, undialable(rt.others)))
 		}
-		c := rt.pick()
+		c := rt.pick(p.least)
 		if testHookPicked != nil {
 			testHookPicked()
 		}
@@ -120,7 +174,15 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 		// A status the remote side sent is its answer, as it sent it,
 		// however the connection fares afterwards; a message that never
 		// left (a field the wire cannot carry) keeps its permanent error.
+		if e := router.AsError(err); e == nil || (e.Code != router.CodeDeadlineExceeded && e.Code != router.CodeCanceled) {
+			c.answered()
+		}
 		return out, false, err
+	}
+	if ctx.Err() == nil && !c.isClosed() {
+		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+			p.transportFailed(c)
+		}
 	}
 	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {
