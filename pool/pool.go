@@ -103,7 +103,7 @@ type Options struct {
 	DrainTimeout time.Duration
 	// LeastRequest picks, for each send, two instances of the module at
 	// random in proportion to their weights and sends to the one with
-	// fewer calls in flight for its weight (power of two choices), instead
+	// fewer calls in flight on its address (power of two choices), instead
 	// of weighted round robin. It suits calls of very uneven cost.
 	LeastRequest bool
 	// Ejection configures outlier ejection (see Ejection).

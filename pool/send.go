@@ -83,18 +83,17 @@ func (rt *route) pick(least bool) *conn {
 
 // pickLeast is the power of two choices: two targets drawn at random in
 // proportion to their weights (two slots of the cycle), and the usable one
-// with fewer calls in flight for its weight; nil when neither is usable.
+// with fewer calls in flight (the first on a tie, so that idle targets
+// share the sends by weight); nil when neither is usable.
 func (rt *route) pickLeast() *conn {
 	n := uint64(len(rt.sched))
-	a, b := rt.sched[rand.Uint64N(n)], rt.sched[rand.Uint64N(n)]
-	ca, cb := rt.targets[a], rt.targets[b]
+	ca, cb := rt.targets[rt.sched[rand.Uint64N(n)]], rt.targets[rt.sched[rand.Uint64N(n)]]
 	switch ua, ub := usable(ca), usable(cb); {
 	case ua && ub:
-		// (inflight_a+1)/w_a <= (inflight_b+1)/w_b, without division.
-		if (ca.inFlight()+1)*int64(rt.weights[b]) <= (cb.inFlight()+1)*int64(rt.weights[a]) {
-			return ca
+		if cb.inFlight() < ca.inFlight() {
+			return cb
 		}
-		return cb
+		return ca
 	case ua:
 		return ca
 	case ub:
