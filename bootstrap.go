@@ -24,7 +24,17 @@ type BootstrapOptions struct {
 	DisableReaper bool
 	// Logger receives the lifecycle logs (default slog.Default()).
 	Logger *slog.Logger
+	// DrainWait is how long Close keeps a drained instance registered
+	// before it deregisters it, on a catalog that can drain (Drainer):
+	// time for every watcher to take it out of rotation and for calls in
+	// flight to finish. Zero is DefaultDrainWait (2 s); negative skips the
+	// drain (Close deregisters at once).
+	DrainWait time.Duration
 }
+
+// DefaultDrainWait is how long Close waits between draining and
+// deregistering when BootstrapOptions.DrainWait is zero.
+const DefaultDrainWait = 2 * time.Second
 
 // RegistrationStats counts what a registration's heartbeat loop did.
 type RegistrationStats struct {
@@ -63,6 +73,10 @@ type Registration struct {
 	closed chan struct{}
 	once   sync.Once
 	err    error
+	// draining is what the registration last asked Drain for: the
+	// heartbeat loop drains a row it has to write again.
+	draining  bool
+	drainWait time.Duration
 	// claim is this registration's entry in claims (zero when it holds
 	// none: a claim's catalog is never nil).
 	claim claimKey
@@ -135,7 +149,10 @@ func Bootstrap(ctx context.Context, cat Catalog, in Instance, opts BootstrapOpti
 			return nil, err
 		}
 	}
-	r := &Registration{cat: cat, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper}
+	r := &Registration{cat: cat, closed: make(chan struct{}), log: opts.Logger, reap: !opts.DisableReaper, drainWait: opts.DrainWait}
+	if r.drainWait == 0 {
+		r.drainWait = DefaultDrainWait
+	}
 	if in.ID != "" {
 		if !r.takeClaim(in.ID) {
 			return nil, invalid(ErrInvalid, "id", in.ID, "is kept alive by another Registration of this process on this catalog: "+
@@ -214,13 +231,46 @@ func (r *Registration) Stats() RegistrationStats {
 	return st
 }
 
-// Close stops the heartbeat and deletes the row. It is idempotent; a row
-// already gone is not an error. It does not wait for a heartbeat in flight
-// on a slow or unreachable catalog (the last registration of a loop cancels
-// it), only for a re-registration of this row, which it cancels too; the
-// deletion itself gives up after 10 s.
+// Drain takes the instance out of rotation (Drainer.Drain): it stays
+// registered and heartbeating, and lookups, picks, the resolver, the pool
+// and DNS stop sending it new traffic once they see the change. A row
+// written again by the heartbeat loop (after it was reaped) is drained
+// again. ErrUnsupported when the catalog cannot drain.
+func (r *Registration) Drain(ctx context.Context) error { return r.setDraining(ctx, true) }
+
+// Undrain puts a drained instance back into rotation.
+func (r *Registration) Undrain(ctx context.Context) error { return r.setDraining(ctx, false) }
+
+func (r *Registration) setDraining(ctx context.Context, draining bool) error {
+	d, ok := r.cat.(Drainer)
+	if !ok {
+		return fmt.Errorf("drain %q: %w: the catalog cannot drain instances", r.ID(), errors.ErrUnsupported)
+	}
+	r.mu.Lock()
+	r.draining = draining
+	r.mu.Unlock()
+	stored, err := d.Drain(ctx, r.ID(), draining)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.inst = stored
+	r.mu.Unlock()
+	return nil
+}
+
+// Close stops sending the instance traffic, then deletes its row: on a
+// catalog that can drain, it drains the instance first (unless Drain was
+// called already) and waits BootstrapOptions.DrainWait (2 s by default) so that callers move away
+// and calls in flight finish — the way to stop a service without failed
+// calls. It is idempotent; a row already gone is not an error. It does not
+// wait for a heartbeat in flight on a slow or unreachable catalog (the
+// last registration of a loop cancels it), only for a re-registration of
+// this row, which it cancels too; the drain and the deletion each give up
+// after 10 s.
 func (r *Registration) Close() error {
 	r.once.Do(func() {
+		r.drainBeforeClose()
 		close(r.closed)
 		r.b.leave(r)
 		// The id is free for another Bootstrap once its row is deleted
@@ -237,4 +287,30 @@ func (r *Registration) Close() error {
 		r.log.Info("deregistered", "id", r.ID(), "name", r.inst.Name)
 	})
 	return r.err
+}
+
+// drainBeforeClose drains the instance and waits the drain time, while
+// heartbeats still keep it alive; a catalog that cannot drain, a drain
+// that fails, or a negative DrainWait goes straight to the deletion.
+func (r *Registration) drainBeforeClose() {
+	if r.drainWait < 0 {
+		return
+	}
+	if _, ok := r.cat.(Drainer); !ok {
+		return
+	}
+	r.mu.Lock()
+	drained := r.draining
+	r.mu.Unlock()
+	if drained {
+		return // drained before, by the owner, who chose how long to wait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Drain(ctx); err != nil {
+		r.log.Warn("draining before deregistering failed; deregistering now", "id", r.ID(), "err", err)
+		return
+	}
+	r.log.Info("drained; deregistering after the drain wait", "id", r.ID(), "drain_wait", r.drainWait)
+	time.Sleep(r.drainWait)
 }

@@ -271,7 +271,19 @@ func (b *beater) reregister(ctx context.Context, r *Registration) {
 	}
 	r.mu.Lock()
 	r.inst = stored
+	drain := r.draining
 	r.mu.Unlock()
+	if drain {
+		if d, ok := b.key.cat.(Drainer); ok {
+			if stored, err = d.Drain(ctx, in.ID, true); err == nil {
+				r.mu.Lock()
+				r.inst = stored
+				r.mu.Unlock()
+			} else {
+				r.log.Warn("registered again, but draining it again failed", "id", in.ID, "err", err)
+			}
+		}
+	}
 	r.reregs.Add(1)
 	r.log.Warn("registration missing from catalog; registered again", "id", in.ID, "name", in.Name)
 }

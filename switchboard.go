@@ -315,6 +315,9 @@ type Leaser interface {
 type WatchStats struct {
 	Instances int // rows mirrored, stale included
 	Active    int // rows not expired
+	// Draining counts the rows drained (out of rotation), Critical those
+	// not drained whose check is critical (Instance.Status).
+	Draining, Critical int
 	Watchers  int
 	Healthy   bool  // the last read of the catalog succeeded
 	LastError error // the error that made it unhealthy

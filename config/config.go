@@ -140,7 +140,20 @@ type Discovery struct {
 	// the smallest number of instances it applies to (default 10).
 	SelfPreservationThreshold float64 `toml:"self_preservation_threshold"`
 	SelfPreservationMin       int     `toml:"self_preservation_min"`
+	// Weight is the share of traffic of an instance registered here among
+	// the instances of its name: 1 to 10000 (default 100).
+	Weight int `toml:"weight"`
+	// Zone is the locality of an instance registered here (a token such as
+	// eu-west-1a; optional): callers may prefer their own zone.
+	Zone string `toml:"zone"`
+	// DrainWait is how long a registration being stopped stays registered
+	// as draining before it deregisters, so that callers move away and
+	// calls in flight finish (default 2s; 0 deregisters at once).
+	DrainWait time.Duration `toml:"drain_wait"`
 }
+
+// MaxDrainWait bounds discovery.drain_wait.
+const MaxDrainWait = 10 * time.Minute
 
 // Default returns the defaults: switchboard's Default* values, DefaultListen
 // and DefaultRequestTimeout, and self-preservation at half of at least 10
@@ -155,6 +168,8 @@ func Default() Config {
 
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
+		Weight:                    switchboard.DefaultWeight,
+		DrainWait:                 switchboard.DefaultDrainWait,
 	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
 		MaxInstances: 100000, MaxInstancesMiB: 512, MaxLeases: 10000, MaxWatchers: 1000},
 		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}, NATS: NATS{StreamReplicas: DefaultStreamReplicas}}
@@ -389,6 +404,25 @@ func (c Config) validate(skip map[string]bool) error {
 			return nil
 		},
 		func() error { return switchboard.ValidateHeartbeat("heartbeat_interval", d.HeartbeatInterval, d.TTL) },
+		func() error {
+			if d.Weight < 1 || d.Weight > switchboard.MaxWeight {
+				return &switchboard.FieldError{Field: "weight", Value: strconv.Itoa(d.Weight), Reason: fmt.Sprintf("must be from 1 to %d", switchboard.MaxWeight)}
+			}
+			return nil
+		},
+		func() error {
+			if d.Zone == "" {
+				return nil
+			}
+			_, err := switchboard.Normalize(switchboard.Instance{Name: "n", Type: "t", Address: "h:1", Zone: d.Zone})
+			return err
+		},
+		func() error {
+			if d.DrainWait < 0 || d.DrainWait > MaxDrainWait {
+				return &switchboard.FieldError{Field: "drain_wait", Value: d.DrainWait.String(), Reason: fmt.Sprintf("must be from 0 (no drain) to %s", MaxDrainWait)}
+			}
+			return nil
+		},
 		c.DNS.validate,
 		c.NATS.validate,
 	}

@@ -35,6 +35,8 @@ var specDefaults = config.Discovery{
 
 	SelfPreservationThreshold: 0.5,
 	SelfPreservationMin:       10,
+	Weight:                    100,
+	DrainWait:                 2 * time.Second,
 }
 
 func TestDefault(t *testing.T) {
@@ -92,6 +94,8 @@ ttl = "15s"
 
 		SelfPreservationThreshold: 0.5,
 		SelfPreservationMin:       10,
+		Weight:                    100,
+		DrainWait:                 2 * time.Second,
 	}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
@@ -142,7 +146,7 @@ ttl = "15s"
 		t.Fatalf("Load: %v", err)
 	}
 	want := config.Discovery{DSN: "sqlite://env.db", HeartbeatInterval: 500 * time.Millisecond, PollInterval: 5 * time.Second, TTL: 4 * time.Second, MaxTTL: time.Hour,
-		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10}
+		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10, Weight: 100, DrainWait: 2 * time.Second}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}
@@ -153,7 +157,7 @@ ttl = "15s"
 		t.Fatalf("Load: %v", err)
 	}
 	want = config.Discovery{DSN: "sqlite://file.db", HeartbeatInterval: 2 * time.Second, PollInterval: time.Minute, TTL: 30 * time.Second, MaxTTL: time.Hour,
-		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10}
+		SelfPreservationThreshold: 0.5, SelfPreservationMin: 10, Weight: 100, DrainWait: 2 * time.Second}
 	if c.Discovery != want {
 		t.Fatalf("Load = %+v, want %+v", c.Discovery, want)
 	}

@@ -70,12 +70,13 @@ func strip(in switchboard.Instance) switchboard.Instance {
 var instanceFields = map[string]bool{
 	"id": true, "name": true, "type": true, "address": true, "capabilities": true, "version": true,
 	"metadata": true, "components": true, "ttl": true, "registered_at": true, "last_seen": true, "stale": true,
-	"revision": true,
+	"revision": true, "weight": true, "zone": true, "check": true, "draining": true, "status": true, "health": true,
 }
 
 // DecodeInstance reads an instance body: one JSON object of the
 // instance's fields (registered_at, last_seen, stale and revision are
-// accepted and ignored: the catalog stamps them). Unknown fields and trailing data are
+// accepted and ignored: the catalog stamps them; so are draining, status
+// and health, which drain and the check runners set). Unknown fields and trailing data are
 // errors naming what is wrong.
 func DecodeInstance(b []byte) (switchboard.Instance, error) {
 	var fields map[string]json.RawMessage
@@ -99,6 +100,7 @@ func DecodeInstance(b []byte) (switchboard.Instance, error) {
 		return in, badRequest("", "malformed instance: "+err.Error())
 	}
 	in.RegisteredAt, in.LastSeen, in.Stale, in.Revision = time.Time{}, time.Time{}, false, 0
+	in.Draining, in.Health = false, switchboard.Health{} // set by drain and by the check runners
 	if _, ok := in.Metadata[secretKey]; ok {
 		return in, badRequest("metadata", "metadata key "+secretKey+" is reserved")
 	}

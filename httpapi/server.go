@@ -249,6 +249,8 @@ func (s *Server) routes() {
 	api("GET /v1/instances/{id}", "get", s.handleGet)
 	api("DELETE /v1/instances/{id}", "deregister", s.handleDeregister)
 	api("PUT /v1/instances/{id}/heartbeat", "heartbeat", s.handleHeartbeat)
+	api("POST /v1/instances/{id}/drain", "drain", s.handleDrain(true))
+	api("DELETE /v1/instances/{id}/drain", "undrain", s.handleDrain(false))
 	api("POST /v1/heartbeats", "heartbeats", s.handleHeartbeats)
 	api("POST /v1/reap", "reap", s.handleReap)
 	api("GET /v1/watch", "watch", s.handleWatch)

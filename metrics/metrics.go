@@ -1,7 +1,7 @@
 // Package metrics exposes Switchboard's state to Prometheus: a collector
 // that reads a catalog's WatchStats (reachability, mirrored and active
-// instances, watchers, self-preservation) and a discovery cache's staleness
-// at scrape time.
+// instances, drained and critical ones, watchers, self-preservation) and a
+// discovery cache's staleness at scrape time.
 package metrics
 
 import (
@@ -21,7 +21,7 @@ type Collector struct {
 	stats switchboard.WatchStatser
 	cache Stale
 
-	reachable, instances, active, watchers, preserving, held, missed, preserveEvents, cacheStale *prometheus.Desc
+	reachable, instances, active, draining, critical, watchers, preserving, held, missed, preserveEvents, cacheStale *prometheus.Desc
 }
 
 // NewCollector returns a collector reading stats (and cache, which may be
@@ -36,6 +36,8 @@ func NewCollector(stats switchboard.WatchStatser, cache Stale) *Collector {
 		reachable:      d("catalog_reachable", "1 when the last read of the catalog succeeded, 0 during an outage."),
 		instances:      d("watch_instances", "Instances mirrored by this process, stale ones included."),
 		active:         d("watch_active_instances", "Instances within their TTL."),
+		draining:       d("watch_draining_instances", "Instances drained: registered, out of rotation."),
+		critical:       d("watch_critical_instances", "Instances whose check is critical (and not drained)."),
 		watchers:       d("watchers", "Open watches in this process."),
 		preserving:     d("self_preservation_active", "1 while more than the threshold fraction of the instances stopped renewing at once and their expiry is held."),
 		missed:         d("self_preservation_missed_renewals", "Instances that had not renewed for half their TTL (or expired within their last TTL) at the last expiry check."),
@@ -47,7 +49,7 @@ func NewCollector(stats switchboard.WatchStatser, cache Stale) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.reachable, c.instances, c.active, c.watchers, c.preserving, c.held, c.missed, c.preserveEvents} {
+	for _, d := range []*prometheus.Desc{c.reachable, c.instances, c.active, c.draining, c.critical, c.watchers, c.preserving, c.held, c.missed, c.preserveEvents} {
 		ch <- d
 	}
 	if c.cache != nil {
@@ -64,6 +66,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.reachable, b2f(s.Healthy))
 	gauge(c.instances, float64(s.Instances))
 	gauge(c.active, float64(s.Active))
+	gauge(c.draining, float64(s.Draining))
+	gauge(c.critical, float64(s.Critical))
 	gauge(c.watchers, float64(s.Watchers))
 	gauge(c.preserving, b2f(s.Preserving))
 	gauge(c.held, float64(s.HeldExpirations))

@@ -20,7 +20,7 @@ type staleCache bool
 func (s staleCache) Stale() (bool, error) { return bool(s), nil }
 
 func TestCollector(t *testing.T) {
-	c := metrics.NewCollector(fixed{Instances: 12, Active: 5, Watchers: 3, Healthy: true, Preserving: true,
+	c := metrics.NewCollector(fixed{Instances: 12, Active: 5, Draining: 2, Critical: 1, Watchers: 3, Healthy: true, Preserving: true,
 		HeldExpirations: 7, SelfPreservationEvents: 2, MissedRenewals: 9}, staleCache(true))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -46,6 +46,12 @@ switchboard_self_preservation_missed_renewals 9
 # HELP switchboard_watch_active_instances Instances within their TTL.
 # TYPE switchboard_watch_active_instances gauge
 switchboard_watch_active_instances 5
+# HELP switchboard_watch_critical_instances Instances whose check is critical (and not drained).
+# TYPE switchboard_watch_critical_instances gauge
+switchboard_watch_critical_instances 1
+# HELP switchboard_watch_draining_instances Instances drained: registered, out of rotation.
+# TYPE switchboard_watch_draining_instances gauge
+switchboard_watch_draining_instances 2
 # HELP switchboard_watch_instances Instances mirrored by this process, stale ones included.
 # TYPE switchboard_watch_instances gauge
 switchboard_watch_instances 12

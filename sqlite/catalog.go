@@ -17,7 +17,7 @@ import (
 )
 
 // instanceCols are the columns scanInstance reads, in order.
-const instanceCols = `i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components, i.ttl_ms, i.registered_at, i.last_seen, i.revision`
+const instanceCols = `i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components, i.ttl_ms, i.registered_at, i.last_seen, i.revision, ` + trafficCols
 
 // row is an instance as stored.
 type row struct {
@@ -25,6 +25,7 @@ type row struct {
 	components                                      sql.NullString
 	ttlMS, registeredAt, lastSeen                   int64
 	revision                                        int64 // the change-log seq that last wrote the row
+	traffic
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -34,7 +35,8 @@ type scanner interface{ Scan(dest ...any) error }
 func scanRow(s scanner, before ...any) (row, error) {
 	var r row
 	err := s.Scan(append(before, &r.id, &r.name, &r.typ, &r.address, &r.caps, &r.version, &r.metadata,
-		&r.components, &r.ttlMS, &r.registeredAt, &r.lastSeen, &r.revision)...)
+		&r.components, &r.ttlMS, &r.registeredAt, &r.lastSeen, &r.revision,
+		&r.weight, &r.zone, &r.draining, &r.check, &r.healthStatus, &r.healthOutput, &r.healthSince)...)
 	return r, err
 }
 
@@ -58,6 +60,9 @@ func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, erro
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
 	}
+	if err := r.traffic.decode(&in); err != nil {
+		return in, fmt.Errorf("instance %q: %w", r.id, err)
+	}
 	return in, nil
 }
 
@@ -65,7 +70,7 @@ func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, erro
 func (r row) sameContent(s row) bool {
 	return r.name == s.name && r.typ == s.typ && r.address == s.address && r.caps == s.caps &&
 		r.version == s.version && r.metadata == s.metadata && r.components == s.components &&
-		r.ttlMS == s.ttlMS
+		r.ttlMS == s.ttlMS && r.weight == s.weight && r.zone == s.zone && r.check == s.check
 }
 
 // encode turns a normalized instance into its stored form.
@@ -94,6 +99,9 @@ func (c *Catalog) encode(in switchboard.Instance) (row, error) {
 	}
 	if len(bytes.TrimSpace(in.Components)) > 0 {
 		r.components = sql.NullString{String: string(in.Components), Valid: true}
+	}
+	if err := r.traffic.encode(in); err != nil {
+		return row{}, err
 	}
 	return r, nil
 }
@@ -144,12 +152,14 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		var seq int64 // the change-log entry this write made, if any
 		w := want
 		// A new row is the common case: one statement tells.
+		w.traffic.fresh(now)
 		res, err := tx.ExecContext(ctx, `INSERT INTO instances
-			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, packed)
+			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, packed,
+			 weight, zone, check_spec, health_status, health_output, health_since)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-				json_array(?1, ?2, ?3, ?4, json(?5), ?6, json(?7), ?9, ?10)) ON CONFLICT (id) DO NOTHING`,
+				json_array(?1, ?2, ?3, ?4, json(?5), ?6, json(?7), ?9, ?10), ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT (id) DO NOTHING`,
 			w.id, w.name, w.typ, w.address, w.caps, w.version, w.metadata,
-			w.components, w.ttlMS, now, now)
+			w.components, w.ttlMS, now, now, w.weight, w.zone, w.check, w.healthStatus, w.healthOutput, w.healthSince)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +176,7 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 			}
 			w.registeredAt = now
 			w.revision = seq
-		} else if seq, w.registeredAt, w.revision, err = reRegister(ctx, tx, now, w); err != nil {
+		} else if seq, err = reRegister(ctx, tx, now, &w); err != nil {
 			return nil, err
 		}
 		w.lastSeen = now
@@ -183,51 +193,62 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 }
 
 // reRegister updates the existing row of want.id: only last_seen when the
-// content is the same, everything otherwise (logged as an upsert). It
-// returns the change-log entry it wrote (0: none), the row's
-// registered_at and its revision afterwards.
-func reRegister(ctx context.Context, tx *txn, now int64, want row) (seq, registeredAt, revision int64, err error) {
+// content is the same, everything otherwise (logged as an upsert); the
+// draining state and the check's health stay as stored (see
+// traffic.keep). It returns the change-log entry it wrote (0: none), and
+// sets want's registered_at, revision and kept traffic state as stored
+// afterwards.
+func reRegister(ctx context.Context, tx *txn, now int64, want *row) (seq int64, err error) {
 	old, err := scanRow(tx.QueryRowContext(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = ?`, want.id))
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, err
 	}
+	want.traffic.keep(old.traffic, now)
+	want.registeredAt = old.registeredAt
+	seq, want.revision, err = reRegisterRow(ctx, tx, now, *want, old)
+	return seq, err
+}
+
+func reRegisterRow(ctx context.Context, tx *txn, now int64, want, old row) (seq, revision int64, err error) {
 	if old.sameContent(want) {
 		// A row (nearly) stale is logged by the instances_revived trigger,
 		// which gives it a new revision (changes_revision).
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, want.id); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		revision = old.revision
 		if now-old.lastSeen > old.ttlMS*800 {
 			err = tx.QueryRowContext(ctx, `SELECT revision FROM instances WHERE id = ?`, want.id).Scan(&revision)
 		}
-		return 0, old.registeredAt, revision, err
+		return 0, revision, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET
 		name = ?1, type = ?2, address = ?3, capabilities = ?4, version = ?5, metadata = ?6,
 		components = ?7, ttl_ms = ?8, last_seen = ?9,
-		packed = json_array(?10, ?1, ?2, ?3, json(?4), ?5, json(?6), ?8, ?11) WHERE id = ?10`,
+		packed = json_array(?10, ?1, ?2, ?3, json(?4), ?5, json(?6), ?8, ?11),
+		weight = ?12, zone = ?13, check_spec = ?14, health_status = ?15, health_output = ?16, health_since = ?17 WHERE id = ?10`,
 		want.name, want.typ, want.address, want.caps, want.version, want.metadata,
-		want.components, want.ttlMS, now, want.id, old.registeredAt); err != nil {
-		return 0, 0, 0, err
+		want.components, want.ttlMS, now, want.id, old.registeredAt,
+		want.weight, want.zone, want.check, want.healthStatus, want.healthOutput, want.healthSince); err != nil {
+		return 0, 0, err
 	}
 	if old.caps != want.caps {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM instance_capabilities WHERE instance_id = ?`, want.id); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		if err := insertCaps(ctx, tx, want.id, want.caps); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 	}
 	// A row (nearly) stale was logged by the instances_revived trigger.
 	if now-old.lastSeen <= old.ttlMS*800 {
 		if seq, err = logChange(ctx, tx, now, want.id, "upsert", ""); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
-		return seq, old.registeredAt, seq, nil
+		return seq, seq, nil
 	}
 	err = tx.QueryRowContext(ctx, `SELECT revision FROM instances WHERE id = ?`, want.id).Scan(&revision)
-	return seq, old.registeredAt, revision, err
+	return seq, revision, err
 }
 
 // registered is the instance Register stored: n (normalized) with the
@@ -249,6 +270,7 @@ func registered(n switchboard.Instance, w row) switchboard.Instance {
 	if w.components.Valid {
 		out.Components = json.RawMessage(w.components.String)
 	}
+	w.traffic.state(&out)
 	return out
 }
 
@@ -419,7 +441,7 @@ func (c *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 			args = append(args, q.Type)
 		}
 		if !q.All {
-			query += ` AND ? - i.last_seen <= i.ttl_ms * 1000`
+			query += ` AND ? - i.last_seen <= i.ttl_ms * 1000 AND i.health_status <> 'critical'`
 			args = append(args, now)
 		}
 		out, err = queryInstances(ctx, tx, nil, &c.md, now, 0, query, args...)

@@ -39,8 +39,8 @@ func packSQL(alias string) string {
 }
 
 // packedCols are the columns scanPacked reads: the packed form, last_seen,
-// components and revision.
-var packedCols = `coalesce(i.packed, ` + packSQL("i") + `), i.last_seen, i.components, i.revision`
+// components, revision and the traffic state.
+var packedCols = `coalesce(i.packed, ` + packSQL("i") + `), i.last_seen, i.components, i.revision, ` + trafficCols
 
 // packedRow is a row as packedCols read it.
 type packedRow struct {
@@ -48,9 +48,12 @@ type packedRow struct {
 	lastSeen   int64
 	components sql.NullString
 	revision   int64
+	traffic
 }
 
-func (p *packedRow) dest() []any { return []any{&p.packed, &p.lastSeen, &p.components, &p.revision} }
+func (p *packedRow) dest() []any {
+	return append([]any{&p.packed, &p.lastSeen, &p.components, &p.revision}, p.traffic.dest()...)
+}
 
 // decode fills in from p; now (µs, catalog clock) decides Stale. Metadata
 // in another form than this package writes is read as
@@ -68,6 +71,9 @@ func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.
 	in.Components = nil
 	if p.components.Valid {
 		in.Components = json.RawMessage(p.components.String)
+	}
+	if err := p.traffic.decode(in); err != nil {
+		return fmt.Errorf("instance %q: %w", in.ID, err)
 	}
 	return nil
 }
@@ -90,7 +96,25 @@ func (p *packedRow) digest() uint64 {
 		h.WriteByte(1)
 		h.WriteString(p.components.String)
 	}
+	t := &p.traffic
+	var n [8]byte
+	for _, v := range [...]int64{t.weight, int64(len(t.zone)), b2i(t.draining), int64(len(t.check.String)), b2i(t.check.Valid),
+		int64(len(t.healthStatus)), int64(len(t.healthOutput)), t.healthSince.Int64, b2i(t.healthSince.Valid)} {
+		binary.LittleEndian.PutUint64(n[:], uint64(v))
+		h.Write(n[:])
+	}
+	h.WriteString(t.zone)
+	h.WriteString(t.check.String)
+	h.WriteString(t.healthStatus)
+	h.WriteString(t.healthOutput)
 	return h.Sum64() | 1
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // packedID returns the id at the head of the packed array s, without

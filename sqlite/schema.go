@@ -156,6 +156,17 @@ var migrations = []string{
 	// the highest token they held is kept here, and a lease taken anew
 	// starts above it, so fencing tokens never go back.
 	`INSERT INTO meta (key, value) VALUES ('lease_token_floor', 0);`,
+	// 9: the traffic state (see traffic.go), additive: an older release
+	// sharing the file neither reads nor writes these columns, and its
+	// rows get the defaults. check_spec is the check's JSON (NULL: none);
+	// health_since is µs on the catalog clock (NULL: never judged).
+	`ALTER TABLE instances ADD COLUMN weight INTEGER NOT NULL DEFAULT 100;
+	ALTER TABLE instances ADD COLUMN zone TEXT NOT NULL DEFAULT '';
+	ALTER TABLE instances ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE instances ADD COLUMN check_spec TEXT;
+	ALTER TABLE instances ADD COLUMN health_status TEXT NOT NULL DEFAULT '';
+	ALTER TABLE instances ADD COLUMN health_output TEXT NOT NULL DEFAULT '';
+	ALTER TABLE instances ADD COLUMN health_since INTEGER;`,
 }
 
 // byTTL is a query of cols of the rows (alias i) that cond selects, where

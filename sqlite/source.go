@@ -164,7 +164,8 @@ func (s source) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, er
 			ch.id, coalesce(i.name, ''), coalesce(i.type, ''), coalesce(i.address, ''),
 			coalesce(i.capabilities, '[]'), coalesce(i.version, ''), coalesce(i.metadata, '{}'),
 			i.components, coalesce(i.ttl_ms, 0), coalesce(i.registered_at, 0), coalesce(i.last_seen, 0),
-			coalesce(i.revision, 0)
+			coalesce(i.revision, 0), coalesce(i.weight, 100), coalesce(i.zone, ''), coalesce(i.draining, 0), i.check_spec,
+			coalesce(i.health_status, ''), coalesce(i.health_output, ''), i.health_since
 			FROM changes ch LEFT JOIN instances i ON i.id = ch.id
 			WHERE ch.seq > ? ORDER BY ch.seq LIMIT ?`, seq, changesBatch+1)
 		if err != nil {

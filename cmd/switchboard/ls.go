@@ -23,12 +23,13 @@ func newLsCmd(g *globals) *cobra.Command {
 		Short: "List active instances (with --all, stale ones too)",
 		Long: `List the instances of the catalog, sorted by name, then id.
 
-Only active instances are listed (last seen within their TTL); --all adds stale rows (past
-their TTL, not yet reaped) with STATE stale. The filters combine; --name is sanitised as on
+Only active instances are listed (last seen within their TTL, check not critical); --all adds
+stale rows (past their TTL, not yet reaped) with STATE stale and rows whose check is critical.
+STATE is active, draining (out of rotation: drain), critical, warning or stale. The filters combine; --name is sanitised as on
 registration, so --name My_Service finds my-service.
 
 Formats: table (default; long capability lists are cut to "a,b,+3 more"), wide (adds TTL,
-REGISTERED and METADATA, nothing cut), json (an array of instances, [] when empty; --json
+REGISTERED, WEIGHT, ZONE, CHECK (status, since, last output) and METADATA, nothing cut), json (an array of instances, [] when empty; --json
 is the same). An empty cell is "-".`,
 		Example: `  switchboard ls
   switchboard ls --capability storage -o wide
@@ -95,20 +96,47 @@ func printTable(w io.Writer, list []switchboard.Instance, now time.Time, wide bo
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "NAME\tID\tTYPE\tADDRESS\tCAPABILITIES\tVERSION\tLAST SEEN\tSTATE"
 	if wide {
-		header += "\tTTL\tREGISTERED\tMETADATA"
+		header += "\tTTL\tREGISTERED\tWEIGHT\tZONE\tCHECK\tMETADATA"
 	}
 	fmt.Fprintln(tw, header)
 	for _, in := range list {
-		state := "active"
-		if in.Stale {
-			state = "stale"
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s", dash(in.Name), dash(in.ID), dash(in.Type), dash(in.Address),
-			capsCell(in.Capabilities, wide), dash(in.Version), age(now, in.LastSeen), state)
+			capsCell(in.Capabilities, wide), dash(in.Version), age(now, in.LastSeen), stateCell(&in))
 		if wide {
-			fmt.Fprintf(tw, "\t%s\t%s\t%s", in.TTL, clock(in.RegisteredAt, now, "15:04:05"), metaCell(in.Metadata))
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%s\t%s\t%s", in.TTL, clock(in.RegisteredAt, now, "15:04:05"),
+				in.TrafficWeight(), dash(in.Zone), checkCell(&in, now), metaCell(in.Metadata))
 		}
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// stateCell is an instance's STATE: stale (past its TTL), else its traffic
+// status (draining, critical, warning), else active.
+func stateCell(in *switchboard.Instance) string {
+	switch st := in.Status(); {
+	case in.Stale:
+		return "stale"
+	case st == switchboard.StatusPassing:
+		return "active"
+	default:
+		return string(st)
+	}
+}
+
+// checkCell is an instance's CHECK: its check's status, since when, and
+// what it last said; "-" without a check.
+func checkCell(in *switchboard.Instance, now time.Time) string {
+	if in.Check == nil {
+		return "-"
+	}
+	h := in.Health
+	cell := string(cmp.Or(h.Status, switchboard.StatusPassing))
+	if !h.Since.IsZero() {
+		cell += " " + age(now, h.Since) + " ago"
+	}
+	if h.Output != "" {
+		cell += ": " + h.Output
+	}
+	return printable(cell)
 }

@@ -211,7 +211,7 @@ when several hosts share one catalog.`,
 	pf.StringVar(&g.file, "config", "", "config file (default ./"+config.DefaultFile+" when present)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (default info for serve, echo and nats, which run until stopped; warn for the others)")
 	root.AddCommand(
-		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g),
+		newRegisterCmd(g), newLsCmd(g), newWatchCmd(g), newDeregisterCmd(g), newDrainCmd(g),
 		newReapCmd(g), newLeasesCmd(g), newEchoCmd(g), newSendCmd(g), newVersionCmd(g), newDemoCmd(g), newServeCmd(g), newBackupCmd(g),
 		newNatsCmd(g),
 	)

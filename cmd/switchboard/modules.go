@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/config"
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
@@ -20,6 +21,7 @@ func newEchoCmd(g *globals) *cobra.Command {
 	var name, listen string
 	var tf tlsFlags
 	var nf natsFlags
+	var trf trafficFlags
 	cmd := &cobra.Command{
 		Use:   "echo --name M [--listen 127.0.0.1:0] [--tls-cert F --tls-key F [--tls-ca F]]",
 		Short: "Run module M: serve the ModuleService, register its address, answer every message with its payload",
@@ -45,7 +47,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 			}
 			noteSanitised(g, name, module)
 			ctx := cmd.Context()
-			c, err := g.config(tf.apply, nf.apply)
+			c, err := g.config(tf.apply, nf.apply, func(c *config.Config) { trf.apply(cmd, c) })
 			if err != nil {
 				return err
 			}
@@ -80,8 +82,9 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 			// Register only once the listener exists, so the catalog never
 			// points at a port nobody serves.
 			reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
-				Address: lis.Addr().String(), Version: moduleVersion(), TTL: c.Discovery.TTL},
-				switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
+				Address: lis.Addr().String(), Version: moduleVersion(), TTL: c.Discovery.TTL,
+				Weight: c.Discovery.Weight, Zone: c.Discovery.Zone},
+				switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log, DrainWait: drainWait(c)})
 			if err != nil {
 				lis.Close()
 				return err
@@ -94,15 +97,19 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 			fmt.Fprintf(g.stdout, "%s\n", line)
 			g.log.Info("transport: gRPC", "module", module, "listen", lis.Addr().String(), "tls", tlsm != nil,
 				"catalog", switchboard.RedactDSN(c.Discovery.DSN), "id", reg.Instance().ID)
-			return grpcwire.ServeEcho(ctx, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
+			// On Ctrl-C the module drains first and keeps serving while
+			// callers move away, then stops; Close then deregisters.
+			serving := drainThenStop(ctx, g, reg, c)
+			return grpcwire.ServeEcho(serving, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "module name (sanitised; required)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve gRPC on (port 0: any free port)")
 	tf.add(cmd.Flags())
 	nf.add(cmd.Flags())
+	trf.flags(cmd.Flags())
 	cmd.Annotations = map[string]string{
-		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envTLSHelp}, "\n"),
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envTLSHelp, envTrafficHelp}, "\n"),
 		annExit: exitLong,
 	}
 	return cmd

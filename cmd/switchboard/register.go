@@ -17,6 +17,7 @@ func newRegisterCmd(g *globals) *cobra.Command {
 		in         switchboard.Instance
 		caps, meta []string
 		hb, ttl    string
+		tr         trafficFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "register --name N --type T --address A [--capability C]... [--meta k=v]... [--ttl D] [--heartbeat D]",
@@ -67,12 +68,14 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 				if ttlFlag > 0 {
 					c.Discovery.TTL = ttlFlag
 				}
+				tr.apply(cmd, c)
 			})
 			if err != nil {
 				return err
 			}
 			interval := c.Discovery.HeartbeatInterval
 			in.TTL = c.Discovery.TTL
+			in.Weight, in.Zone = c.Discovery.Weight, c.Discovery.Zone
 			in.Capabilities = caps
 			if in.Metadata, err = parseMeta(meta); err != nil {
 				return usage(err)
@@ -90,7 +93,8 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 				return err
 			}
 			defer cat.Close()
-			reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: interval, Logger: g.log})
+			reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: interval, Logger: g.log,
+				DrainWait: drainWait(c)})
 			if err != nil {
 				return err
 			}
@@ -117,8 +121,9 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 	g.addSecretFlag(cmd, "over a server DSN, the instance's secret, chosen here so that deregister --secret can use it from elsewhere (16 to 256 printable ASCII characters; default: the server's; "+envSecret+")")
 	bindKey(f, "heartbeat", "discovery.heartbeat_interval")
 	bindKey(f, "ttl", "discovery.ttl")
+	tr.flags(f)
 	cmd.Annotations = map[string]string{
-		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp, envSecretHelp}, "\n"),
+		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp, envSecretHelp, envTrafficHelp}, "\n"),
 		annExit: exitLong,
 	}
 	return cmd

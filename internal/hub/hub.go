@@ -239,6 +239,12 @@ func (h *Hub) Stats() Stats {
 		if !e.expired {
 			s.Active++
 		}
+		switch {
+		case e.inst.Draining:
+			s.Draining++
+		case e.inst.Health.Status == switchboard.StatusCritical:
+			s.Critical++
+		}
 	}
 	return s
 }

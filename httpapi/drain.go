@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/switchboard-io/switchboard"
+)
+
+// handleDrain drains (or, with draining false, undrains) an instance. Like
+// a deletion it needs the instance's secret, or the admin token: the
+// client token is shared by every registrant, and taking another's
+// instance out of rotation is an operation on another's row.
+func (s *Server) handleDrain(draining bool) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id := r.PathValue("id")
+		if err := switchboard.ValidateID(id); err != nil {
+			return err
+		}
+		d, ok := s.cat.(switchboard.Drainer)
+		if !ok {
+			return &apiError{status: http.StatusNotImplemented, body: ErrorBody{Error: "this server's catalog cannot drain instances", Code: "not_implemented"}}
+		}
+		o, err := s.owner(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if !o.found {
+			return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
+		}
+		other := false
+		if err := checkSecret(id, o.hash, r.Header.Get(SecretHeader)); err != nil {
+			if roleOf(r) != roleAdmin {
+				s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", id))
+				return err
+			}
+			other = true
+		}
+		in, err := d.Drain(r.Context(), id, draining)
+		if err != nil {
+			return err
+		}
+		if other {
+			s.audit(r, slog.LevelInfo, "audit: instance drained by another party", slog.String("id", id), slog.Bool("draining", draining))
+		}
+		s.feed.await(r.Context(), id, func(st *state) bool { return st == nil || st.inst.Draining == draining })
+		writeJSON(w, http.StatusOK, strip(in))
+		return nil
+	}
+}
