@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/router"
+	_ "github.com/switchboard-io/switchboard/sqlite" // testkit.OpenSQLite
 )
 
 // eventCatalog is a catalog whose one watch stream the test writes; it
@@ -58,7 +59,16 @@ func followFake(t *testing.T, p *Pool, snapshot ...switchboard.Instance) *eventC
 }
 
 func moduleInstance(id, module, addr string, weight int) switchboard.Instance {
-	return switchboard.Instance{ID: id, Name: module, Type: ModuleType, Address: addr, Weight: weight}
+	return switchboard.Instance{ID: id, Name: module, Type: ModuleType, Address: addr, Weight: weight, TTL: time.Hour}
+}
+
+func register(t *testing.T, cat switchboard.Catalog, ins ...switchboard.Instance) {
+	t.Helper()
+	for _, in := range ins {
+		if _, err := cat.Register(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func waitReady(t *testing.T, p *Pool, addrs ...string) {
@@ -90,18 +100,23 @@ func checkShares(t *testing.T, n int, srvs []*testServer, want []float64) {
 	t.Logf("shares over %d calls: %.2f %%", n, got)
 }
 
-// TestWeightsSpreadCalls: three echo servers weighted 100/100/200 behind
-// the pool (following a discovery cache) get 25/25/50 % of 20,000 calls,
-// with weighted round robin and with the least-request option.
+// TestWeightsSpreadCalls: three echo servers weighted 100/100/200 in a
+// SQLite catalog, behind the pool following it, get 25/25/50 % of 20,000
+// calls with weighted round robin (and of 5,000 with the least-request
+// option).
 func TestWeightsSpreadCalls(t *testing.T) {
 	for _, least := range []bool{false, true} {
 		t.Run(fmt.Sprintf("least=%v", least), func(t *testing.T) {
 			srvs := []*testServer{startServer(t, nil), startServer(t, nil), startServer(t, nil)}
 			p := newPool(t, Options{LeastRequest: least})
-			followFake(t, p,
+			cat := testkit.OpenSQLite(t)
+			register(t, cat,
 				moduleInstance("a", "wmod", srvs[0].addr, 100),
 				moduleInstance("b", "wmod", srvs[1].addr, 0), // the default weight, 100
 				moduleInstance("c", "wmod", srvs[2].addr, 200))
+			if err := p.Follow(context.Background(), cat, switchboard.Query{Type: ModuleType}); err != nil {
+				t.Fatal(err)
+			}
 			waitReady(t, p, srvs[0].addr, srvs[1].addr, srvs[2].addr)
 			// Four senders at once for round robin (its cycle is shared);
 			// one for least-request, whose choices depend on the calls in
@@ -129,11 +144,11 @@ func TestWeightsSpreadCalls(t *testing.T) {
 	}
 }
 
-// TestReweightAndDrainThroughTheCache: a weight change re-spreads the
-// calls; a drained instance gets no new call once the pool has seen the
-// drain, while the call already on it finishes; undrained, it gets calls
-// again.
-func TestReweightAndDrainThroughTheCache(t *testing.T) {
+// TestReweightAndDrainThroughTheCatalog: weights spread the calls; a
+// drained instance (Drainer.Drain on a SQLite catalog) gets no new call
+// once the pool has seen the drain, while the call already on it
+// finishes; undrained it is back, and a critical check takes it out again.
+func TestReweightAndDrainThroughTheCatalog(t *testing.T) {
 	g := newGate(t)
 	held := startServer(t, func(ctx context.Context, m *router.Message) ([]byte, error) {
 		if string(m.Payload) == "hold" {
@@ -143,18 +158,20 @@ func TestReweightAndDrainThroughTheCache(t *testing.T) {
 	})
 	a, b := startServer(t, nil), startServer(t, nil)
 	p := newPool(t, Options{})
-	d := moduleInstance("d", "dmod", held.addr, 100)
-	cat := followFake(t, p, d)
+	cat := testkit.OpenSQLite(t)
+	register(t, cat, moduleInstance("d", "dmod", held.addr, 100))
+	if err := p.Follow(context.Background(), cat, switchboard.Query{Type: ModuleType}); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	// The call in flight on d.
 	res := sendAsync(ctx, p, "f.dmod.n", "hold")
 	g.awaitCall(t)
 
-	cat.events <- switchboard.Event{Kind: switchboard.EventAdded, Instance: moduleInstance("a", "dmod", a.addr, 100)}
-	cat.events <- switchboard.Event{Kind: switchboard.EventAdded, Instance: moduleInstance("b", "dmod", b.addr, 300)}
-	drained := d
-	drained.Draining = true
-	cat.events <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: drained}
+	register(t, cat, moduleInstance("a", "dmod", a.addr, 100), moduleInstance("b", "dmod", b.addr, 300))
+	if _, err := cat.(switchboard.Drainer).Drain(ctx, "d", true); err != nil {
+		t.Fatal(err)
+	}
 	testkit.WaitUntil(t, "the drain to reach the pool", func() bool {
 		m := p.Modules()["dmod"]
 		return len(m) == 2 && !slices.Contains(m, held.addr)
@@ -188,12 +205,37 @@ func TestReweightAndDrainThroughTheCache(t *testing.T) {
 	testkit.WaitUntil(t, "the drained instance's connection to close", func() bool { return held.lis.Open.Load() == 0 })
 
 	// Undrained: it is back; a critical check takes it out again.
-	cat.events <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: d}
+	if _, err := cat.(switchboard.Drainer).Drain(ctx, "d", false); err != nil {
+		t.Fatal(err)
+	}
 	testkit.WaitUntil(t, "the undrain to reach the pool", func() bool { return slices.Contains(p.Modules()["dmod"], held.addr) })
-	critical := d
-	critical.Health = switchboard.Health{Status: switchboard.StatusCritical}
-	cat.events <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: critical}
+	if _, err := cat.(switchboard.HealthSetter).SetHealth(ctx, "d", switchboard.Health{Status: switchboard.StatusCritical, Output: "down"}); err != nil {
+		t.Fatal(err)
+	}
 	testkit.WaitUntil(t, "the critical instance to leave the pool", func() bool { return !slices.Contains(p.Modules()["dmod"], held.addr) })
+}
+
+// TestFollowCacheSkipsInstancesNotServing: through a discovery cache of a
+// catalog that lists every row (Query.All), stale, drained and critical
+// instances are not routed to.
+func TestFollowCacheSkipsInstancesNotServing(t *testing.T) {
+	p := newPool(t, Options{Lazy: true})
+	live := moduleInstance("live", "nmod", "127.0.0.1:1", 100)
+	stale := moduleInstance("stale", "nmod", "127.0.0.1:2", 100)
+	stale.Stale = true
+	drained := moduleInstance("drained", "nmod", "127.0.0.1:3", 100)
+	drained.Draining = true
+	critical := moduleInstance("critical", "nmod", "127.0.0.1:4", 100)
+	critical.Health.Status = switchboard.StatusCritical
+	cat := followFake(t, p, live, stale, drained, critical)
+	if m := p.Modules()["nmod"]; !slices.Equal(m, []string{"127.0.0.1:1"}) {
+		t.Fatalf("routes %v, want the serving instance alone", m)
+	}
+	drained.Draining = false
+	cat.events <- switchboard.Event{Kind: switchboard.EventUpdated, Instance: drained}
+	testkit.WaitUntil(t, "the undrained instance to be routed to", func() bool {
+		return slices.Equal(p.Modules()["nmod"], []string{"127.0.0.1:1", "127.0.0.1:3"})
+	})
 }
 
 // fastRetry makes connection attempts retry within 50 ms.

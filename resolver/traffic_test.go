@@ -86,7 +86,26 @@ func call(ctx context.Context, c modulepb.ModuleServiceClient, payload string) e
 func weighted(id, addr string, w int) switchboard.Instance {
 	in := byCap(id, "wstore", addr)
 	in.Weight = w
+	in.TTL = time.Hour
 	return in
+}
+
+// sqliteCache registers ins in a new SQLite catalog and returns the catalog
+// and a discovery cache of it.
+func sqliteCache(t *testing.T, ins ...switchboard.Instance) (switchboard.Catalog, *discovery.Cache) {
+	t.Helper()
+	cat := testkit.OpenSQLite(t)
+	for _, in := range ins {
+		if _, err := cat.Register(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache, err := discovery.New(context.Background(), cat, discovery.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cache.Close)
+	return cat, cache
 }
 
 // warm calls until every server has had a call (every endpoint READY in
@@ -111,12 +130,12 @@ func warm(t *testing.T, c modulepb.ModuleServiceClient, srvs ...*rawServer) []in
 	return base
 }
 
-// TestWeightsSpreadPlainClientCalls: three servers weighted 100/100/200
-// behind the resolver get 25/25/50 % of 20,000 calls of a client set up
-// as the README shows.
+// TestWeightsSpreadPlainClientCalls: three servers weighted 100/100/200 in
+// a SQLite catalog, behind the resolver, get 25/25/50 % of 20,000 calls of
+// a client set up as the README shows.
 func TestWeightsSpreadPlainClientCalls(t *testing.T) {
 	srvs := []*rawServer{startRaw(t), startRaw(t), startRaw(t)}
-	cache, _ := newCache(t, weighted("a", srvs[0].addr, 100), weighted("b", srvs[1].addr, 0), weighted("c", srvs[2].addr, 200))
+	_, cache := sqliteCache(t, weighted("a", srvs[0].addr, 100), weighted("b", srvs[1].addr, 0), weighted("c", srvs[2].addr, 200))
 	c := dialREADME(t, cache, "wstore", resolver.Options{})
 	base := warm(t, c, srvs...)
 	const n, senders = 20000, 4
@@ -147,12 +166,11 @@ func TestWeightsSpreadPlainClientCalls(t *testing.T) {
 }
 
 // TestDrainedEndpointGetsNoNewCalls: once the client has the state without
-// the drained instance, it gets no new call, and the call in flight on it
-// finishes.
+// the instance drained in the SQLite catalog, it gets no new call, and the
+// call in flight on it finishes.
 func TestDrainedEndpointGetsNoNewCalls(t *testing.T) {
 	d, a := startRaw(t), startRaw(t)
-	din := weighted("d", d.addr, 100)
-	cache, cat := newCache(t, din)
+	cat, cache := sqliteCache(t, weighted("d", d.addr, 100))
 	c := dialREADME(t, cache, "wstore", resolver.Options{})
 	warm(t, c, d)
 	held := make(chan error, 1)
@@ -162,10 +180,12 @@ func TestDrainedEndpointGetsNoNewCalls(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the held call never reached d")
 	}
-	cat.send(added(weighted("a", a.addr, 100)))
-	drained := din
-	drained.Draining = true
-	cat.send(switchboard.Event{Kind: switchboard.EventUpdated, Instance: drained})
+	if _, err := cat.Register(context.Background(), weighted("a", a.addr, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.(switchboard.Drainer).Drain(context.Background(), "d", true); err != nil {
+		t.Fatal(err)
+	}
 	// The client has seen the drain once a's calls are all the calls.
 	testkit.WaitUntil(t, "the drain to reach the client", func() bool {
 		n := d.calls.Load()
