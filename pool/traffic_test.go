@@ -432,3 +432,26 @@ func TestEjectionTimeGrows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPick measures one pick over 100 weighted instances (connections
+// never dialled: a lazy pool's), by weighted round robin and by least
+// request; both allocation-free.
+func BenchmarkPick(b *testing.B) {
+	for _, least := range []bool{false, true} {
+		b.Run(fmt.Sprintf("least=%v", least), func(b *testing.B) {
+			p := New(Options{Logger: quiet, Lazy: true})
+			defer p.Close()
+			for i := 0; i < 100; i++ {
+				p.AddWeightedInstance("m", fmt.Sprint(i), fmt.Sprintf("127.0.0.1:%d", 1000+i), 1+i%7*100)
+			}
+			rt := (*p.routes.Load())["m"]
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if rt.pick(least) == nil {
+					b.Fatal("no pick")
+				}
+			}
+		})
+	}
+}
