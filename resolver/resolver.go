@@ -22,8 +22,9 @@
 // the last pushed addresses are kept and no empty set is pushed.
 //
 // Every push carries the Builder's service config (Options.Ejection):
-// grpc-go's outlier_detection_experimental policy around this package's
-// weighted policy (WeightedName, built on grpc-go's endpointsharding), so a
+// grpc-go's outlier_detection_experimental policy, counting transport
+// failures only (TransportFailuresName), around this package's weighted
+// policy (WeightedName, built on grpc-go's endpointsharding), so a
 // client needs no service config of its own; one set with
 // grpc.WithDefaultServiceConfig is overridden unless the client also
 // disables resolver service configs (grpc.WithDisableServiceConfig, where
@@ -68,7 +69,7 @@ const Scheme = "switchboard"
 // every update, which grpc-go prefers to a client's default, so this
 // constant matters only to a client that disables resolver service
 // configs.
-const RoundRobin = `{"loadBalancingConfig":[{"outlier_detection_experimental":{"interval":"10s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,"failurePercentageEjection":{"threshold":85,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":5},"childPolicy":[{"switchboard_weighted":{}}]}},{"switchboard_weighted":{}}]}`
+const RoundRobin = `{"loadBalancingConfig":[{"switchboard_transport_failures":{"childPolicy":[{"outlier_detection_experimental":{"interval":"10s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,"failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":5},"childPolicy":[{"switchboard_weighted":{}}]}}]}},{"switchboard_weighted":{}}]}`
 
 // Target returns the dial target for a capability or name:
 // "switchboard:///<key>".
@@ -86,14 +87,15 @@ type Options struct {
 // Ejection configures grpc-go's outlier detection (its failure percentage
 // algorithm) in the resolver's service config. Every Interval, an address
 // that carried at least MinCalls calls in the interval, FailurePercent % or
-// more of which failed, is ejected — its connection skipped by the picker —
-// for BaseTime × the number of times in a row it was ejected, up to
-// MaxTime, never more than MaxPercent % of the target's addresses at once
-// (at least one), and returns on its own. Ejection applies only when the
-// target has at least two addresses. grpc-go counts every call that ends
-// with an error (an application status as well as UNAVAILABLE); an
-// address refusing connections carries no calls (its connection is not
-// READY, so it is never picked) and returns as soon as it accepts them.
+// more of which failed with UNAVAILABLE (the transport failed, or a server
+// or proxy had nowhere to send the call; application errors do not count:
+// TransportFailuresName), is ejected — its connection skipped by the
+// picker — for BaseTime × the number of times in a row it was ejected, up
+// to MaxTime, never more than MaxPercent % of the target's addresses at
+// once (at least one), and returns on its own. Ejection applies only when
+// the target has at least two addresses. An address refusing connections
+// carries no calls (its connection is not READY, so it is never picked)
+// and returns as soon as it accepts them.
 type Ejection struct {
 	// Off pushes the weighted policy alone, without outlier detection.
 	Off bool
@@ -103,13 +105,14 @@ type Ejection struct {
 	BaseTime, MaxTime time.Duration
 	// MaxPercent of a target's addresses ejected at once (zero: 50).
 	MaxPercent int
-	// FailurePercent of an address's calls that ejects it (zero: 85), and
+	// FailurePercent of an address's calls that ejects it (zero: 50), and
 	// MinCalls it must have carried in the interval (zero: 5).
 	FailurePercent, MinCalls int
 }
 
 // ServiceConfig returns the service config the resolver pushes with e: the
-// weighted policy under outlier detection, the weighted policy alone as
+// weighted policy under outlier detection, which sees only transport
+// failures (TransportFailuresName), and the weighted policy alone as
 // fallback (or with e.Off).
 func ServiceConfig(e Ejection) string {
 	const weighted = `{"` + WeightedName + `":{}}`
@@ -128,10 +131,10 @@ func ServiceConfig(e Ejection) string {
 		}
 		return v
 	}
-	return fmt.Sprintf(`{"loadBalancingConfig":[{"outlier_detection_experimental":{"interval":%q,"baseEjectionTime":%q,"maxEjectionTime":%q,"maxEjectionPercent":%d,`+
-		`"failurePercentageEjection":{"threshold":%d,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":%d},"childPolicy":[%s]}},%s]}`,
+	return fmt.Sprintf(`{"loadBalancingConfig":[{"`+TransportFailuresName+`":{"childPolicy":[{"outlier_detection_experimental":{"interval":%q,"baseEjectionTime":%q,"maxEjectionTime":%q,"maxEjectionPercent":%d,`+
+		`"failurePercentageEjection":{"threshold":%d,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":%d},"childPolicy":[%s]}}]}},%s]}`,
 		dur(e.Interval, 10*time.Second), dur(e.BaseTime, 30*time.Second), dur(e.MaxTime, 300*time.Second), pct(e.MaxPercent, 50),
-		pct(e.FailurePercent, 85), cmp.Or(max(e.MinCalls, 0), 5), weighted, weighted)
+		pct(e.FailurePercent, 50), cmp.Or(max(e.MinCalls, 0), 5), weighted, weighted)
 }
 
 // Builder builds resolvers for "switchboard:///<key>" targets over one

@@ -23,14 +23,16 @@ import (
 
 // rawServer is a plain gRPC module server: it echoes, holds calls whose
 // payload is "hold" until release closes, and fails every call with
-// UNAVAILABLE while fail is set.
+// UNAVAILABLE while fail is set (with NOT_FOUND, an application's answer,
+// while notFound is).
 type rawServer struct {
 	modulepb.UnimplementedModuleServiceServer
-	addr    string
-	calls   atomic.Int64
-	fail    atomic.Bool
-	entered chan struct{}
-	release chan struct{}
+	addr     string
+	calls    atomic.Int64
+	fail     atomic.Bool
+	notFound atomic.Bool
+	entered  chan struct{}
+	release  chan struct{}
 }
 
 func (s *rawServer) Message(ctx context.Context, req *modulepb.MessageRequest) (*modulepb.MessageResponse, error) {
@@ -44,6 +46,9 @@ func (s *rawServer) Message(ctx context.Context, req *modulepb.MessageRequest) (
 	}
 	if s.fail.Load() {
 		return nil, status.Error(codes.Unavailable, "no healthy upstream")
+	}
+	if s.notFound.Load() {
+		return nil, status.Error(codes.NotFound, "no such key")
 	}
 	return &modulepb.MessageResponse{Data: req.Payload}, nil
 }
@@ -246,6 +251,39 @@ func TestFailingEndpointIsEjectedAndReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		return f.calls.Load() > n
+	})
+}
+
+// TestApplicationErrorsDoNotEject: an endpoint whose every call ends with
+// an application error (NOT_FOUND) keeps its share through many analysis
+// intervals; the same endpoint failing with UNAVAILABLE is then ejected.
+func TestApplicationErrorsDoNotEject(t *testing.T) {
+	a, b, f := startRaw(t), startRaw(t), startRaw(t)
+	cache, _ := newCache(t, weighted("a", a.addr, 100), weighted("b", b.addr, 100), weighted("f", f.addr, 100))
+	const interval = 50 * time.Millisecond
+	c := dialREADME(t, cache, "wstore", resolver.Options{Ejection: resolver.Ejection{Interval: interval, BaseTime: time.Hour}})
+	warm(t, c, a, b, f)
+	f.notFound.Store(true)
+	// At least twenty intervals and 1,200 calls: f gets calls in every
+	// batch of 60 (a third of them, were it not ejected).
+	start := time.Now()
+	for batch := 0; batch < 20 || time.Since(start) < 20*interval; batch++ {
+		n := f.calls.Load()
+		for i := 0; i < 60; i++ {
+			_ = call(context.Background(), c, "x")
+		}
+		if f.calls.Load() == n {
+			t.Fatalf("an endpoint answering NOT_FOUND was ejected (batch %d)", batch)
+		}
+	}
+	f.notFound.Store(false)
+	f.fail.Store(true)
+	testkit.WaitUntil(t, "the endpoint failing with UNAVAILABLE to be ejected", func() bool {
+		n := f.calls.Load()
+		for i := 0; i < 60; i++ {
+			_ = call(context.Background(), c, "x")
+		}
+		return f.calls.Load() == n
 	})
 }
 
