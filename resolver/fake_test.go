@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ type fakeCC struct {
 	errs   chan error
 	last   []string // owned by the resolver's goroutine
 	pushed bool
+	withSC atomic.Bool // the last push carried a service config
 }
 
 func newCC(t *testing.T) *fakeCC {
@@ -100,6 +102,7 @@ func (f *fakeCC) UpdateState(s grpcresolver.State) error {
 		}
 		addrs = append(addrs, a)
 	}
+	f.withSC.Store(s.ServiceConfig != nil)
 	if f.pushed && slices.Equal(addrs, f.last) {
 		f.t.Errorf("pushed the unchanged set %v again", addrs)
 	}

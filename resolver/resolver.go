@@ -82,6 +82,15 @@ type Options struct {
 	// Ejection configures the outlier detection of the service config the
 	// resolver pushes.
 	Ejection Ejection
+	// ServiceConfig, when set, is pushed instead of ServiceConfig(Ejection):
+	// a config of your own (a methodConfig with retries, say) that keeps
+	// the loadBalancingConfig of ServiceConfig(…) to keep weights and
+	// ejection. grpc-go uses a resolver's service config instead of the
+	// client's default one, not merged with it.
+	ServiceConfig string
+	// NoServiceConfig pushes no service config: the client's own default
+	// (grpc.WithDefaultServiceConfig) applies, pick_first without one.
+	NoServiceConfig bool
 }
 
 // Ejection configures grpc-go's outlier detection (its failure percentage
@@ -143,7 +152,7 @@ func ServiceConfig(e Ejection) string {
 type Builder struct {
 	cache  *discovery.Cache
 	log    *slog.Logger
-	config string // the service config pushed
+	config string // the service config pushed ("": none)
 }
 
 // NewBuilder returns a Builder reading cache.
@@ -151,7 +160,11 @@ func NewBuilder(cache *discovery.Cache, opts Options) *Builder {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Builder{cache: cache, log: opts.Logger, config: ServiceConfig(opts.Ejection)}
+	b := &Builder{cache: cache, log: opts.Logger, config: cmp.Or(opts.ServiceConfig, ServiceConfig(opts.Ejection))}
+	if opts.NoServiceConfig {
+		b.config = ""
+	}
+	return b
 }
 
 // Register installs a Builder for cache as the process-wide resolver of the
@@ -211,9 +224,15 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 	if err != nil {
 		return nil, err
 	}
-	sc := cc.ParseServiceConfig(b.config)
-	if sc == nil || sc.Err != nil {
-		return nil, fmt.Errorf("switchboard resolver: service config %s: %v", b.config, sc.Err)
+	var sc *serviceconfig.ParseResult
+	if b.config != "" {
+		sc = cc.ParseServiceConfig(b.config)
+		if sc == nil {
+			return nil, fmt.Errorf("switchboard resolver: service config %s: not parsed", b.config)
+		}
+		if sc.Err != nil {
+			return nil, fmt.Errorf("switchboard resolver: service config %s: %w", b.config, sc.Err)
+		}
 	}
 	r := &cacheResolver{
 		b: b, cc: cc, key: key, asCap: asCap, asName: asName, sc: sc,

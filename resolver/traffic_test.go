@@ -287,6 +287,28 @@ func TestApplicationErrorsDoNotEject(t *testing.T) {
 	})
 }
 
+// TestServiceConfigOptions: the resolver pushes its service config, a
+// config of the caller's, or none.
+func TestServiceConfigOptions(t *testing.T) {
+	cache, _ := newCache(t, byCap("a", "storage", "10.0.0.1:1"))
+	for _, tc := range []struct {
+		opts resolver.Options
+		want bool
+	}{
+		{resolver.Options{}, true},
+		{resolver.Options{ServiceConfig: `{"loadBalancingConfig":[{"round_robin":{}}]}`}, true},
+		{resolver.Options{NoServiceConfig: true}, false},
+	} {
+		tc.opts.Logger = quiet
+		cc := newCC(t)
+		build(t, resolver.NewBuilder(cache, tc.opts), "storage", cc)
+		expect(t, cc, "initial", "10.0.0.1:1")
+		if cc.withSC.Load() != tc.want {
+			t.Errorf("%+v: pushed a service config: %v, want %v", tc.opts, cc.withSC.Load(), tc.want)
+		}
+	}
+}
+
 // TestServiceConfigParses: the configs the resolver pushes are valid for
 // grpc-go (outlier detection and the weighted policy are registered), and
 // RoundRobin is the default one.
