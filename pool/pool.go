@@ -114,12 +114,13 @@ type Options struct {
 // failing at the transport is skipped for a while, even though its
 // instances are still registered. A transport failure is a send that got
 // no answer because the connection or the call failed with UNAVAILABLE, or
-// a failed connection attempt; an error the remote side answered with (any
-// application error) and a deadline are not. A send or connection attempt
-// that succeeds resets the count. An ejected address is skipped while
-// another instance of the module is usable (an ejection never fails a send
-// by itself), and returns on its own when its time is up; a failure after
-// its return ejects it again, for longer.
+// a connection that turns TRANSIENT_FAILURE; an error the remote side
+// answered with (any application error) and a deadline are not. A send the
+// remote side answers, errors included, resets the count. An ejected
+// address is skipped while another instance of the module is usable (an
+// ejection never fails a send by itself), and returns on its own when its
+// time is up; Failures more failures eject it again, for longer unless it
+// stayed back long enough.
 type Ejection struct {
 	// Failures is how many consecutive transport failures eject an address
 	// (zero: 5; negative: never eject).
