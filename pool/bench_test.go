@@ -72,7 +72,7 @@ func benchWeighted(b *testing.B, least bool) {
 	p := pool.New(pool.Options{Logger: quiet, LeastRequest: least})
 	p.Start(ctx)
 	for i, w := range []int{100, 100, 200} {
-		p.AddWeightedInstance("bench", []string{"a", "b", "c"}[i], addrs[i], w)
+		p.AddWeightedInstance("bench", []string{"a", "b", "c"}[i], addrs[i], w, "")
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		ready := 0

@@ -187,7 +187,7 @@ func (f *follower) put(in *switchboard.Instance) {
 		f.p.RemoveInstance(old, in.ID)
 	}
 	f.known[in.ID] = in.Name
-	f.p.AddWeightedInstance(in.Name, in.ID, in.Address, in.TrafficWeight())
+	f.p.AddWeightedInstance(in.Name, in.ID, in.Address, in.TrafficWeight(), in.Zone)
 }
 
 func (f *follower) remove(id string) {

@@ -5,8 +5,9 @@
 // shared by every module and instance on it. A module with several
 // instances receives messages in proportion to their weights (weighted
 // round robin, smooth, lock-free; or, with Options.LeastRequest, the less
-// loaded of two weighted random choices), skipping connections that are
-// not READY, and addresses that are ejected, while another is usable; an
+// loaded of two weighted random choices), preferring those of the caller's
+// zone (Options.Zone) when it has enough of them, skipping connections that
+// are not READY, and addresses that are ejected, while another is usable; an
 // instance that leaves, or stops serving (drained, its check critical),
 // stops receiving new messages at once while the calls already on it
 // finish. An address whose calls fail at the transport (UNAVAILABLE
@@ -108,6 +109,15 @@ type Options struct {
 	LeastRequest bool
 	// Ejection configures outlier ejection (see Ejection).
 	Ejection Ejection
+	// Zone is the caller's zone (switchboard.Instance.Zone): when set,
+	// sends to a module go to its instances in that zone, by weight, as
+	// long as it has at least ZoneMinInstances of them and one is usable;
+	// otherwise to all its instances.
+	Zone string
+	// ZoneMinInstances is the fewest instances of a module in Zone for
+	// the zone to be preferred (zero: 2), so that a zone with a single
+	// instance does not take all of a module's load.
+	ZoneMinInstances int
 }
 
 // Ejection configures outlier ejection: an address whose calls keep
@@ -167,6 +177,8 @@ type Pool struct {
 	prop     propagation.TextMapPropagator // for PropagateTrace when !otel
 	least    bool                          // Options.LeastRequest
 	eject    Ejection                      // Options.Ejection with its defaults
+	zone     string                        // Options.Zone
+	zoneMin  int                           // Options.ZoneMinInstances, default filled
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
@@ -220,6 +232,7 @@ func New(opts Options) *Pool {
 		drain:    map[*conn]struct{}{},
 	}
 	p.least = opts.LeastRequest
+	p.zone, p.zoneMin = opts.Zone, cmp.Or(max(opts.ZoneMinInstances, 0), 2)
 	p.eject = ejectionDefaults(opts.Ejection, opts.Logger)
 	if opts.TLS != nil {
 		p.creds = opts.TLS.ClientCredentials()
@@ -323,13 +336,14 @@ func (p *Pool) Deregister(module string) {
 // default weight (switchboard.DefaultWeight). Messages to the module are
 // spread over its instances in proportion to their weights.
 func (p *Pool) AddInstance(module, id, addr string) {
-	p.AddWeightedInstance(module, id, addr, switchboard.DefaultWeight)
+	p.AddWeightedInstance(module, id, addr, switchboard.DefaultWeight, "")
 }
 
-// AddWeightedInstance adds, moves or re-weights one instance of a module:
-// it receives a share of the module's messages in proportion to weight (1
-// to switchboard.MaxWeight; out-of-range values are clamped to it).
-func (p *Pool) AddWeightedInstance(module, id, addr string, weight int) {
+// AddWeightedInstance adds, moves or changes one instance of a module: it
+// receives a share of the module's messages in proportion to weight (1 to
+// switchboard.MaxWeight; out-of-range values are clamped to it); zone is
+// its zone ("" for none; see Options.Zone).
+func (p *Pool) AddWeightedInstance(module, id, addr string, weight int, zone string) {
 	weight = min(max(weight, 1), switchboard.MaxWeight)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -337,7 +351,7 @@ func (p *Pool) AddWeightedInstance(module, id, addr string, weight int) {
 	if next == nil {
 		next = map[string]target{}
 	}
-	next[id] = target{addr: addr, weight: weight}
+	next[id] = target{addr: addr, weight: weight, zone: zone}
 	p.apply(module, next)
 }
 
@@ -469,10 +483,11 @@ func (p *Pool) drainConn(c *conn) {
 	p.mu.Unlock()
 }
 
-// target is one instance of a module: its address and weight.
+// target is one instance of a module: its address, weight and zone.
 type target struct {
 	addr   string
 	weight int
+	zone   string
 }
 
 // publish rebuilds the route of module and stores a new snapshot. p.mu is
@@ -489,9 +504,13 @@ func (p *Pool) publish(module string) {
 		}
 		sort.Strings(ids)
 		rt := &route{}
+		var local []int // indexes of the targets in the pool's zone
 		for _, id := range ids {
 			t := insts[id]
 			if c, ok := p.conns[t.addr]; ok {
+				if p.zone != "" && t.zone == p.zone {
+					local = append(local, len(rt.targets))
+				}
 				rt.targets = append(rt.targets, c)
 				rt.weights = append(rt.weights, t.weight)
 				if !slices.Contains(rt.addrs, c) {
@@ -505,6 +524,17 @@ func (p *Pool) publish(module string) {
 		// Processes that start together do not all begin with the same
 		// instance.
 		rt.next.Store(rand.Uint64N(uint64(max(len(rt.sched), 1))))
+		if len(local) >= p.zoneMin && len(local) < len(rt.targets) {
+			w := make([]int, len(local))
+			for i, j := range local {
+				w[i] = rt.weights[j]
+			}
+			rt.zsched = wrr.Schedule(w)
+			for i, k := range rt.zsched {
+				rt.zsched[i] = uint32(local[k])
+			}
+			rt.znext.Store(rand.Uint64N(uint64(len(rt.zsched))))
+		}
 		routes[module] = rt
 	}
 	p.routes.Store(&routes)

@@ -21,9 +21,11 @@ type route struct {
 	targets []*conn  // dialable instances' connections, ordered by instance id
 	weights []int    // the instances' weights, as targets
 	sched   []uint32 // weighted round-robin cycle of indexes into targets
+	zsched  []uint32 // the same over the targets of the pool's zone; nil when they are too few
 	addrs   []*conn  // the distinct connections of targets
 	others  []string // addresses that cannot be dialled (nats://…)
 	next    atomic.Uint64
+	znext   atomic.Uint64
 }
 
 // usable reports whether c may take a send now: not ejected, and READY or
@@ -36,26 +38,40 @@ func usable(c *conn) bool {
 	return cc == nil || cc.GetState() == connectivity.Ready
 }
 
-// pick chooses the next target by weighted round robin, skipping a
-// connection that is not usable (ejected, or dialled but not READY: a
-// crashed replica, or reconnecting) while another target is, so a dead
-// replica does not take its share of the sends until its registration
-// expires. The skip walks on along the cycle, so the others keep their
-// relative weights. With no usable target it returns the first one that is
-// not ejected, else the scheduled choice, whose call then fails fast or
-// waits for the connection as grpc-go decides.
+// pick chooses the target of a send: among the targets of the pool's zone
+// when the route prefers it and one of them is usable, otherwise among
+// all (see from).
 func (rt *route) pick(least bool) *conn {
 	if len(rt.targets) == 1 {
 		return rt.targets[0]
 	}
-	if least {
-		if c := rt.pickLeast(); c != nil {
+	if rt.zsched != nil {
+		if c := rt.from(rt.zsched, &rt.znext, least, true); c != nil {
 			return c
 		}
 	}
-	n := uint64(len(rt.sched))
-	i := rt.next.Add(1) - 1
-	c := rt.targets[rt.sched[i%n]]
+	return rt.from(rt.sched, &rt.next, least, false)
+}
+
+// from chooses a target of the cycle s: the next by weighted round robin
+// (or, with least, the less busy of two drawn by weight; see pickLeast),
+// skipping a connection that is not usable (ejected, or dialled but not
+// READY: a crashed replica, or reconnecting) while another target is, so a
+// dead replica does not take its share of the sends until its registration
+// expires. The skip walks on along the cycle, so the others keep their
+// relative weights. With no usable target it returns nil when strict,
+// otherwise the first one that is not ejected, else the scheduled choice,
+// whose call then fails fast or waits for the connection as grpc-go
+// decides.
+func (rt *route) from(s []uint32, next *atomic.Uint64, least, strict bool) *conn {
+	if least {
+		if c := rt.pickLeast(s); c != nil {
+			return c
+		}
+	}
+	n := uint64(len(s))
+	i := next.Add(1) - 1
+	c := rt.targets[s[i%n]]
 	if usable(c) {
 		return c
 	}
@@ -64,7 +80,7 @@ func (rt *route) pick(least bool) *conn {
 		fallback = c
 	}
 	for j := uint64(1); j < n; j++ {
-		o := rt.targets[rt.sched[(i+j)%n]]
+		o := rt.targets[s[(i+j)%n]]
 		if o == c {
 			continue
 		}
@@ -75,19 +91,22 @@ func (rt *route) pick(least bool) *conn {
 			fallback = o
 		}
 	}
-	if fallback != nil {
+	switch {
+	case strict:
+		return nil
+	case fallback != nil:
 		return fallback
 	}
 	return c
 }
 
 // pickLeast is the power of two choices: two targets drawn at random in
-// proportion to their weights (two slots of the cycle), and the usable one
-// with fewer calls in flight (the first on a tie, so that idle targets
+// proportion to their weights (two slots of the cycle s), and the usable
+// one with fewer calls in flight (the first on a tie, so that idle targets
 // share the sends by weight); nil when neither is usable.
-func (rt *route) pickLeast() *conn {
-	n := uint64(len(rt.sched))
-	ca, cb := rt.targets[rt.sched[rand.Uint64N(n)]], rt.targets[rt.sched[rand.Uint64N(n)]]
+func (rt *route) pickLeast(s []uint32) *conn {
+	n := uint64(len(s))
+	ca, cb := rt.targets[s[rand.Uint64N(n)]], rt.targets[s[rand.Uint64N(n)]]
 	switch ua, ub := usable(ca), usable(cb); {
 	case ua && ub:
 		if cb.inFlight() < ca.inFlight() {

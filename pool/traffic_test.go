@@ -442,7 +442,7 @@ func BenchmarkPick(b *testing.B) {
 			p := New(Options{Logger: quiet, Lazy: true})
 			defer p.Close()
 			for i := 0; i < 100; i++ {
-				p.AddWeightedInstance("m", fmt.Sprint(i), fmt.Sprintf("127.0.0.1:%d", 1000+i), 1+i%7*100)
+				p.AddWeightedInstance("m", fmt.Sprint(i), fmt.Sprintf("127.0.0.1:%d", 1000+i), 1+i%7*100, "")
 			}
 			rt := (*p.routes.Load())["m"]
 			b.ReportAllocs()
@@ -453,5 +453,59 @@ func BenchmarkPick(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestZonePreference: a pool in zone z1 sends to the module's z1 instances
+// once there are two of them; with one (a zone with a single instance) it
+// falls back to all, and so it does when none of its zone's is usable.
+func TestZonePreference(t *testing.T) {
+	a, b, c, d := startServer(t, nil), startServer(t, nil), startServer(t, nil), startServer(t, nil)
+	ap, dp := testkit.NewProxy(t, a.addr), testkit.NewProxy(t, d.addr)
+	cat := testkit.OpenSQLite(t)
+	zoned := func(id, addr, zone string) switchboard.Instance {
+		in := moduleInstance(id, "zmod", addr, 100)
+		in.Zone = zone
+		return in
+	}
+	register(t, cat, zoned("a", ap.Addr(), "z1"), zoned("b", b.addr, "z2"), zoned("c", c.addr, "z2"))
+	p := newPool(t, Options{Zone: "z1", DialOptions: []grpc.DialOption{fastRetry}})
+	if err := p.Follow(context.Background(), cat, switchboard.Query{Type: ModuleType}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, p, ap.Addr(), b.addr, c.addr)
+	ctx := context.Background()
+	sendN := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if _, err := send(ctx, p, "f.zmod.n", "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sendN(30)
+	if a.calls.Load() != 10 || b.calls.Load() != 10 || c.calls.Load() != 10 {
+		t.Fatalf("one instance in the zone: calls %d/%d/%d, want 10 each (all)", a.calls.Load(), b.calls.Load(), c.calls.Load())
+	}
+
+	register(t, cat, zoned("d", dp.Addr(), "z1"))
+	testkit.WaitUntil(t, "d in the pool", func() bool { return len(p.Modules()["zmod"]) == 4 })
+	waitReady(t, p, dp.Addr())
+	nb, nc := b.calls.Load(), c.calls.Load()
+	sendN(40)
+	if b.calls.Load() != nb || c.calls.Load() != nc || a.calls.Load()+d.calls.Load() != 50 {
+		t.Fatalf("two instances in the zone: a %d d %d, b %d c %d new", a.calls.Load(), d.calls.Load(), b.calls.Load()-nb, c.calls.Load()-nc)
+	}
+
+	// The zone's instances refuse connections: the sends go elsewhere.
+	ap.Refuse()
+	dp.Refuse()
+	testkit.WaitUntil(t, "the zone's connections to fail", func() bool {
+		st := p.States()
+		return st[ap.Addr()] != connectivity.Ready && st[dp.Addr()] != connectivity.Ready
+	})
+	sendN(20)
+	if b.calls.Load()+c.calls.Load()-nb-nc != 20 {
+		t.Fatalf("the zone down: %d of 20 sends went to the other zone", b.calls.Load()+c.calls.Load()-nb-nc)
 	}
 }
