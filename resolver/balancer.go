@@ -1,6 +1,8 @@
 package resolver
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/connectivity"
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 
 	// grpc-go's outlier_detection_experimental balancer, which
 	// ServiceConfig wraps around the weighted policy, is registered only
@@ -23,8 +26,18 @@ import (
 // WeightedName is the name of the weighted balancer this package registers
 // with grpc-go: a child per endpoint (pick_first, through grpc-go's
 // endpointsharding), and picks over the READY ones by smooth weighted round
-// robin on the endpoints' weights (EndpointWeight).
+// robin on the endpoints' weights (EndpointWeight). Its config,
+// {"zone":"<zone>","zoneMinInstances":N}, both optional, prefers the
+// endpoints of a zone (EndpointZone): while it has at least N of them (zero:
+// 2) and one is READY, picks are among its READY ones alone.
 const WeightedName = "switchboard_weighted"
+
+// weightedConfig is the weighted policy's config.
+type weightedConfig struct {
+	serviceconfig.LoadBalancingConfig
+	Zone             string `json:"zone,omitempty"`
+	ZoneMinInstances int    `json:"zoneMinInstances,omitempty"`
+}
 
 func init() {
 	balancer.Register(weightedBuilder{})
@@ -65,6 +78,20 @@ type weightedBuilder struct{}
 
 func (weightedBuilder) Name() string { return WeightedName }
 
+func (weightedBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	c := &weightedConfig{}
+	if err := json.Unmarshal(js, c); err != nil {
+		return nil, fmt.Errorf("%s: config %s: %v", WeightedName, js, err)
+	}
+	if c.ZoneMinInstances < 0 {
+		return nil, fmt.Errorf("%s: zoneMinInstances %d: must not be negative", WeightedName, c.ZoneMinInstances)
+	}
+	if c.ZoneMinInstances == 0 {
+		c.ZoneMinInstances = 2
+	}
+	return c, nil
+}
+
 func (weightedBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	w := &weighted{ClientConn: cc}
 	w.child = endpointsharding.NewBalancer(w, opts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
@@ -77,9 +104,13 @@ func (weightedBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 type weighted struct {
 	balancer.ClientConn
 	child balancer.Balancer
+	cfg   atomic.Pointer[weightedConfig]
 }
 
 func (w *weighted) UpdateClientConnState(s balancer.ClientConnState) error {
+	if c, ok := s.BalancerConfig.(*weightedConfig); ok {
+		w.cfg.Store(c)
+	}
 	// The health listener lets a parent policy (outlier detection) take
 	// an endpoint out of its child's READY set.
 	return w.child.UpdateClientConnState(balancer.ClientConnState{ResolverState: pickfirst.EnableHealthListener(s.ResolverState)})
@@ -100,8 +131,24 @@ func (w *weighted) ExitIdle() { w.child.ExitIdle() }
 func (w *weighted) UpdateState(s balancer.State) {
 	var pickers []balancer.Picker
 	var weights []int
-	for _, c := range endpointsharding.ChildStatesFromPicker(s.Picker) {
-		if c.State.ConnectivityState == connectivity.Ready {
+	children := endpointsharding.ChildStatesFromPicker(s.Picker)
+	local := func(ep grpcresolver.Endpoint) bool { return true }
+	if c := w.cfg.Load(); c != nil && c.Zone != "" {
+		// The zone is preferred while it has enough endpoints and one of
+		// them is READY.
+		in, ready := 0, false
+		for _, ch := range children {
+			if EndpointZone(ch.Endpoint) == c.Zone {
+				in++
+				ready = ready || ch.State.ConnectivityState == connectivity.Ready
+			}
+		}
+		if in >= c.ZoneMinInstances && ready {
+			local = func(ep grpcresolver.Endpoint) bool { return EndpointZone(ep) == c.Zone }
+		}
+	}
+	for _, c := range children {
+		if c.State.ConnectivityState == connectivity.Ready && local(c.Endpoint) {
 			pickers = append(pickers, c.State.Picker)
 			weights = append(weights, EndpointWeight(c.Endpoint))
 		}

@@ -28,7 +28,8 @@
 // client needs no service config of its own; one set with
 // grpc.WithDefaultServiceConfig is overridden unless the client also
 // disables resolver service configs (grpc.WithDisableServiceConfig, where
-// RoundRobin still selects the same policies):
+// RoundRobin still selects the same policies). With Options.Zone, calls
+// prefer the endpoints of the client's zone while it has enough of them:
 //
 //	cache, err := discovery.New(ctx, cat, discovery.Options{})
 //	…
@@ -91,6 +92,11 @@ type Options struct {
 	// NoServiceConfig pushes no service config: the client's own default
 	// (grpc.WithDefaultServiceConfig) applies, pick_first without one.
 	NoServiceConfig bool
+	// Zone is the client's zone: calls go to the target's endpoints in that
+	// zone, by weight, while it has ZoneMinInstances (zero: 2) of them and
+	// one is READY; otherwise to all (see WeightedName).
+	Zone             string
+	ZoneMinInstances int
 }
 
 // Ejection configures grpc-go's outlier detection (its failure percentage
@@ -117,6 +123,9 @@ type Ejection struct {
 	// FailurePercent of an address's calls that ejects it (zero: 50), and
 	// MinCalls it must have carried in the interval (zero: 5).
 	FailurePercent, MinCalls int
+
+	zone    string // Options.Zone, for the weighted policy's config
+	zoneMin int
 }
 
 // ServiceConfig returns the service config the resolver pushes with e: the
@@ -124,7 +133,10 @@ type Ejection struct {
 // failures (TransportFailuresName), and the weighted policy alone as
 // fallback (or with e.Off).
 func ServiceConfig(e Ejection) string {
-	const weighted = `{"` + WeightedName + `":{}}`
+	weighted := `{"` + WeightedName + `":{}}`
+	if e.zone != "" {
+		weighted = fmt.Sprintf(`{"`+WeightedName+`":{"zone":%q,"zoneMinInstances":%d}}`, e.zone, max(e.zoneMin, 0))
+	}
 	if e.Off {
 		return `{"loadBalancingConfig":[` + weighted + `]}`
 	}
@@ -160,7 +172,9 @@ func NewBuilder(cache *discovery.Cache, opts Options) *Builder {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b := &Builder{cache: cache, log: opts.Logger, config: cmp.Or(opts.ServiceConfig, ServiceConfig(opts.Ejection))}
+	e := opts.Ejection
+	e.zone, e.zoneMin = opts.Zone, opts.ZoneMinInstances
+	b := &Builder{cache: cache, log: opts.Logger, config: cmp.Or(opts.ServiceConfig, ServiceConfig(e))}
 	if opts.NoServiceConfig {
 		b.config = ""
 	}

@@ -287,6 +287,43 @@ func TestApplicationErrorsDoNotEject(t *testing.T) {
 	})
 }
 
+// TestZonePreference: a client in zone z1 calls the target's z1 endpoints
+// once there are two of them; with one (a zone with a single instance) it
+// falls back to all.
+func TestZonePreference(t *testing.T) {
+	a, b, c, d := startRaw(t), startRaw(t), startRaw(t), startRaw(t)
+	zoned := func(id, addr, zone string) switchboard.Instance {
+		in := weighted(id, addr, 100)
+		in.Zone = zone
+		return in
+	}
+	cat, cache := sqliteCache(t, zoned("a", a.addr, "z1"), zoned("b", b.addr, "z2"), zoned("c", c.addr, "z2"))
+	cl := dialREADME(t, cache, "wstore", resolver.Options{Zone: "z1"})
+	warm(t, cl, a, b, c) // every endpoint takes calls: the zone's one is not enough
+
+	if _, err := cat.Register(context.Background(), zoned("d", d.addr, "z1")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the calls to stay in the zone", func() bool {
+		nb, nc := b.calls.Load(), c.calls.Load()
+		for i := 0; i < 30; i++ {
+			if err := call(context.Background(), cl, "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.calls.Load() == nb && c.calls.Load() == nc && d.calls.Load() > 0
+	})
+	na, nd := a.calls.Load(), d.calls.Load()
+	for i := 0; i < 100; i++ {
+		if err := call(context.Background(), cl, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.calls.Load()-na != 50 || d.calls.Load()-nd != 50 {
+		t.Fatalf("the zone's two endpoints got %d and %d of 100 calls", a.calls.Load()-na, d.calls.Load()-nd)
+	}
+}
+
 // TestServiceConfigOptions: the resolver pushes its service config, a
 // config of the caller's, or none.
 func TestServiceConfigOptions(t *testing.T) {
