@@ -191,8 +191,8 @@ func (c Check) normalize() (Check, error) {
 			*f.n = f.def
 		}
 	}
-	if len(c.Body) > MaxCheckBody || !utf8.ValidString(c.Body) {
-		return Check{}, invalid(ErrInvalid, "check.body", textcut.Cut(c.Body, 40), fmt.Sprintf("must be at most %d bytes of UTF-8", MaxCheckBody))
+	if len(c.Body) > MaxCheckBody || !utf8.ValidString(c.Body) || strings.IndexByte(c.Body, 0) >= 0 {
+		return Check{}, invalid(ErrInvalid, "check.body", textcut.Cut(c.Body, 40), fmt.Sprintf("must be at most %d bytes of UTF-8 without NUL", MaxCheckBody))
 	}
 	if c.Body != "" && c.Kind() != CheckHTTP && c.Kind() != CheckHTTPS {
 		return Check{}, invalid(ErrInvalid, "check.body", c.Body, "applies to http and https checks only")
@@ -207,12 +207,4 @@ func (c Check) normalize() (Check, error) {
 		return Check{}, invalid(ErrInvalid, "check.deregister_after", c.DeregisterAfter.String(), fmt.Sprintf("must be at least the interval (%s)", c.Interval))
 	}
 	return c, nil
-}
-
-// cutOutput bounds a check's output as stored.
-func cutOutput(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return textcut.Fit(s, MaxHealthOutput)
 }

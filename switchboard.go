@@ -83,8 +83,10 @@ type Instance struct {
 	// registration, an update, a revival). It grows with every change of
 	// the instance and is comparable across instances of one catalog, as
 	// etcd's mod_revision and a Kubernetes resourceVersion are; a heartbeat
-	// that only renews LastSeen keeps it. Zero means unknown (a catalog that
-	// does not track revisions, or an instance not read from a catalog).
+	// that only renews LastSeen keeps it. On kube:// it is the TinyModule's
+	// resourceVersion, which a change of the module's Lease alone (another
+	// leader, a revival) keeps too. Zero means unknown (a catalog that does
+	// not track revisions, or an instance not read from a catalog).
 	// Register ignores it.
 	Revision int64
 
@@ -315,9 +317,8 @@ type Leaser interface {
 type WatchStats struct {
 	Instances int // rows mirrored, stale included
 	Active    int // rows not expired
-	// Draining counts the rows drained (out of rotation), Critical those
-	// not drained whose check is critical (Instance.Status).
-	Draining, Critical int
+	Draining  int // rows drained (out of rotation)
+	Critical  int // rows not drained whose check is critical
 	Watchers  int
 	Healthy   bool  // the last read of the catalog succeeded
 	LastError error // the error that made it unhealthy

@@ -103,7 +103,8 @@ type Drainer interface {
 }
 
 // HealthSetter is implemented by catalogs that store check results (both
-// SQL backends, remote). A check runner calls it when a check's status
+// SQL backends; the check runners of `switchboard serve` write through the
+// server's own catalog). A check runner calls it when a check's status
 // changes.
 type HealthSetter interface {
 	// SetHealth records h (Since is stamped with the catalog's clock when
@@ -145,14 +146,4 @@ func validateHealth(h Health) error {
 		return invalid(ErrInvalid, "health.status", string(h.Status), "must be passing, warning or critical")
 	}
 	return nil
-}
-
-// ValidateHealth checks a check result before a backend stores it, and
-// returns it with its output cut to MaxHealthOutput bytes.
-func ValidateHealth(h Health) (Health, error) {
-	if err := validateHealth(h); err != nil {
-		return Health{}, err
-	}
-	h.Output = cutOutput(h.Output)
-	return h, nil
 }

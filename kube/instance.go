@@ -103,6 +103,8 @@ func listed(tm *v1alpha1.TinyModule) bool { return tm.Status.Addr != "" }
 // has an address and its Lease is held: LastSeen is the Lease's renew time
 // and TTL its duration (ReleaseGrace for a released Lease). Without an
 // address or a Lease the TTL is 0, so the instance is stale at once.
+// Revision is the TinyModule's resourceVersion (revisionOf): the Lease's
+// is not part of it, since every renewal writes the Lease.
 func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time) switchboard.Instance {
 	ann := tm.Annotations
 	in := switchboard.Instance{
@@ -112,6 +114,7 @@ func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time)
 		Address:      tm.Status.Addr,
 		Version:      tm.Status.Version,
 		RegisteredAt: tm.CreationTimestamp.Time,
+		Revision:     revisionOf(tm.ResourceVersion),
 	}
 	if n := ann[AnnotationName]; n != "" {
 		in.Name = n

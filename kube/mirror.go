@@ -29,6 +29,17 @@ const maxLog = 4096
 // log (a TinyModule created, changed or deleted; a Lease that changes hands,
 // changes duration, or is renewed after it had expired), and answers
 // renewals (Lease renew times) in bulk. Plain renewals are not changes.
+//
+// Versions: every state it logs or snapshots carries its TinyModule's
+// resourceVersion as Instance.Revision, and every removal the revision it
+// happened at (a deletion's own resourceVersion, or the version of the
+// state it removes when the informer learned it from a relist), while the
+// log is numbered by the mirror: the hub compares revisions with
+// revisions (Change.Revision, Batch.Revision, Snapshot.Revision). A
+// change is logged with the objects as the informers hold them when it is
+// logged, the module's as its event brings it; the hub takes a state only
+// when it is not older than the one it holds, so an event handed over
+// after a snapshot that already showed a newer state undoes nothing.
 type mirror struct {
 	c     *client
 	hub   *hub.Hub
@@ -48,6 +59,9 @@ type mirror struct {
 	mu      sync.Mutex
 	seq     int64
 	changes []hub.Change // the last maxLog changes, by Seq
+	// rev is the highest revision the log has held: of a state logged or
+	// of a removal (Batch.Revision).
+	rev int64
 	// leaseStore is the Lease informer's store once it runs, for readers
 	// outside the hub (leaseHolder).
 	leaseStore cache.Store
@@ -188,6 +202,7 @@ func (m *mirror) notify() {
 func (m *mirror) append(c hub.Change) {
 	m.seq++
 	c.Seq = m.seq
+	m.rev = max(m.rev, c.Revision, c.Instance.Revision)
 	m.changes = append(m.changes, c)
 	if len(m.changes) > maxLog {
 		m.changes = append(m.changes[:0:0], m.changes[len(m.changes)-maxLog/2:]...)
@@ -244,7 +259,9 @@ func (m *mirror) moduleChanged(obj any) {
 // has no address (not published yet, or withdrawn). Called with m.mu held.
 func (m *mirror) logModule(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, reason switchboard.Reason) {
 	if !listed(tm) {
-		m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
+		// Unlisted by the update that took its address away: at that
+		// update's revision.
+		m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason, Revision: revisionOf(tm.ResourceVersion)})
 		return
 	}
 	m.append(hub.Change{ID: tm.Name, Instance: toInstance(tm, l, m.now()), Found: true})
@@ -266,7 +283,11 @@ func (m *mirror) moduleDeleted(obj any) {
 		reason = switchboard.ReasonExpired
 	}
 	delete(m.vanished, tm.Name)
-	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason})
+	// A watch's deletion event carries the object at the deletion's own
+	// revision; one learned from a relist (DeletedFinalStateUnknown), the
+	// last state seen, which is as good: it lies between that state and
+	// any later one of the name.
+	m.append(hub.Change{ID: tm.Name, Deleted: true, Reason: reason, Revision: revisionOf(tm.ResourceVersion)})
 	m.mu.Unlock()
 	m.notify()
 }
@@ -319,7 +340,15 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 		return
 	}
 	delete(m.vanished, module)
-	m.logModule(tm, cur, switchboard.ReasonExpired)
+	// The Lease as the informer holds it now, when it does: a later one
+	// than this event's when the handler runs behind the informer, which a
+	// snapshot may have shown already (the state keeps its module's
+	// revision, so the hub cannot tell the older one apart).
+	l := m.leaseOf(module)
+	if l == nil {
+		l = cur
+	}
+	m.logModule(tm, l, switchboard.ReasonExpired)
 	m.mu.Unlock()
 	m.notify()
 }
@@ -335,9 +364,14 @@ func (m *mirror) Snapshot(ctx context.Context) (hub.Snapshot, error) {
 		return hub.Snapshot{}, m.watchErr
 	}
 	now := m.now()
-	s := hub.Snapshot{Seq: m.seq, Epoch: m.epoch, Now: now}
+	// The store is at least as new as everything logged (handlers run
+	// after it is updated): it reflects every revision up to the highest
+	// logged or held.
+	s := hub.Snapshot{Seq: m.seq, Revision: m.rev, Epoch: m.epoch, Now: now}
 	for _, obj := range m.modInf.GetStore().List() {
-		if tm := obj.(*v1alpha1.TinyModule); listed(tm) {
+		tm := obj.(*v1alpha1.TinyModule)
+		s.Revision = max(s.Revision, revisionOf(tm.ResourceVersion))
+		if listed(tm) {
 			s.Instances = append(s.Instances, toInstance(tm, m.leaseOf(tm.Name), now))
 		}
 	}
@@ -352,7 +386,7 @@ func (m *mirror) ChangesSince(ctx context.Context, cur hub.Cursor) (hub.Batch, e
 	if m.watchErr != nil {
 		return hub.Batch{}, m.watchErr
 	}
-	b := hub.Batch{Seq: m.seq, Epoch: m.epoch, Now: m.now()}
+	b := hub.Batch{Seq: m.seq, Revision: m.rev, Epoch: m.epoch, Now: m.now()}
 	if seq >= m.seq {
 		return b, nil
 	}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/kube/types/v1alpha1"
 )
 
@@ -66,4 +68,119 @@ func TestLeaseDeletedBeforeItsModule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A mirror's handlers run behind its informers' stores, which a snapshot
+// reads: an event handed over after a snapshot that already showed a newer
+// state must not take a watcher back, a Lease change is logged with the
+// Lease as it is now, removals carry their own revisions (a deletion's, or
+// the state's when learned from a relist), and a module created again
+// after its deletion comes back. No API server: the handlers are called as
+// the informers would, on stores filled by hand, and a real hub reads the
+// mirror.
+func TestMirrorNeverGoesBack(t *testing.T) {
+	m := &mirror{c: &client{ns: "ns"}, epoch: "test", now: time.Now}
+	m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
+	m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	m.started = true // the stores are filled by hand
+	mods, leases := m.modInf.GetStore(), m.leaseInf.GetStore()
+	module := func(name, rv, version string) *v1alpha1.TinyModule {
+		return &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv},
+			Status: v1alpha1.TinyModuleStatus{Addr: "127.0.0.1:4317", Version: version}}
+	}
+	lease := func(name, holder, rv string) *coordinationv1.Lease {
+		now := metav1.NewMicroTime(time.Now())
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name + LeaseSuffix, Namespace: "ns", ResourceVersion: rv},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(300)),
+				AcquireTime: &now, RenewTime: &now},
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(mods.Add(module("a", "20", "2.0.0")))
+	must(leases.Add(lease("a", "pod-a", "5")))
+
+	h := hub.New(m, hub.Options{})
+	m.hub = h
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := h.Watch(ctx, switchboard.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() switchboard.Event {
+		t.Helper()
+		for {
+			select {
+			case ev := <-ch:
+				if ev.Kind != switchboard.EventSynced {
+					return ev
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no event within 20s")
+			}
+		}
+	}
+	expect := func(kind switchboard.EventKind, id string, rev int64) switchboard.Event {
+		t.Helper()
+		ev := next()
+		if ev.Kind != kind || ev.Instance.ID != id || ev.Revision != rev {
+			t.Fatalf("got %s %s at revision %d (version %q, leader %q); want %s %s at %d",
+				ev.Kind, ev.Instance.ID, ev.Revision, ev.Instance.Version, ev.Instance.Metadata[MetaLeader], kind, id, rev)
+		}
+		return ev
+	}
+	if ev := expect(switchboard.EventAdded, "a", 20); ev.Instance.Version != "2.0.0" {
+		t.Fatalf("snapshot: a at version %q", ev.Instance.Version)
+	}
+
+	// The handler catches up with an update the snapshot already showed a
+	// later one of: nothing.
+	m.moduleChanged(module("a", "10", "1.0.0"))
+	// The Lease changed hands twice; the handler brings the first change
+	// while the store holds the second: the watcher sees the second.
+	must(leases.Update(lease("a", "pod-c", "7")))
+	m.leaseChanged(lease("a", "pod-a", "5"), lease("a", "pod-b", "6"))
+	if ev := expect(switchboard.EventUpdated, "a", 20); ev.Instance.Metadata[MetaLeader] != "pod-c" || ev.Instance.Version != "2.0.0" {
+		t.Fatalf("Lease change: a led by %q at version %q, want pod-c at 2.0.0", ev.Instance.Metadata[MetaLeader], ev.Instance.Version)
+	}
+
+	// Deleted by a watch event (at the deletion's revision), created again.
+	must(mods.Delete(module("a", "20", "2.0.0")))
+	m.moduleDeleted(module("a", "40", "2.0.0"))
+	must(mods.Add(module("a", "45", "3.0.0")))
+	m.moduleChanged(module("a", "45", "3.0.0"))
+	expect(switchboard.EventRemoved, "a", 40)
+	if ev := expect(switchboard.EventAdded, "a", 45); ev.Instance.Version != "3.0.0" {
+		t.Fatalf("a created again at version %q", ev.Instance.Version)
+	}
+
+	// Deleted as a relist learns it (the last state seen), and b's address
+	// withdrawn by an update: each at the revision of the state it removes.
+	must(mods.Add(module("b", "50", "1.0.0")))
+	must(leases.Add(lease("b", "pod-b", "51")))
+	m.moduleChanged(module("b", "50", "1.0.0"))
+	expect(switchboard.EventAdded, "b", 50)
+	must(mods.Delete(module("a", "45", "3.0.0")))
+	m.moduleDeleted(cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: module("a", "45", "3.0.0")})
+	expect(switchboard.EventRemoved, "a", 45)
+	withdrawn := module("b", "60", "1.0.0")
+	withdrawn.Status.Addr = ""
+	must(mods.Update(withdrawn))
+	m.moduleChanged(withdrawn)
+	expect(switchboard.EventRemoved, "b", 60)
+
+	// A resync reads the stores: nothing differs, nothing is sent; the
+	// next change is the next event.
+	h.Resync()
+	must(mods.Add(module("c", "70", "1.0.0")))
+	must(leases.Add(lease("c", "pod-c", "71")))
+	m.moduleChanged(module("c", "70", "1.0.0"))
+	expect(switchboard.EventAdded, "c", 70)
 }

@@ -119,7 +119,9 @@ func logEntrySQL(insert string) string {
 				'version', i.version, 'metadata', i.metadata, 'components', i.components,
 				'ttl_us', (extract(epoch FROM i.ttl) * 1000000)::bigint,
 				'registered_at', i.registered_at, 'last_seen', i.last_seen,
-				'stale', now() - i.last_seen > i.ttl) END)::text AS p
+				'stale', now() - i.last_seen > i.ttl,
+				'weight', i.weight, 'zone', i.zone, 'draining', i.draining, 'check', i.check_spec,
+				'health_status', i.health_status, 'health_output', i.health_output, 'health_since', i.health_since) END)::text AS p
 			FROM l LEFT JOIN instances i ON i.id = l.id AND l.op = 'upsert')
 		SELECT seq, at, epoch, set_config('switchboard.notice',
 			'n:' || CASE WHEN octet_length(p) < ` + maxPayloadSQL + ` THEN p ELSE '' END, false) FROM n`

@@ -30,3 +30,11 @@ func TestLimits(t *testing.T) {
 		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
 	})
 }
+
+// TestTrafficConformance runs the shared traffic-state suite (weights,
+// zones, drain, check results), each case on a fresh schema.
+func TestTrafficConformance(t *testing.T) {
+	catalogtest.Traffic(t, func(t *testing.T) switchboard.Catalog {
+		return openDSN(t, pgtest.Schema(t, testDSN), switchboard.Options{})
+	})
+}

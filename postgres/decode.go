@@ -24,7 +24,7 @@ import (
 // gives for the same row (TestDecodeMatchesScan).
 
 // binaryResults asks for every column of cols in binary format.
-var binaryResults = pgx.QueryResultFormats{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+var binaryResults = pgx.QueryResultFormats{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 
 // Binary wire constants: timestamptz counts microseconds from 2000-01-01
 // UTC (the extremes are ±infinity); pgx converts an interval's days and
@@ -43,7 +43,7 @@ var errWire = errors.New("unexpected wire format")
 var digestSeed = maphash.MakeSeed()
 
 // rowDigest is a digest of one row of cols as received, all but its
-// last_seen and stale columns, never 0: what a resync compares instead of
+// last_seen and stale columns (the traffic state included), never 0: what a resync compares instead of
 // decoding the row (hub.Held). Each column is length-prefixed (NULL apart
 // from empty), so that no two different rows run together alike.
 func rowDigest(vals [][]byte) uint64 {
@@ -76,7 +76,7 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 		return fmt.Errorf("%w: %d columns", errWire, len(vals))
 	}
 	for i, v := range vals {
-		if v == nil && i != 7 { // only components is nullable
+		if v == nil && i != 7 && i != 16 && i != 19 { // components, check_spec, health_since
 			return fmt.Errorf("%w: column %d is NULL", errWire, i)
 		}
 	}
@@ -107,8 +107,9 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 	// One string for every text field of the row; the fields are slices of
 	// it.
 	var sb strings.Builder
-	sb.Grow(len(vals[0]) + len(vals[1]) + len(vals[2]) + len(vals[3]) + len(vals[5]) + capBytes + len(md))
-	for _, i := range [...]int{0, 1, 2, 3, 5} {
+	sb.Grow(len(vals[0]) + len(vals[1]) + len(vals[2]) + len(vals[3]) + len(vals[5]) + len(vals[14]) + len(vals[17]) +
+		len(vals[18]) + capBytes + len(md))
+	for _, i := range [...]int{0, 1, 2, 3, 5, 14, 17, 18} {
 		sb.Write(vals[i])
 	}
 	if sharedCaps == nil {
@@ -130,6 +131,9 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 	in.Type = next(len(vals[2]))
 	in.Address = next(len(vals[3]))
 	in.Version = next(len(vals[5]))
+	in.Zone = next(len(vals[14]))
+	in.Health.Status = healthStatus(next(len(vals[17])))
+	in.Health.Output = next(len(vals[18]))
 	switch {
 	case sharedCaps != nil:
 		in.Capabilities = sharedCaps
@@ -170,6 +174,27 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 		return fmt.Errorf("revision: %w", errWire)
 	}
 	in.Revision = int64(binary.BigEndian.Uint64(vals[12]))
+	if len(vals[13]) != 4 {
+		return fmt.Errorf("weight: %w", errWire)
+	}
+	in.Weight = int(int32(binary.BigEndian.Uint32(vals[13])))
+	if len(vals[15]) != 1 {
+		return fmt.Errorf("draining: %w", errWire)
+	}
+	in.Draining = vals[15][0] != 0
+	in.Check = nil
+	if spec := vals[16]; spec != nil {
+		if len(spec) == 0 || spec[0] != jsonbWireVersion {
+			return fmt.Errorf("check_spec: %w", errWire)
+		}
+		in.Check = readCheck(in.ID, spec[1:], ml)
+	}
+	in.Health.Since = time.Time{}
+	if vals[19] != nil {
+		if in.Health.Since, err = timestamptz(vals[19]); err != nil {
+			return fmt.Errorf("health_since: %w", err)
+		}
+	}
 	return nil
 }
 

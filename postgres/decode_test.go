@@ -15,8 +15,10 @@ import (
 // exercise every column: no capabilities or many, metadata empty, escaped
 // or not ASCII, components present or not, TTLs with days and months,
 // stale rows, names and ids longer than the sort's 16-byte prefixes, a
-// row larger than readAll's buffers, and metadata another tool wrote in
-// another form (values that are not strings, null, not an object).
+// row larger than readAll's buffers, metadata another tool wrote in
+// another form (values that are not strings, null, not an object), and the
+// traffic state: weights, zones, draining, checks (and one another tool
+// wrote that does not read as a check), health with and without a time.
 func TestDecodeMatchesScan(t *testing.T) {
 	c, conn, _ := newCatalog(t)
 	ctx := ctxT(t)
@@ -33,6 +35,16 @@ func TestDecodeMatchesScan(t *testing.T) {
 		('h', 'odd', 'writer', 'h:9', '{}', '', '{"k": 1, "n": null, "o": {"a": [1, "b"]}, "zone": "a"}', NULL, '1 hour', now(), now()),
 		('i', 'odd', 'writer', 'h:9', '{}', '', '[1, 2]', NULL, '1 hour', now(), now()),
 		('j', 'odd', 'writer', 'h:9', '{}', '', 'null', NULL, '1 hour', now(), now())`)
+	exec(t, conn, `INSERT INTO instances (id, name, type, address, ttl, weight, zone, draining, check_spec, health_status, health_output, health_since) VALUES
+		('k', 'traffic', 'writer', 'h:10', '1 hour', 1, 'eu-west-1a', true, NULL, '', '', NULL),
+		('l', 'traffic', 'writer', 'h:10', '1 hour', 10000, '', false,
+			'{"target": "http://h:10/health", "interval": "10s", "timeout": "5s", "failures": 3, "successes": 1, "deregister_after": "5m0s"}',
+			'critical', 'not checked yet', now() - interval '1 minute'),
+		('m', 'traffic', 'writer', 'h:10', '1 hour', 300, 'z', true,
+			'{"target": "grpc://h:10/pkg.Svc", "interval": "1h0m0s", "timeout": "1.5s", "failures": 100, "successes": 7, "body": "ü", "deregister_after": "1000h0m0s"}',
+			'warning', 'HTTP 429 — ünïcode', now()),
+		('n', 'traffic', 'writer', 'h:10', '1 hour', 100, '', false, '{"interval": 5}', 'passing', '', now()),
+		('o', 'traffic', 'writer', 'h:10', '1 hour', 100, '', false, '[]', 'bogus', 'x', NULL)`)
 
 	rows, err := conn.Query(ctx, `SELECT `+cols+` FROM instances ORDER BY id`)
 	if err != nil {
@@ -111,11 +123,22 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 			{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, // empty text[]
 			[]byte("v"), []byte("\x01{}"), nil,
 			make([]byte, 16), make([]byte, 8), make([]byte, 8), {0}, make([]byte, 8),
+			{0, 0, 0, 100}, []byte("zone"), {1}, []byte("\x01{\"target\": \"tcp://h:1\"}"), []byte("passing"), []byte("ok"), make([]byte, 8),
 		}
 	}
 	var in switchboard.Instance
 	if err := decodeRow(good(), &in, nil, nil); err != nil {
 		t.Fatalf("well-formed row: %v", err)
+	}
+	if in.Weight != 100 || in.Zone != "zone" || !in.Draining || in.Check == nil || in.Check.Target != "tcp://h:1" ||
+		in.Health.Status != switchboard.StatusPassing || in.Health.Output != "ok" || in.Health.Since.IsZero() {
+		t.Fatalf("well-formed row: traffic state %+v", in)
+	}
+	// Without a check and a time: both NULL.
+	v := good()
+	v[16], v[19] = nil, nil
+	if err := decodeRow(v, &in, nil, nil); err != nil || in.Check != nil || !in.Health.Since.IsZero() {
+		t.Fatalf("no check, no since: %+v %v", in, err)
 	}
 	for name, mutate := range map[string]func(v [][]byte){
 		"null id":         func(v [][]byte) { v[0] = nil },
@@ -133,13 +156,22 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		"array null": func(v [][]byte) {
 			v[4] = []byte{0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff}
 		},
-		"too few columns":   func(v [][]byte) {},
-		"stale not boolean": func(v [][]byte) { v[11] = nil },
+		"too few columns":      func(v [][]byte) {},
+		"stale not boolean":    func(v [][]byte) { v[11] = nil },
+		"short weight":         func(v [][]byte) { v[13] = v[13][:2] },
+		"null zone":            func(v [][]byte) { v[14] = nil },
+		"draining not boolean": func(v [][]byte) { v[15] = []byte{0, 0} },
+		"check jsonb version":  func(v [][]byte) { v[16] = []byte("\x02{}") },
+		"empty check":          func(v [][]byte) { v[16] = []byte{} },
+		"null health status":   func(v [][]byte) { v[17] = nil },
+		"null health output":   func(v [][]byte) { v[18] = nil },
+		"short health since":   func(v [][]byte) { v[19] = v[19][:7] },
+		"infinite since":       func(v [][]byte) { v[19] = bytes.Repeat([]byte{0xff}, 8); v[19][0] = 0x7f },
 	} {
 		v := good()
 		mutate(v)
 		if name == "too few columns" {
-			v = v[:11]
+			v = v[:13] // a row of a version without the traffic state
 		}
 		if err := decodeRow(v, &in, nil, nil); err == nil {
 			t.Errorf("%s: decoded without error", name)
@@ -148,7 +180,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 }
 
 // FuzzDecodeRow: no bytes from the wire panic decodeRow, with or without
-// sharing between rows, and both decode the same. The fuzzer's input is split into the 13 columns
+// sharing between rows, and both decode the same. The fuzzer's input is split into the 20 columns
 // by a length prefix per column (0xff: NULL).
 func FuzzDecodeRow(f *testing.F) {
 	row := func(cols ...[]byte) []byte {
@@ -165,10 +197,17 @@ func FuzzDecodeRow(f *testing.F) {
 	}
 	f.Add(row([]byte("id"), []byte("n"), []byte("t"), []byte("a"),
 		[]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, []byte("v"), []byte("\x01{}"), nil,
-		make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{0}, make([]byte, 8)))
+		make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{0}, make([]byte, 8),
+		[]byte{0, 0, 0, 100}, []byte{}, []byte{0}, nil, []byte{}, []byte{}, nil))
 	f.Add(row([]byte("id"), []byte("n"), []byte("t"), []byte("a"),
 		[]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 'x'}, []byte("v"),
-		[]byte("\x01{\"k\": \"v\"}"), []byte("\x01[]"), make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{1}, make([]byte, 8)))
+		[]byte("\x01{\"k\": \"v\"}"), []byte("\x01[]"), make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{1}, make([]byte, 8),
+		[]byte{0, 0, 0x27, 0x10}, []byte("eu-west-1a"), []byte{1}, []byte("\x01{\"target\": \"http://h:1/\", \"interval\": \"10s\"}"),
+		[]byte("critical"), []byte("not checked yet"), make([]byte, 8)))
+	f.Add(row([]byte("id"), []byte("n"), []byte("t"), []byte("a"),
+		[]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 25}, []byte("v"), []byte("\x01{}"), nil,
+		make([]byte, 16), make([]byte, 8), make([]byte, 8), []byte{0}, make([]byte, 8),
+		[]byte{0xff, 0xff, 0xff, 0xff}, []byte{}, []byte{0}, []byte("\x01{\"interval\": 5}"), []byte("bogus"), []byte("\xff"), nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var vals [][]byte
 		for len(data) > 0 && len(vals) < colCount {

@@ -24,23 +24,28 @@ import (
 )
 
 // cols is the instance row as every read returns it; stale is judged by the
-// database clock.
+// database clock. The traffic state (migration 7) follows the revision.
 const cols = `id, name, type, address, capabilities, version, metadata, components::text, ttl,
-	registered_at, last_seen, (now() - last_seen > ttl) AS stale, revision`
+	registered_at, last_seen, (now() - last_seen > ttl) AS stale, revision,
+	weight, zone, draining, check_spec, health_status, health_output, health_since`
 
 // colCount is how many columns cols has.
-const colCount = 13
+const colCount = 20
 
 // row holds one scanned instance row.
 type row struct {
-	in         switchboard.Instance
-	metadata   []byte
-	components *string
+	in           switchboard.Instance
+	metadata     []byte
+	components   *string
+	checkSpec    []byte
+	healthStatus string
+	healthSince  *time.Time
 }
 
 func (r *row) dest() []any {
 	return []any{&r.in.ID, &r.in.Name, &r.in.Type, &r.in.Address, &r.in.Capabilities, &r.in.Version,
-		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale, &r.in.Revision}
+		&r.metadata, &r.components, &r.in.TTL, &r.in.RegisteredAt, &r.in.LastSeen, &r.in.Stale, &r.in.Revision,
+		&r.in.Weight, &r.in.Zone, &r.in.Draining, &r.checkSpec, &r.healthStatus, &r.in.Health.Output, &r.healthSince}
 }
 
 // instance decodes r; metadata another tool wrote in another form is read
@@ -61,6 +66,12 @@ func (r *row) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	}
 	in.RegisteredAt = in.RegisteredAt.UTC()
 	in.LastSeen = in.LastSeen.UTC()
+	in.Check = readCheck(in.ID, r.checkSpec, ml)
+	in.Health.Status = healthStatus(r.healthStatus)
+	in.Health.Since = time.Time{}
+	if r.healthSince != nil {
+		in.Health.Since = r.healthSince.UTC()
+	}
 	return in, nil
 }
 
@@ -81,7 +92,8 @@ func scanInstance(s pgx.Row, ml *storedmeta.Log) (switchboard.Instance, error) {
 }
 
 // params are the stored fields of a normalized instance, in the order of
-// the insert and compare statements ($1…$9).
+// the insert and compare statements ($1…$12): the check as its JSON form
+// (NULL without one).
 func params(in switchboard.Instance) ([]any, error) {
 	md := in.Metadata
 	if md == nil {
@@ -95,10 +107,19 @@ func params(in switchboard.Instance) ([]any, error) {
 	if len(in.Components) > 0 {
 		comp = string(in.Components)
 	}
-	return []any{in.ID, in.Name, in.Type, in.Address, in.Capabilities, in.Version, string(mdJSON), comp, in.TTL}, nil
+	var check any
+	if in.Check != nil {
+		b, err := json.Marshal(*in.Check)
+		if err != nil {
+			return nil, err
+		}
+		check = string(b)
+	}
+	return []any{in.ID, in.Name, in.Type, in.Address, in.Capabilities, in.Version, string(mdJSON), comp, in.TTL,
+		in.Weight, in.Zone, check}, nil
 }
 
-// renewUnchangedSQL renews the row of id $1 when it holds exactly $2 … $9
+// renewUnchangedSQL renews the row of id $1 when it holds exactly $2 … $12
 // (params' order) and is live, and marks in a transaction-local setting
 // that it did. Only id may lead its plan: the other columns are compared as
 // one row, which no index serves. Compared one by one, they let a cached
@@ -109,12 +130,17 @@ func params(in switchboard.Instance) ([]any, error) {
 // rows of one name, about 1 ms with 10,000–16,000).
 const renewUnchangedSQL = `UPDATE instances SET last_seen = now()
 		WHERE id = $1
-		  AND (name, type, address, capabilities, version, metadata, components::text, ttl)
-		      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::text, $9::interval)
+		  AND (name, type, address, capabilities, version, metadata, components::text, ttl, weight, zone, check_spec)
+		      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::text, $9::interval,
+		          $10::integer, $11::text, $12::jsonb)
 		  AND ` + liveSQL + `
 		RETURNING ` + cols + `, set_config('switchboard.renewed', 'yes', true)`
 
-// Register validates and upserts in; see switchboard.Catalog. A change-log
+// Register validates and upserts in; see switchboard.Catalog. It stores the
+// weight, zone and check, never Draining or Health: a new row with a check
+// starts critical, "not checked yet"; a re-registration keeps the stored
+// draining state and health, unless it removes the row's check, which
+// clears the health (newHealthSQL, keptHealthSQL). A change-log
 // entry (and a NOTIFY) is written only when something other than last_seen
 // changed, or when the row had gone stale (or nearly: the same margin as
 // Heartbeat's) so this registration revives it: watchers that saw it expire
@@ -129,6 +155,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	}
 	if err := backend.ValidateTTL(in.TTL, c.opts.MaxTTL); err != nil {
 		return switchboard.Instance{}, err
+	}
+	if in.Check != nil && strings.IndexByte(in.Check.Body, 0) >= 0 {
+		// Valid UTF-8, but jsonb cannot hold the \u0000 it is written as.
+		return switchboard.Instance{}, switchboard.NewFieldError(switchboard.ErrInvalid, "check.body", in.Check.Body,
+			"must not hold a NUL byte")
 	}
 	if in.ID == "" {
 		in.ID = uuid.NewString()
@@ -167,19 +198,25 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		b.Queue(resetNoticeSQL)
 		b.Queue(renewUnchangedSQL, args...)
 		b.Queue(`INSERT INTO instances
-			(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen)
-			SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now()
+			(id, name, type, address, capabilities, version, metadata, components, ttl, registered_at, last_seen,
+			 weight, zone, check_spec, health_status, health_output, health_since)
+			SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::text, $7::jsonb, $8::json, $9::interval, now(), now(),
+				$10::integer, $11::text, $12::jsonb, `+newHealthSQL+`
 			WHERE NOT coalesce(`+renewed+`, false)
 			ON CONFLICT (id) DO UPDATE SET
 				name = EXCLUDED.name, type = EXCLUDED.type, address = EXCLUDED.address,
 				capabilities = EXCLUDED.capabilities, version = EXCLUDED.version,
 				metadata = EXCLUDED.metadata, components = EXCLUDED.components,
-				ttl = EXCLUDED.ttl, last_seen = now()
+				ttl = EXCLUDED.ttl, last_seen = now(),
+				weight = EXCLUDED.weight, zone = EXCLUDED.zone, check_spec = EXCLUDED.check_spec,
+				`+keptHealthSQL+`
 			WHERE NOT (instances.name = EXCLUDED.name AND instances.type = EXCLUDED.type
 				AND instances.address = EXCLUDED.address AND instances.capabilities = EXCLUDED.capabilities
 				AND instances.version = EXCLUDED.version AND instances.metadata = EXCLUDED.metadata
 				AND instances.components::text IS NOT DISTINCT FROM EXCLUDED.components::text
-				AND instances.ttl = EXCLUDED.ttl AND now() - instances.last_seen <= instances.ttl * 0.8)
+				AND instances.ttl = EXCLUDED.ttl AND instances.weight = EXCLUDED.weight AND instances.zone = EXCLUDED.zone
+				AND instances.check_spec IS NOT DISTINCT FROM EXCLUDED.check_spec
+				AND now() - instances.last_seen <= instances.ttl * 0.8)
 			RETURNING `+cols+`, set_config('switchboard.registered', 'yes', true)`, args...)
 		b.Queue(logEntrySQL(`INSERT INTO changes (id, op) SELECT $1, 'upsert' WHERE `+changed), in.ID)
 		b.Queue(`UPDATE instances SET last_seen = now()
@@ -431,7 +468,8 @@ func storable(s string) bool {
 }
 
 // listSQL builds the query of q: a capability filter is an array
-// containment the GIN index serves; staleness is judged by now().
+// containment the GIN index serves; staleness is judged by now(); rows
+// whose check is critical are left out unless q.All.
 func listSQL(q switchboard.Query) (string, []any) {
 	var where []string
 	var args []any
@@ -449,7 +487,7 @@ func listSQL(q switchboard.Query) (string, []any) {
 		add("capabilities @> ARRAY[?::text]", q.Capability)
 	}
 	if !q.All {
-		where = append(where, "now() - last_seen <= ttl")
+		where = append(where, "now() - last_seen <= ttl", "health_status <> 'critical'")
 	}
 	s := `SELECT ` + cols + ` FROM instances`
 	if len(where) > 0 {

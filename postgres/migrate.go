@@ -132,6 +132,22 @@ CREATE TRIGGER changes_assign BEFORE INSERT ON changes FOR EACH ROW EXECUTE FUNC
 -- above it, so fencing tokens never go back.
 ALTER TABLE change_log ADD COLUMN lease_token_floor bigint NOT NULL DEFAULT 0;
 `,
+	7: `
+-- The traffic state (traffic.go). Additive, with defaults: a program of an
+-- older version writing the same tables leaves these columns alone, and a
+-- row it inserts gets the default weight, no zone, no check. check_spec is
+-- the check's JSON form (switchboard.Check's MarshalJSON); health_status
+-- is '' while no check has judged the row (passing), and health_since
+-- is when health_status last changed, by the database clock.
+ALTER TABLE instances
+	ADD COLUMN weight integer NOT NULL DEFAULT 100,
+	ADD COLUMN zone text NOT NULL DEFAULT '',
+	ADD COLUMN draining boolean NOT NULL DEFAULT false,
+	ADD COLUMN check_spec jsonb NULL,
+	ADD COLUMN health_status text NOT NULL DEFAULT '',
+	ADD COLUMN health_output text NOT NULL DEFAULT '',
+	ADD COLUMN health_since timestamptz NULL;
+`,
 }
 
 // epochSQL is the catalog's epoch as the hub compares it: the epoch stored

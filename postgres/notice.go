@@ -44,6 +44,16 @@ type noticeInstance struct {
 	RegisteredAt time.Time         `json:"registered_at"`
 	LastSeen     time.Time         `json:"last_seen"`
 	Stale        bool              `json:"stale"`
+	// The traffic state. Weight is nil in the notice of a program older
+	// than the state (it writes none of it): such a notice is not read,
+	// the log is.
+	Weight       *int            `json:"weight"`
+	Zone         string          `json:"zone"`
+	Draining     bool            `json:"draining"`
+	Check        json.RawMessage `json:"check"`
+	HealthStatus string          `json:"health_status"`
+	HealthOutput string          `json:"health_output"`
+	HealthSince  *time.Time      `json:"health_since"`
 }
 
 // decodeNotice turns a payload into the batch it announces. The instance
@@ -66,9 +76,20 @@ func decodeNotice(payload string) (hub.Batch, error) {
 			return hub.Batch{}, errors.New("notification payload: an upsert without its row")
 		}
 		r := n.Row
+		if r.Weight == nil {
+			return hub.Batch{}, errors.New("notification payload: no traffic state (a program of an older version wrote it)")
+		}
 		in := switchboard.Instance{ID: n.ID, Name: r.Name, Type: r.Type, Address: r.Address,
 			Capabilities: r.Capabilities, Version: r.Version, TTL: readTTL(time.Duration(r.TTLMicros) * time.Microsecond),
-			RegisteredAt: r.RegisteredAt.UTC(), LastSeen: r.LastSeen.UTC(), Stale: r.Stale}
+			RegisteredAt: r.RegisteredAt.UTC(), LastSeen: r.LastSeen.UTC(), Stale: r.Stale,
+			Weight: *r.Weight, Zone: r.Zone, Draining: r.Draining,
+			Health: switchboard.Health{Status: healthStatus(r.HealthStatus), Output: r.HealthOutput}}
+		if r.HealthSince != nil {
+			in.Health.Since = r.HealthSince.UTC()
+		}
+		if len(r.Check) > 0 && string(r.Check) != "null" {
+			in.Check = readCheck(n.ID, r.Check, nil)
+		}
 		if len(r.Metadata) > 0 {
 			in.Metadata = r.Metadata
 		}

@@ -162,6 +162,10 @@ func TestDecodeNoticeRejects(t *testing.T) {
 		`{"e": "x", "s": 1, "id": "a", "o": "rename"}`,
 		`{"e": "x", "s": 0, "id": "a", "o": "delete"}`,
 		`{"e": "", "s": 1, "id": "a", "o": "delete"}`,
+		// A program older than the traffic state: its row names none of it.
+		`{"e": "x", "s": 1, "id": "a", "o": "upsert", "i": {"name": "n", "type": "t", "address": "h:1", "capabilities": [],
+			"version": "", "metadata": {}, "components": null, "ttl_us": 1000000, "registered_at": "2026-01-01T00:00:00Z",
+			"last_seen": "2026-01-01T00:00:00Z", "stale": false}}`,
 	} {
 		if b, err := decodeNotice(p); err == nil {
 			t.Errorf("decodeNotice(%s) = %+v, want an error", p, b)

@@ -44,8 +44,8 @@ const (
 	trimEvery         = 256 // change-writing transactions between opportunistic trims
 )
 
-// Catalog is a switchboard.Catalog and switchboard.Leaser on PostgreSQL.
-// It is safe for concurrent use.
+// Catalog is a switchboard.Catalog, Leaser, Drainer and HealthSetter on
+// PostgreSQL. It is safe for concurrent use.
 type Catalog struct {
 	pool *pgxpool.Pool
 	// dsn is the DSN as given: its passwords are redacted from every error

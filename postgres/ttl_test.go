@@ -69,10 +69,12 @@ func TestLegacyTTLReadRounded(t *testing.T) {
 	if err != nil || len(batch.Changes) != 1 || batch.Changes[0].Instance.TTL != want {
 		t.Fatalf("log read: %+v, %v; want ttl %v", batch, err, want)
 	}
-	// An older version's registration notifies its row with its TTL in
-	// microseconds: decoded as the log read would give it.
+	// A notification of the row carries its TTL in microseconds: decoded
+	// as the log read would give it. (One from a version older than the
+	// traffic state is not decoded at all: TestDecodeNoticeRejects.)
+	weight := switchboard.DefaultWeight
 	payload, err := json.Marshal(notice{Epoch: batch.Epoch, Seq: 7, At: time.Now(), Op: "upsert", ID: "legacy",
-		Row: &noticeInstance{Name: "old", Type: "writer", Address: "10.0.0.1:1", TTLMicros: 2_000_500}})
+		Row: &noticeInstance{Name: "old", Type: "writer", Address: "10.0.0.1:1", TTLMicros: 2_000_500, Weight: &weight}})
 	if err != nil {
 		t.Fatal(err)
 	}

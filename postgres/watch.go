@@ -460,7 +460,8 @@ func (s source) changesSince(ctx context.Context, cur hub.Cursor, w *writers) (b
 		}
 		rows, err := tx.Query(ctx, `SELECT c.seq, c.at, c.id, c.op, c.reason, i.id IS NOT NULL,
 				i.id, i.name, i.type, i.address, i.capabilities, i.version, i.metadata, i.components::text, i.ttl,
-				i.registered_at, i.last_seen, (now() - i.last_seen > i.ttl), i.revision
+				i.registered_at, i.last_seen, (now() - i.last_seen > i.ttl), i.revision,
+				i.weight, i.zone, i.draining, i.check_spec, i.health_status, i.health_output, i.health_since
 			FROM changes c LEFT JOIN instances i ON i.id = c.id
 			WHERE c.seq > $1 OR c.seq = ANY($3::bigint[]) ORDER BY c.seq LIMIT $2`, read, maxBatch+1, cur.Missing)
 		if err != nil {
@@ -585,18 +586,26 @@ type nullableRow struct {
 	registeredAt, lastSeen          *time.Time
 	stale                           *bool
 	revision                        *int64
+	weight                          *int
+	zone, healthStatus, healthOut   *string
+	draining                        *bool
+	checkSpec                       []byte
+	healthSince                     *time.Time
 }
 
 func (r *nullableRow) dest() []any {
 	return []any{&r.id, &r.name, &r.typ, &r.address, &r.caps, &r.version, &r.metadata, &r.components,
-		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale, &r.revision}
+		&r.ttl, &r.registeredAt, &r.lastSeen, &r.stale, &r.revision,
+		&r.weight, &r.zone, &r.draining, &r.checkSpec, &r.healthStatus, &r.healthOut, &r.healthSince}
 }
 
 func (r *nullableRow) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
-	full := row{metadata: r.metadata, components: r.components}
+	full := row{metadata: r.metadata, components: r.components, checkSpec: r.checkSpec,
+		healthStatus: *r.healthStatus, healthSince: r.healthSince}
 	full.in = switchboard.Instance{ID: *r.id, Name: *r.name, Type: *r.typ, Address: *r.address,
 		Capabilities: r.caps, Version: *r.version, TTL: *r.ttl, RegisteredAt: *r.registeredAt,
-		LastSeen: *r.lastSeen, Stale: *r.stale, Revision: *r.revision}
+		LastSeen: *r.lastSeen, Stale: *r.stale, Revision: *r.revision,
+		Weight: *r.weight, Zone: *r.zone, Draining: *r.draining, Health: switchboard.Health{Output: *r.healthOut}}
 	return full.instance(ml)
 }
 

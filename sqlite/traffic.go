@@ -9,15 +9,13 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
 // trafficCols are the traffic state's columns (migration 9), in the order
 // traffic.dest scans them.
 const trafficCols = `i.weight, i.zone, i.draining, i.check_spec, i.health_status, i.health_output, i.health_since`
-
-// notChecked is the output of a check no runner has judged yet.
-const notChecked = "not checked yet"
 
 // traffic is a row's traffic state as stored.
 type traffic struct {
@@ -54,7 +52,7 @@ func (t *traffic) fresh(now int64) {
 	t.draining = false
 	t.healthStatus, t.healthOutput, t.healthSince = "", "", sql.NullInt64{}
 	if t.check.Valid {
-		t.healthStatus, t.healthOutput = string(switchboard.StatusCritical), notChecked
+		t.healthStatus, t.healthOutput = string(switchboard.StatusCritical), backend.NotCheckedYet
 		t.healthSince = sql.NullInt64{Int64: now, Valid: true}
 	}
 }
@@ -114,7 +112,7 @@ func (c *Catalog) Drain(ctx context.Context, id string, draining bool) (switchbo
 // SetHealth records a check's result for id: one change-log entry when the
 // status or the output changes (Since moves only with the status).
 func (c *Catalog) SetHealth(ctx context.Context, id string, h switchboard.Health) (switchboard.Instance, error) {
-	h, err := switchboard.ValidateHealth(h)
+	h, err := backend.ValidateHealth(h)
 	if err != nil {
 		return switchboard.Instance{}, err
 	}
@@ -135,11 +133,10 @@ func (c *Catalog) SetHealth(ctx context.Context, id string, h switchboard.Health
 }
 
 // setTraffic reads id's row, lets change modify its traffic state, and
-// writes it with a change-log entry when change says it changed.
+// writes it with a change-log entry when change says it changed. An id
+// with no row (an invalid one included, as Deregister has it) is
+// switchboard.ErrNotFound.
 func (c *Catalog) setTraffic(ctx context.Context, id string, change func(t *traffic, now int64) bool) (switchboard.Instance, error) {
-	if err := switchboard.ValidateID(id); err != nil {
-		return switchboard.Instance{}, err
-	}
 	if c.closed.Load() {
 		return switchboard.Instance{}, errClosed(fmt.Sprintf("update %q", id))
 	}

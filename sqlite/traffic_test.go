@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/catalogtest"
 )
 
 // TestTrafficSmoke: weight, zone, a check and drain round-trip through a
@@ -33,4 +34,10 @@ func TestTrafficSmoke(t *testing.T) {
 	if err != nil || len(l) != 1 || !l[0].Draining {
 		t.Fatalf("list: %+v, %v", l, err)
 	}
+}
+
+// TestTrafficConformance runs the shared traffic-state suite (weights,
+// zones, drain, check results), each case on a fresh file.
+func TestTrafficConformance(t *testing.T) {
+	catalogtest.Traffic(t, func(t *testing.T) switchboard.Catalog { return openFile(t) })
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -128,14 +129,21 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 	if err != nil {
 		return true, err
 	}
-	defer recv.Close()
+	q := &queueMember{listen: func() (*natswire.Receiver, error) { return w.Listen(module, r.Dispatch) }, recv: recv}
+	defer q.close()
 	reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
-		Address: natswire.Address(module), Version: moduleVersion(), TTL: c.Discovery.TTL},
-		switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log})
+		Address: natswire.Address(module), Version: moduleVersion(), TTL: c.Discovery.TTL,
+		Weight: c.Discovery.Weight, Zone: c.Discovery.Zone},
+		switchboard.BootstrapOptions{HeartbeatInterval: c.Discovery.HeartbeatInterval, Logger: g.log, DrainWait: drainWait(c)})
 	if err != nil {
 		return true, err
 	}
 	defer reg.Close()
+	// A drain (by hand, or Close's own on Ctrl-C) takes this replica out
+	// of the module's queue group; an undrain puts it back.
+	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFollow()
+	go followDrain(follow, g, cat, reg.Instance(), q.setDrained)
 	line, err := json.Marshal(reg.Instance())
 	if err != nil {
 		return true, err
@@ -293,4 +301,64 @@ func serveNATS(ctx context.Context, g *globals, c config.Config, cat switchboard
 	}
 	fmt.Fprintf(g.stdout, "switchboard serve: demo modules demo-echo and demo-relay on NATS (try: TINY_NATS_URL=%s switchboard send --to demo.demo-relay.n:in --data hi)\n", b.ClientURL())
 	return stop, nil
+}
+
+// queueMember is a NATS receiver that leaves its module's queue group
+// while the instance is drained (the broker then gives its share to the
+// other replicas) and joins again when it is undrained.
+type queueMember struct {
+	listen func() (*natswire.Receiver, error)
+	mu     sync.Mutex
+	recv   *natswire.Receiver
+	closed bool
+}
+
+func (q *queueMember) setDrained(drained bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.closed:
+	case drained && q.recv != nil:
+		q.recv.Close() // in-flight handlers finish first
+		q.recv = nil
+	case !drained && q.recv == nil:
+		r, err := q.listen()
+		if err != nil {
+			return err
+		}
+		q.recv = r
+	}
+	return nil
+}
+
+func (q *queueMember) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	if q.recv != nil {
+		q.recv.Close()
+		q.recv = nil
+	}
+}
+
+// followDrain watches the instance in and calls set with its draining
+// state each time that changes, until ctx ends.
+func followDrain(ctx context.Context, g *globals, cat switchboard.Catalog, in switchboard.Instance, set func(drained bool) error) {
+	ch, err := cat.Watch(ctx, switchboard.Query{Name: in.Name, All: true})
+	if err != nil {
+		g.log.Warn("cannot follow the instance's drain state", "id", in.ID, "err", err)
+		return
+	}
+	drained := in.Draining
+	for ev := range ch {
+		if ev.Instance.ID != in.ID || (ev.Kind != switchboard.EventAdded && ev.Kind != switchboard.EventUpdated) || ev.Instance.Draining == drained {
+			continue
+		}
+		drained = ev.Instance.Draining
+		if err := set(drained); err != nil {
+			g.log.Warn("rejoining the queue group after an undrain failed", "id", in.ID, "err", err)
+			continue
+		}
+		g.log.Info("queue group membership follows the drain", "id", in.ID, "drained", drained)
+	}
 }

@@ -86,6 +86,7 @@ import { Store, parseFilter, parseDuration, label } from "./store.js";
         const prev = store.get(i.id);
         const state = i.stale ? "stale" : "active";
         if (kind === "updated" && prev && prev.state !== state) log(state === "stale" ? "stale" : "active", label(i), state === "stale" ? "missed its heartbeats" : "active again");
+        else if (kind === "updated" && prev && (prev.inst.status || "passing") !== (i.status || "passing")) log("updated", label(i), "now " + (i.status || "passing"));
         else log(kind, label(i), kind === "added" ? (i.type || "") + " " + (i.address || "") : "");
         changed(i.id, store.put(i.id, { inst: i, state, reason: "", gone: 0 }));
         break;
@@ -434,11 +435,14 @@ import { Store, parseFilter, parseDuration, label } from "./store.js";
   }
   function rowHTML(e, t) {
     const i = e.inst;
-    const stateLabel = e.state === "removed" ? (e.reason || "removed") : e.state;
+    // An active instance out of rotation (drained, or its check failing
+    // or warning) shows its traffic status instead.
+    const traffic = e.state === "active" && i.status && i.status !== "passing" ? i.status : "";
+    const stateLabel = e.state === "removed" ? (e.reason || "removed") : traffic || e.state;
     const meta = Object.entries(i.metadata || {}).map(([k, v]) => k + "=" + v).join(" ");
     const x = expiry(e, t);
     return '<tr class="inst" data-id="' + esc(i.id) + '" data-state="' + e.state + '" data-reason="' + esc(e.reason) + '" data-expiring="' + x.soon + '">' +
-      '<td><span class="state ' + e.state + '">' + esc(stateLabel) + "</span></td>" +
+      '<td><span class="state ' + e.state + (traffic ? " " + traffic : "") + '">' + esc(stateLabel) + "</span></td>" +
       '<td title="' + esc(i.name + " (id " + i.id + ")") + '"><button type="button" class="link" data-open="' + esc(i.id) + '" aria-label="Details of ' + esc(i.id) + '">' + esc(label(i)) + "</button></td>" +
       "<td>" + esc(i.type) + '</td><td class="mono" title="' + esc(i.address) + '">' + esc(i.address) + "</td>" +
       '<td title="' + esc(i.capabilities.join(", ")) + '">' + i.capabilities.map((c) => '<span class="chip">' + esc(c) + "</span>").join("") + "</td>" +
@@ -554,6 +558,8 @@ import { Store, parseFilter, parseDuration, label } from "./store.js";
     const f = [["state", label], ["name", i.name], ["type", i.type], ["address", i.address],
       ["id", i.id], ["capabilities", i.capabilities.join(", ") || "–"], ["version", i.version || "–"], ["ttl", i.ttl], ["registered_at", i.registered_at], ["last_seen", i.last_seen],
       ["heartbeat age", age(now() - seen)],
+      ["traffic", (i.status || "passing") + " · weight " + (i.weight || 100) + (i.zone ? " · zone " + i.zone : "")],
+      ["check", i.check ? i.check.target + " every " + (i.check.interval || "?") + (i.health ? " — " + i.health.status + (i.health.since ? " since " + i.health.since : "") + (i.health.output ? ": " + i.health.output : "") : "") : "–"],
       ["metadata", Object.keys(i.metadata || {}).length ? Object.entries(i.metadata).map(([k, v]) => k + "=" + v).join("  ") : "–"]];
     const h = f.map(([k, v]) => "<dt>" + esc(k) + '</dt><dd data-field="' + esc(k) + '"' + (k === "heartbeat age" ? ' data-seen="' + seen + '"' : "") + ">" + esc(v) + "</dd>").join("");
     // The components are written only when they change, so their scroll

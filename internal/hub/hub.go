@@ -88,7 +88,11 @@ type Hub struct {
 	missing []int64
 	last    Mark
 	gaps    map[int64]*gap
-	epoch   string // the history seq belongs to (Snapshot.Epoch)
+	// rev is, for a source whose revisions are not its log positions, the
+	// highest revision its reads reflect (Snapshot.Revision,
+	// Batch.Revision); 0 for the others.
+	rev   int64
+	epoch string // the history seq belongs to (Snapshot.Epoch)
 	// tombs holds the position of each recent deletion (see versions.go);
 	// reading counts the loop's snapshot reads in flight, which keep them.
 	tombs   map[string]int64
@@ -584,9 +588,10 @@ func (h *Hub) applyPart(ins []switchboard.Instance, digests []uint64, now time.T
 func (h *Hub) endSnapshot(s Snapshot) {
 	h.bulk = false
 	heap.Init(&h.dl)
-	h.dropUnseen(h.gen, s.Now, reflected(s.Seq, s.Read, s.Missing), nil)
+	h.dropUnseen(h.gen, s.Now, reflected(s.Seq, s.Read, s.Missing, s.Revision), nil)
 	h.epoch = s.Epoch
 	h.seq, h.read, h.last = 0, 0, s.Last // a snapshot sets the cursor, forward or back
+	h.rev = s.Revision
 	h.advance(s.Seq, s.Read, s.Missing)
 }
 
@@ -598,6 +603,7 @@ func (h *Hub) applyBatch(b Batch) {
 	h.setClock(b.Now)
 	h.applyChanges(b.Changes, b.Now)
 	h.mark(b.Changes)
+	h.rev = max(h.rev, b.Revision)
 	h.advance(b.Seq, b.Read, b.Missing)
 }
 
@@ -664,8 +670,13 @@ func (h *Hub) dropUnseen(gen uint64, now time.Time, sees func(rev int64) bool, k
 
 // reflected returns whether a read at cursor (seq, read, missing) reflects
 // the change at revision rev: at or below read and not missing (0, an
-// unknown revision, always).
-func reflected(seq, read int64, missing []int64) func(rev int64) bool {
+// unknown revision, always). For a source whose revisions are not its log
+// positions, upTo is the highest revision the read reflects (see
+// Snapshot.Revision), and the cursor says nothing about revisions.
+func reflected(seq, read int64, missing []int64, upTo int64) func(rev int64) bool {
+	if upTo != 0 {
+		return func(rev int64) bool { return rev <= upTo }
+	}
 	read = max(read, seq)
 	return func(rev int64) bool {
 		if rev > read {

@@ -160,7 +160,7 @@ func (h *Hub) resumeEvent(s *sub, id string, c Change) switchboard.Event {
 	}
 	r, rev := switchboard.ReasonUnknown, int64(0)
 	if c.Deleted && c.Reason != "" {
-		r, rev = c.Reason, c.Seq
+		r, rev = c.Reason, c.version()
 	}
 	return switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: switchboard.Instance{ID: id}, Revision: rev}
 }

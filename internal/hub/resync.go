@@ -145,7 +145,7 @@ func (h *Hub) resyncWhole(ctx context.Context) error {
 	if !h.reconcile(snap.Instances, nil, snap.Now, gen) {
 		return errSuperseded
 	}
-	h.sweep(gen, snap.Now, reflected(snap.Seq, snap.Read, snap.Missing))
+	h.sweep(gen, snap.Now, reflected(snap.Seq, snap.Read, snap.Missing, snap.Revision))
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (h *Hub) resyncStreamed(ctx context.Context, st Streamer) error {
 			return errOtherEpoch
 		}
 		h.gen++
-		gen, begun, now, sees = h.gen, true, head.Now, reflected(head.Seq, head.Read, head.Missing)
+		gen, begun, now, sees = h.gen, true, head.Now, reflected(head.Seq, head.Read, head.Missing, head.Revision)
 		return nil
 	}
 	held := func(head *Part, id string, digest uint64, lastSeen time.Time) bool {

@@ -45,12 +45,22 @@ var ErrCursorGone = errors.New("change log position no longer available")
 // own version is its Seq. The hub applies a state of an instance only when
 // it is newer than the one it holds (see versions.go), whichever path
 // brings it: a snapshot, a log read, a write's own publish or a push.
+//
+// A source whose revisions are not its log positions (kube://: the
+// API server's resourceVersions, while the log is numbered by the process
+// that reads the watch) says so with Revision on its deletions and on its
+// reads (Snapshot, Part, Batch): the hub then compares versions only with
+// versions, never with positions.
 type Change struct {
 	Seq int64
 	ID  string
 	// Deleted is true for a deregistration or a reap; Reason says which.
 	Deleted bool
 	Reason  switchboard.Reason
+	// Revision is a deletion's version where the source's revisions are
+	// not its log positions: between the revision of the state it removes
+	// (inclusive) and that of any later state of the id. 0: Seq.
+	Revision int64
 	// Instance is the row as it is now, for an upsert. Found is false when
 	// the row is already gone (a later entry deletes it).
 	Instance switchboard.Instance
@@ -102,6 +112,11 @@ type Snapshot struct {
 	// Last marks the log's highest entry the rows reflect (zero: none, or
 	// the source does not say): the cursor's Last after the snapshot.
 	Last Mark
+	// Revision, where the source's revisions are not its log positions,
+	// is the highest revision the rows reflect: a state the mirror holds
+	// at or below it that the rows lack was deleted. 0: they are, and
+	// Seq, Read and Missing say what the rows reflect.
+	Revision int64
 	// Epoch names the catalog's history (created with its schema): a
 	// position is only meaningful within one epoch. A catalog re-created or
 	// restored from elsewhere has another epoch, even where its sequence
@@ -119,6 +134,10 @@ type Batch struct {
 	Seq     int64
 	Read    int64
 	Missing []int64
+	// Revision, where the source's revisions are not its log positions,
+	// is the highest revision the read reflects (see Snapshot.Revision);
+	// 0 otherwise.
+	Revision int64
 	// Epoch is the history the changes were read from (see Snapshot.Epoch):
 	// a batch from another epoch than the hub's cursor is never applied;
 	// the hub resyncs from a snapshot instead.
@@ -183,8 +202,10 @@ type Part struct {
 	Read    int64   // as in Snapshot
 	Missing []int64 // as in Snapshot
 	Last    Mark    // as in Snapshot
-	Epoch   string
-	Now     time.Time
+	// Revision as in Snapshot.
+	Revision int64
+	Epoch    string
+	Now      time.Time
 }
 
 // Held reports whether the hub's mirror holds, as stored, the row of id

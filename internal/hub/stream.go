@@ -71,7 +71,7 @@ func (h *Hub) streamFirst(ctx context.Context, st Streamer) error {
 		return err
 	}
 	h.endSnapshot(Snapshot{Seq: first.Seq, Read: first.Read, Missing: first.Missing, Last: first.Last,
-		Epoch: first.Epoch, Now: first.Now})
+		Revision: first.Revision, Epoch: first.Epoch, Now: first.Now})
 	// The order was built above: every entry of a first snapshot is new,
 	// so moved holds exactly the entries, which order holds sorted.
 	for _, e := range order {

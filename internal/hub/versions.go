@@ -29,6 +29,11 @@ import (
 // A source that does not track versions (Revision 0) gets what it got
 // before versions existed: states applied as they come, a publish applied
 // only when it directly follows the cursor.
+//
+// A source whose revisions are not its log positions (Change.Revision on
+// its deletions, Revision on its reads) has each deletion compared, and
+// its tombstone kept, by that revision, and the tombstones dropped as the
+// revision its log reads reflect passes them.
 
 // gapWarn is how long a missing change number (a writer that drew it has
 // not committed) is waited for before the hub logs it; Stats names the
@@ -96,6 +101,15 @@ func versioned(cs []Change) bool {
 	return true
 }
 
+// version is a deletion's version: its Revision, or its Seq where the
+// source's revisions are its log positions.
+func (c *Change) version() int64 {
+	if c.Revision != 0 {
+		return c.Revision
+	}
+	return c.Seq
+}
+
 // applyChanges applies log entries in seq order, read at catalog time now;
 // entries at or below the cursor's Seq were read already (with the row as
 // it was at that read, at least as new) and are skipped.
@@ -107,7 +121,7 @@ func (h *Hub) applyChanges(cs []Change, now time.Time) {
 		h.touch(c.ID)
 		switch {
 		case c.Deleted:
-			h.deleteAt(c.ID, c.Seq, c.Reason)
+			h.deleteAt(c.ID, c.version(), c.Reason)
 		case c.Found:
 			in := c.Instance
 			h.put(&in, now)
@@ -182,15 +196,20 @@ func (h *Hub) oldestMissing() (int64, time.Duration) {
 	return m, 0
 }
 
-// pruneTombs drops the tombstones at or below the cursor's Seq, unless a
-// resync or a snapshot read is in flight (its read may predate any of
-// them).
+// pruneTombs drops the tombstones at or below the cursor's Seq (the
+// revision the log reads reflect, for a source whose revisions are not its
+// positions), unless a resync or a snapshot read is in flight (its read
+// may predate any of them).
 func (h *Hub) pruneTombs() {
 	if h.touched != nil || h.reading > 0 || len(h.tombs) == 0 {
 		return
 	}
+	upTo := h.seq
+	if h.rev != 0 {
+		upTo = h.rev
+	}
 	for id, rev := range h.tombs {
-		if rev <= h.seq {
+		if rev <= upTo {
 			delete(h.tombs, id)
 		}
 	}

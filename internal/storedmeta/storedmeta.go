@@ -78,7 +78,8 @@ func Read(s string) (md map[string]string, note string) {
 // Log is how a backend reads the metadata of its stored rows: as Read
 // does, logging through Logger, once per catalog handle,
 // the first row whose metadata is not the JSON object of strings the
-// backends write (another tool wrote it). A nil *Log, or one
+// backends write (another tool wrote it), or whose other columns a
+// backend reads differently than written (Note). A nil *Log, or one
 // without a Logger, reads the same and logs nothing.
 type Log struct {
 	Logger *slog.Logger
@@ -88,11 +89,20 @@ type Log struct {
 // Decode returns the metadata s of the row of instance id.
 func (m *Log) Decode(id, s string) map[string]string {
 	md, note := Read(s)
-	if note != "" && m != nil && m.Logger != nil && m.logged.CompareAndSwap(false, true) {
+	if note != "" {
+		m.Note(id, note)
+	}
+	return md
+}
+
+// Note logs, as Decode logs metadata of another form, that another part
+// of the row of instance id was read differently than written (note says
+// how): once per handle, metadata notes included.
+func (m *Log) Note(id, note string) {
+	if m != nil && m.Logger != nil && m.logged.CompareAndSwap(false, true) {
 		m.Logger.Warn(fmt.Sprintf("instance %q: %s (written by another tool?); registering the instance again rewrites it. Further rows like it are not logged.", id, note),
 			"id", id)
 	}
-	return md
 }
 
 // keyList names at most three of keys, sorted and quoted.

@@ -1,0 +1,33 @@
+package backend
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/textcut"
+)
+
+// NotCheckedYet is the output of the health a new row registered with a
+// check starts with (critical, until its first probes pass).
+const NotCheckedYet = "not checked yet"
+
+// ValidateHealth checks a check result before SetHealth stores it (a status
+// of passing, warning or critical: a runner always reports one) and returns
+// it as every backend stores it: its output with NUL bytes replaced by
+// U+FFFD (text PostgreSQL cannot hold) and cut to
+// switchboard.MaxHealthOutput bytes. Since is the backend's to stamp.
+func ValidateHealth(h switchboard.Health) (switchboard.Health, error) {
+	switch h.Status {
+	case switchboard.StatusPassing, switchboard.StatusWarning, switchboard.StatusCritical:
+	default:
+		return switchboard.Health{}, switchboard.NewFieldError(switchboard.ErrInvalid, "health.status", string(h.Status),
+			"must be passing, warning or critical")
+	}
+	out := strings.ReplaceAll(h.Output, "\x00", "\uFFFD")
+	if !utf8.ValidString(out) {
+		out = strings.ToValidUTF8(out, "\uFFFD")
+	}
+	h.Output = textcut.Fit(out, switchboard.MaxHealthOutput)
+	return h, nil
+}
