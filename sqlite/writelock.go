@@ -11,22 +11,18 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// writeLock queues writers and announces their commits. SQLite's own busy handler makes a blocked writer
-// sleep (up to 100 ms a time) and retry, so under sustained writes from
-// several processes one writer can miss every window and starve for
-// seconds. Writers of a file therefore first queue here: in this process on
-// a one-slot semaphore, across processes on an flock of the sidecar file
-// "<db>-wlock", on which the kernel wakes a waiter the moment the lock is
-// released; on Linux a writer that has waited long for the flock marks
-// itself starving and later writers give way to it, since the flock alone
-// lets back-to-back writers starve the others (writelock_linux.go).
-// SQLite's locking stays the authority; this only orders who asks, and the
-// busy retry is still there for writers that do not queue (other programs,
-// older versions).
+// writeLock queues writers and announces their commits. SQLite's own busy
+// handler makes a blocked writer sleep (up to 100 ms a time) and retry, so
+// under sustained writes from several processes one writer can miss every
+// window for a long while. Writers of a file therefore first queue here: in
+// this process on a one-slot semaphore, across processes on an flock of the
+// sidecar file "<db>-wlock", on which the kernel wakes a waiter the moment
+// the lock is released. SQLite's locking stays the authority; this only
+// orders who asks, and the busy retry is still there for writers that do
+// not queue (other programs).
 type writeLock struct {
 	sem  chan struct{}
 	file *os.File // nil for an in-memory catalog
-	way  *way     // where writers give way to a starving one (nil: nowhere)
 	path string
 	// wait bounds how long a writer waits for its turn: a process stopped
 	// (SIGSTOP) or hung while holding the lock must not stall every writer
@@ -50,7 +46,7 @@ func newWriteLock(dbPath string) (*writeLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open write lock: %w", err)
 	}
-	l.file, l.way = f, openWay(l.path)
+	l.file = f
 	return l, nil
 }
 
@@ -79,7 +75,7 @@ func (l *writeLock) lock(ctx context.Context) (func(), error) {
 	// gives up keeps this process's turn until it has been taken and
 	// dropped, so it can never drop a later writer's lock on the shared
 	// descriptor.
-	if err := lockFile(wctx, l.file, l.way, release); err != nil {
+	if err := lockFile(wctx, l.file, release); err != nil {
 		if wctx.Err() != nil {
 			return nil, fail()
 		}
@@ -178,13 +174,11 @@ func (l *writeLock) close() error {
 	}
 	select {
 	case l.sem <- struct{}{}:
-		l.way.close()
 		return l.file.Close()
 	case <-time.After(l.closeWait):
 	}
 	go func() {
 		l.sem <- struct{}{}
-		l.way.close()
 		l.file.Close()
 	}()
 	return nil
