@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -94,74 +93,14 @@ func (l *writeLock) busy() error {
 		l.wait, l.path, switchboard.ErrBusy)
 }
 
-// The sidecar file's layout. Byte 0 is the announcement: any write to the
-// file wakes the processes watching it. Bytes 8–15 count the commits every
-// Switchboard writer of the database has announced, bytes 16–23 the count
-// the last checkpoint covered, whichever process ran it (little-endian;
-// see checkpoint.go): the checkpointers of many processes share one
-// schedule instead of each checkpointing after its own commits. A short
-// file (an older build writes byte 0 only) counts from zero.
-const (
-	sidecarCommits = 8
-	sidecarMark    = 16
-	sidecarSize    = 24
-)
-
-// announce tells watching processes that a commit just became visible and
-// counts it in the sidecar. It runs while this writer holds the file's
-// lock, so no other Switchboard writer's count is lost. It returns the
-// counts after it, as counts does.
-func (l *writeLock) announce() (commits, mark uint64) {
-	if l.file == nil {
-		return 0, 0
+// announce tells watching processes that a commit just became visible: it
+// writes byte 0 of the sidecar, and any write to the file wakes the
+// processes watching it. (Older builds also kept commit counts for a shared
+// checkpoint schedule in bytes 8–23; they are left as they are.)
+func (l *writeLock) announce() {
+	if l.file != nil {
+		l.file.WriteAt([]byte{'!'}, 0)
 	}
-	var b [sidecarSize]byte
-	commits, mark = l.load(&b)
-	commits++
-	b[0] = '!'
-	binary.LittleEndian.PutUint64(b[sidecarCommits:], commits)
-	l.file.WriteAt(b[:sidecarMark], 0)
-	return commits, mark
-}
-
-// counts returns the commits announced to the database and the count the
-// last checkpoint covered (none for an in-memory catalog, which has no
-// sidecar and no checkpointer).
-func (l *writeLock) counts() (commits, mark uint64) {
-	if l.file == nil {
-		return 0, 0
-	}
-	var b [sidecarSize]byte
-	return l.load(&b)
-}
-
-// load reads the sidecar into b and returns its counts: zero for what a
-// short file lacks (b is cleared when even the commit count is missing).
-func (l *writeLock) load(b *[sidecarSize]byte) (commits, mark uint64) {
-	n, _ := l.file.ReadAt(b[:], 0)
-	if n < sidecarMark {
-		clear(b[:])
-		return 0, 0
-	}
-	commits = binary.LittleEndian.Uint64(b[sidecarCommits:])
-	if n >= sidecarSize {
-		mark = binary.LittleEndian.Uint64(b[sidecarMark:])
-	}
-	return commits, mark
-}
-
-// checkpointed records that a checkpoint covered the first n commits. It
-// does not take the lock: the mark is a schedule, not a guarantee, and a
-// lost or stale one only makes a checkpoint run early or late. Being a
-// write to the sidecar, it also wakes the watching processes, whose read
-// of the log then finds nothing new (at most once a checkpoint).
-func (l *writeLock) checkpointed(n uint64) {
-	if l.file == nil {
-		return
-	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], n)
-	l.file.WriteAt(b[:], sidecarMark)
 }
 
 // close closes the file once no writer of this process holds or waits for
