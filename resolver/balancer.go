@@ -14,11 +14,6 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
-	// grpc-go's outlier_detection_experimental balancer, which
-	// ServiceConfig wraps around the weighted policy, is registered only
-	// by this package.
-	_ "google.golang.org/grpc/xds"
-
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/wrr"
 )

@@ -1,7 +1,8 @@
 // Package resolver is a grpc-go name resolver for the scheme "switchboard":
 // a standard gRPC client dials "switchboard:///<capability or name>" and is
 // balanced over the serving instances that have that capability or that
-// name, by their weights, with outlier ejection.
+// name, by their weights, with outlier ejection when the program imports
+// resolver/ejection.
 //
 // The resolver reads a discovery.Cache, so every target of a process shares
 // the cache's single catalog watch (and its reconnection) and works with
@@ -22,8 +23,9 @@
 // the last pushed addresses are kept and no empty set is pushed.
 //
 // Every push carries the Builder's service config (Options.Ejection):
-// grpc-go's outlier_detection_experimental policy, counting transport
-// failures only (TransportFailuresName), around this package's weighted
+// grpc-go's outlier_detection_experimental policy (registered by importing
+// resolver/ejection; the weighted policy alone without it), counting
+// transport failures only (TransportFailuresName), around this package's weighted
 // policy (WeightedName, built on grpc-go's endpointsharding), so a
 // client needs no service config of its own; one set with
 // grpc.WithDefaultServiceConfig is overridden unless the client also
@@ -70,7 +72,7 @@ const Scheme = "switchboard"
 // every update, which grpc-go prefers to a client's default, so this
 // constant matters only to a client that disables resolver service
 // configs.
-const RoundRobin = `{"loadBalancingConfig":[{"switchboard_transport_failures":{"childPolicy":[{"outlier_detection_experimental":{"interval":"10s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,"failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":5},"childPolicy":[{"switchboard_weighted":{}}]}}]}},{"switchboard_weighted":{}}]}`
+const RoundRobin = `{"loadBalancingConfig":[{"switchboard_transport_failures":{"childPolicy":[{"outlier_detection_experimental":{"interval":"10s","baseEjectionTime":"30s","maxEjectionTime":"300s","maxEjectionPercent":50,"failurePercentageEjection":{"threshold":50,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":5},"childPolicy":[{"switchboard_weighted":{}}]}},{"switchboard_weighted":{}}]}},{"switchboard_weighted":{}}]}`
 
 // Target returns the dial target for a capability or name:
 // "switchboard:///<key>".
@@ -131,7 +133,9 @@ type Ejection struct {
 // ServiceConfig returns the service config the resolver pushes with e: the
 // weighted policy under outlier detection, which sees only transport
 // failures (TransportFailuresName), and the weighted policy alone as
-// fallback (or with e.Off).
+// fallback (or with e.Off). Outlier detection needs grpc-go's balancer of
+// that name, which importing resolver/ejection registers; without it the
+// transport-failure policy runs the weighted policy directly.
 func ServiceConfig(e Ejection) string {
 	weighted := `{"` + WeightedName + `":{}}`
 	if e.zone != "" {
@@ -153,9 +157,9 @@ func ServiceConfig(e Ejection) string {
 		return v
 	}
 	return fmt.Sprintf(`{"loadBalancingConfig":[{"`+TransportFailuresName+`":{"childPolicy":[{"outlier_detection_experimental":{"interval":%q,"baseEjectionTime":%q,"maxEjectionTime":%q,"maxEjectionPercent":%d,`+
-		`"failurePercentageEjection":{"threshold":%d,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":%d},"childPolicy":[%s]}}]}},%s]}`,
+		`"failurePercentageEjection":{"threshold":%d,"enforcementPercentage":100,"minimumHosts":2,"requestVolume":%d},"childPolicy":[%s]}},%s]}},%s]}`,
 		dur(e.Interval, 10*time.Second), dur(e.BaseTime, 30*time.Second), dur(e.MaxTime, 300*time.Second), pct(e.MaxPercent, 50),
-		pct(e.FailurePercent, 50), cmp.Or(max(e.MinCalls, 0), 5), weighted, weighted)
+		pct(e.FailurePercent, 50), cmp.Or(max(e.MinCalls, 0), 5), weighted, weighted, weighted)
 }
 
 // Builder builds resolvers for "switchboard:///<key>" targets over one
