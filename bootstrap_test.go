@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/testkit"
 	_ "github.com/switchboard-io/switchboard/sqlite"
 )

@@ -3,13 +3,14 @@ package switchboard
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/millis"
 	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/switchboard-io/switchboard/internal/millis"
 )
 
 // Limits enforced by Validate.

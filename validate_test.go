@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/millis"
 	"math"
 	"net"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/millis"
 )
 
 func TestValidateAddressGood(t *testing.T) {

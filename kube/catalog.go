@@ -21,7 +21,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/kube/types/v1alpha1"
 )

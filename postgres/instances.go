@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
-	"github.com/switchboard-io/switchboard/internal/millis"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 )
 
 const leaseCols = `name, holder, token, ttl_ms, expires_at`

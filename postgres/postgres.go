@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/millis"
 	"log/slog"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/millis"
 	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 

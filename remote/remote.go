@@ -28,7 +28,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/idgen"
 )
 

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/grpcwire/modulepb"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 	"github.com/switchboard-io/switchboard/pool"
 	"github.com/switchboard-io/switchboard/router"
 )
@@ -64,10 +64,6 @@ func benchSetup(b *testing.B, tp trace.TracerProvider) (raw modulepb.ModuleServi
 		}
 	}
 	return raw, r
-}
-
-func pct(d []time.Duration, p float64) float64 {
-	return float64(d[int(float64(len(d)-1)*p)])
 }
 
 // BenchmarkRoutedVsRaw measures a message routed through router + pool
@@ -125,30 +121,7 @@ func benchRoutedVsRaw(b *testing.B, tp trace.TracerProvider) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(rawLat)
-	slices.Sort(routedLat)
-	b.ReportMetric(pct(rawLat, 0.50), "raw-p50-ns")
-	b.ReportMetric(pct(rawLat, 0.99), "raw-p99-ns")
-	b.ReportMetric(pct(routedLat, 0.50), "routed-p50-ns")
-	b.ReportMetric(pct(routedLat, 0.99), "routed-p99-ns")
-	b.ReportMetric(pct(routedLat, 0.50)/pct(rawLat, 0.50), "p50-ratio")
-	b.ReportMetric(pct(routedLat, 0.99)/pct(rawLat, 0.99), "p99-ratio")
-	b.ReportMetric(allocsPerCall(routedCall), "routed-allocs/msg")
-	b.ReportMetric(allocsPerCall(rawCall), "raw-allocs/msg")
-}
-
-// allocsPerCall is testing.AllocsPerRun without the GOMAXPROCS change (the
-// client shares the process with the server, so this counts both sides of
-// the loopback call).
-func allocsPerCall(f func()) float64 {
-	const n = 200
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for i := 0; i < n; i++ {
-		f()
-	}
-	runtime.ReadMemStats(&m1)
-	return float64(m1.Mallocs-m0.Mallocs) / n
+	testkit.ReportRoutedVsRaw(b, routedLat, rawLat, routedCall, rawCall)
 }
 
 // BenchmarkRoutedThroughput sends routed messages from 64 concurrent

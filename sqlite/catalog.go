@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/switchboard-io/switchboard/internal/backend"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
 	"github.com/switchboard-io/switchboard/internal/jsonfast"
 	"github.com/switchboard-io/switchboard/internal/storedmeta"
