@@ -68,6 +68,17 @@ type HTTP struct {
 	// token appears in no command line; Load reads it into Token. It
 	// cannot be set with token (unless a flag sets the token).
 	TokenFile string `toml:"token_file"`
+	// Tokens are more client tokens for the server, comma-separated: each
+	// is accepted wherever token is, and is a credential of its own for
+	// the per-token quotas (max_instances_per_token, max_leases_per_token,
+	// max_watchers_per_token), so each client or tenant given its own
+	// token gets its own share.
+	Tokens string `toml:"tokens"`
+	// TokensFile names a file holding more client tokens, one a line
+	// (blank lines and lines starting with # are skipped), so they appear
+	// in no command line or environment; Load reads them into Tokens. It
+	// cannot be set with tokens (unless a flag sets them).
+	TokensFile string `toml:"tokens_file"`
 	// AdminToken is the server's administrator token: it alone reaps
 	// live rows, deletes another client's row and releases another's
 	// lease.
@@ -93,6 +104,19 @@ type HTTP struct {
 	// MaxWatchers is the server's quota of open watch streams (default
 	// 1000; one client may hold 64 of them).
 	MaxWatchers int `toml:"max_watchers"`
+	// MaxInstancesPerToken is the quota of live instances one credential
+	// owns: a registration that would make it own one more is answered
+	// 429 with Retry-After. A credential is the client token a request
+	// carries (token, or one of tokens), or its IP address when it
+	// carries none; the admin token is exempt. 0 (the default) is no such
+	// quota.
+	MaxInstancesPerToken int `toml:"max_instances_per_token"`
+	// MaxLeasesPerToken is the quota of leases one credential holds: a new
+	// term past it is answered 429 (default 0: none).
+	MaxLeasesPerToken int `toml:"max_leases_per_token"`
+	// MaxWatchersPerToken is the quota of watch streams one credential
+	// holds open on one server (default 0: none).
+	MaxWatchersPerToken int `toml:"max_watchers_per_token"`
 	// TLSCert and TLSKey are PEM files; both set means HTTPS.
 	TLSCert string `toml:"tls_cert"`
 	TLSKey  string `toml:"tls_key"`
@@ -285,6 +309,73 @@ func (c *Config) readTokenFiles() error {
 		}
 		*t.tok = tok
 	}
+	if f := c.HTTP.TokensFile; f != "" && !(c.HTTP.Tokens != "" && c.src != nil && c.src.from["http.tokens"] == overrideOrigin) {
+		if c.HTTP.Tokens != "" {
+			return &switchboard.FieldError{Field: "http.tokens_file", Value: f, Reason: "http.tokens is set too: set the tokens or their file, not both"}
+		}
+		toks, err := ReadTokensFile(f)
+		if err != nil {
+			return &switchboard.FieldError{Field: "http.tokens_file", Value: f, Reason: err.Error()}
+		}
+		c.HTTP.Tokens = strings.Join(toks, ",")
+	}
+	// Again with what the files held.
+	return c.HTTP.validateTokens()
+}
+
+// ReadTokensFile returns the tokens in the file at path: one a line,
+// without surrounding blanks; blank lines and lines starting with # are
+// skipped. A file that cannot be read, holds no token, or a token with a
+// comma, a blank or a control character inside, is an error saying which
+// line.
+func ReadTokensFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the tokens file: %w", err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(b), "\n") {
+		tok := strings.TrimSpace(line)
+		if tok == "" || strings.HasPrefix(tok, "#") {
+			continue
+		}
+		if !validToken(tok) {
+			return nil, fmt.Errorf("the tokens file's line %d: a token has no commas, blanks or control characters", i+1)
+		}
+		out = append(out, tok)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the tokens file holds no token")
+	}
+	return out, nil
+}
+
+func validToken(tok string) bool {
+	return !strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == ',' || r == 0x7f })
+}
+
+// ClientTokens returns Tokens as a list, without blanks and empty entries.
+func (h HTTP) ClientTokens() []string {
+	var out []string
+	for _, x := range strings.Split(h.Tokens, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// validateTokens checks that no client token is the admin token, and
+// that every one is a token (the file's are checked as it is read).
+func (h HTTP) validateTokens() error {
+	for _, t := range h.ClientTokens() {
+		if !validToken(t) {
+			return &switchboard.FieldError{Field: "http.tokens", Value: "(redacted)", Reason: "a token has no blanks or control characters (tokens are separated by commas)"}
+		}
+		if h.AdminToken != "" && t == h.AdminToken {
+			return &switchboard.FieldError{Field: "http.admin_token", Value: "(redacted)", Reason: "must differ from every token of http.tokens: clients hold those"}
+		}
+	}
 	return nil
 }
 
@@ -374,8 +465,18 @@ func (c Config) validate(skip map[string]bool) error {
 					return &switchboard.FieldError{Field: q.key, Value: strconv.Itoa(q.n), Reason: "must be at least 1"}
 				}
 			}
+			for _, q := range []struct {
+				key string
+				n   int
+			}{{"http.max_instances_per_token", c.HTTP.MaxInstancesPerToken}, {"http.max_leases_per_token", c.HTTP.MaxLeasesPerToken},
+				{"http.max_watchers_per_token", c.HTTP.MaxWatchersPerToken}} {
+				if q.n < 0 {
+					return &switchboard.FieldError{Field: q.key, Value: strconv.Itoa(q.n), Reason: "must be 0 (no quota of one credential) or more"}
+				}
+			}
 			return nil
 		},
+		c.HTTP.validateTokens,
 		func() error {
 			if c.HTTP.AdminToken != "" && c.HTTP.AdminToken == c.HTTP.Token {
 				return &switchboard.FieldError{Field: "http.admin_token", Value: "(redacted)", Reason: "must differ from http.token: every client holds that one"}

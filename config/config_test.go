@@ -707,3 +707,55 @@ func TestTokenFiles(t *testing.T) {
 		t.Fatalf("admin token equal to the token: %v", err)
 	}
 }
+
+// TestTokensFileAndPerTokenQuotas: tokens_file fills tokens with the
+// file's lines (blank and # lines skipped); set with tokens it is refused
+// unless a flag set them; a file without a token, or with a token holding
+// a blank, is refused naming the line; no client token may be the admin
+// token (never echoed); the per-token quotas default to 0 (none) and
+// refuse negative values.
+func TestTokensFileAndPerTokenQuotas(t *testing.T) {
+	dir := t.TempDir()
+	toks := writeFile(t, dir, "# tenants\ntenant-a-token\n\n  tenant-b-token  \n")
+	c, err := config.Load("", env{"SWITCHBOARD_HTTP_TOKENS_FILE": toks, "SWITCHBOARD_HTTP_MAX_INSTANCES_PER_TOKEN": "50",
+		"SWITCHBOARD_HTTP_MAX_LEASES_PER_TOKEN": "5", "SWITCHBOARD_HTTP_MAX_WATCHERS_PER_TOKEN": "8"}.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.HTTP.ClientTokens(), " "); got != "tenant-a-token tenant-b-token" {
+		t.Fatalf("client tokens %q", got)
+	}
+	if c.HTTP.MaxInstancesPerToken != 50 || c.HTTP.MaxLeasesPerToken != 5 || c.HTTP.MaxWatchersPerToken != 8 {
+		t.Fatalf("per-token quotas %+v", c.HTTP)
+	}
+	if d := config.Default().HTTP; d.MaxInstancesPerToken != 0 || d.MaxLeasesPerToken != 0 || d.MaxWatchersPerToken != 0 || d.ClientTokens() != nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	if _, err := config.Load("", env{"SWITCHBOARD_HTTP_TOKENS_FILE": toks, "SWITCHBOARD_HTTP_TOKENS": "x"}.get); err == nil ||
+		!strings.Contains(err.Error(), "SWITCHBOARD_HTTP_TOKENS_FILE") || !strings.Contains(err.Error(), "not both") {
+		t.Fatalf("tokens and tokens file: %v", err)
+	}
+	c, err = config.Load("", env{"SWITCHBOARD_HTTP_TOKENS_FILE": toks}.get, func(c *config.Config) { c.HTTP.Tokens = "flag-token" })
+	if err != nil || c.HTTP.Tokens != "flag-token" {
+		t.Fatalf("a flag's tokens over the file's: %q %v", c.HTTP.Tokens, err)
+	}
+	for _, tc := range []struct{ content, want string }{
+		{"# nothing\n\n", "holds no token"},
+		{"good-token\nbad token\n", "line 2"},
+	} {
+		f := writeFile(t, t.TempDir(), tc.content)
+		if _, err := config.Load("", env{"SWITCHBOARD_HTTP_TOKENS_FILE": f}.get); err == nil ||
+			!strings.Contains(err.Error(), "SWITCHBOARD_HTTP_TOKENS_FILE") || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("tokens file %q: %v; want %q", tc.content, err, tc.want)
+		}
+	}
+	_, err = config.Load("", env{"SWITCHBOARD_HTTP_TOKENS_FILE": toks, "SWITCHBOARD_HTTP_ADMIN_TOKEN": "tenant-b-token"}.get)
+	if err == nil || strings.Contains(err.Error(), "tenant-b") || !strings.Contains(err.Error(), "http.tokens") {
+		t.Fatalf("admin token among the client tokens: %v", err)
+	}
+	for _, k := range []string{"SWITCHBOARD_HTTP_MAX_INSTANCES_PER_TOKEN", "SWITCHBOARD_HTTP_MAX_LEASES_PER_TOKEN", "SWITCHBOARD_HTTP_MAX_WATCHERS_PER_TOKEN"} {
+		if _, err := config.Load("", env{k: "-1"}.get); err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), "0 (no quota") {
+			t.Fatalf("%s=-1: %v", k, err)
+		}
+	}
+}

@@ -102,3 +102,37 @@ func FuzzLoadEnv(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadTokensFile: any file content gives tokens that are non-empty
+// and hold no comma, blank or control character, in the order of their
+// lines, or an error; never a panic.
+func FuzzReadTokensFile(f *testing.F) {
+	f.Add("a-token\n\n# comment\n  b-token  \n")
+	f.Add("bad token\n")
+	f.Add("")
+	f.Add("x,y\r\n\x00\n")
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		toks, err := config.ReadTokensFile(path)
+		if err != nil {
+			if len(toks) != 0 {
+				t.Fatalf("tokens %q with the error %v", toks, err)
+			}
+			return
+		}
+		if len(toks) == 0 {
+			t.Fatal("no tokens and no error")
+		}
+		for _, tok := range toks {
+			if tok == "" || strings.HasPrefix(tok, "#") || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == ',' || r == 0x7f }) {
+				t.Fatalf("token %q from %q", tok, content)
+			}
+			if !strings.Contains(content, tok) {
+				t.Fatalf("token %q is not in the file %q", tok, content)
+			}
+		}
+	})
+}

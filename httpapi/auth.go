@@ -29,28 +29,40 @@ func (r role) String() string {
 	return "client"
 }
 
-type roleKey struct{}
+// caller is what authorize found of a request's credential: its role,
+// and which client token it carried (its index in the server's client
+// tokens; -1 for none, and for the admin token).
+type caller struct {
+	role  role
+	token int
+}
+
+type callerKey struct{}
+
+// callerOf is the caller authorize found for r (a client without a token
+// when none was set).
+func callerOf(r *http.Request) caller {
+	if c, ok := r.Context().Value(callerKey{}).(caller); ok {
+		return c
+	}
+	return caller{role: roleClient, token: -1}
+}
 
 // roleOf is the role authorize found for r (client when none was set).
-func roleOf(r *http.Request) role {
-	if ro, ok := r.Context().Value(roleKey{}).(role); ok {
-		return ro
-	}
-	return roleClient
-}
+func roleOf(r *http.Request) role { return callerOf(r).role }
 
 // open reports whether the server has no token at all: then it answers
 // only IP and loopback Host names (and AllowedHosts), every caller is a
 // client, and any may reap by age (only a program on an allowed host can
 // reach it, and never a page of another origin); deleting another's row
 // or releasing another's lease still needs an admin token.
-func (s *Server) open() bool { return s.opts.Token == "" && s.opts.AdminToken == "" }
+func (s *Server) open() bool { return len(s.tokens) == 0 && s.opts.AdminToken == "" }
 
 // authorize checks the bearer token and records the caller's role in the
 // request's context.
 func (s *Server) authorize(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		ro, err := s.checkToken(r)
+		c, err := s.checkToken(r)
 		if err != nil {
 			s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "api token"), slog.String("error", err.Error()))
 			return err
@@ -58,18 +70,19 @@ func (s *Server) authorize(h handler) handler {
 		if err := jsonBody(r); err != nil {
 			return err
 		}
-		return h(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, ro)))
+		return h(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	}
 }
 
 // checkToken checks r's bearer token, in constant time, against the
-// configured ones: with neither configured every caller is a client;
-// with Token configured a missing token is unauthorized;
-// a token that is neither is forbidden; with AdminToken alone, a request
-// without a token is a client.
-func (s *Server) checkToken(r *http.Request) (role, error) {
+// configured ones: with none configured every caller is a client;
+// with a client token configured a missing token is unauthorized;
+// a token that is none of them is forbidden; with AdminToken alone, a
+// request without a token is a client.
+func (s *Server) checkToken(r *http.Request) (caller, error) {
+	none := caller{role: roleClient, token: -1}
 	if s.open() {
-		return roleClient, nil
+		return none, nil
 	}
 	// The scheme is case-insensitive (RFC 9110 §11.1): "bearer x" is the
 	// token x, not a missing one.
@@ -77,22 +90,27 @@ func (s *Server) checkToken(r *http.Request) (role, error) {
 	scheme, tok, _ := strings.Cut(hdr, " ")
 	tok = strings.TrimLeft(tok, " ")
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		if s.opts.Token == "" && hdr == "" {
-			return roleClient, nil
+		if len(s.tokens) == 0 && hdr == "" {
+			return none, nil
 		}
-		return 0, unauthorized("missing API token: send Authorization: Bearer <token>")
+		return caller{}, unauthorized("missing API token: send Authorization: Bearer <token>")
 	}
-	// Both compared every time, so the time taken does not say which
-	// token was near.
+	// Every token compared every time, so the time taken does not say
+	// which token was near, nor which matched.
 	admin := s.opts.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.AdminToken)) == 1
-	client := s.opts.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1
+	client := -1
+	for i, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 {
+			client = i
+		}
+	}
 	switch {
 	case admin:
-		return roleAdmin, nil
-	case client:
-		return roleClient, nil
+		return caller{role: roleAdmin, token: -1}, nil
+	case client >= 0:
+		return caller{role: roleClient, token: client}, nil
 	}
-	return 0, forbidden("wrong API token")
+	return caller{}, forbidden("wrong API token")
 }
 
 // authorized reports whether r may see what the token protects: it
@@ -192,9 +210,5 @@ func (s *Server) audit(r *http.Request, level slog.Level, msg string, attrs ...s
 // clientKey identifies a client for per-client quotas: its role and its
 // IP address.
 func clientKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return roleOf(r).String() + "|" + host
+	return roleOf(r).String() + "|" + remoteIP(r)
 }

@@ -44,8 +44,9 @@
 //
 // # Credentials and roles
 //
-// Options.Token is the clients' token; Options.AdminToken the
-// administrator's. A client registers, renews and deletes its own rows,
+// Options.Token is the clients' token, and Options.Tokens more of them
+// (each a credential of its own for the per-credential quotas below);
+// Options.AdminToken the administrator's. A client registers, renews and deletes its own rows,
 // holds its own leases, and reaps what is reapable (a default reap, or an
 // older_than of at least twice the longest TTL); only the administrator
 // reaps live rows, deletes another's row without its secret and releases
@@ -66,13 +67,27 @@
 // a new id past the instances held, one whose body would take the memory
 // of the instances held past its bound, an acquisition of a new lease name
 // past the leases held, a watch past the streams open, in all or of one
-// client (its role and IP address).
+// client (its role and IP address). The per-credential quotas
+// (Options.MaxInstancesPerToken, MaxLeasesPerToken, MaxWatchersPerToken;
+// none unless set) bound what one credential owns: the client token a
+// request carries, or its IP address when it carries none; the admin
+// token is exempt. A registration that would make the credential own one
+// more live instance (a new id, an expired one, or another's), a new term
+// of a lease past the leases it holds, and a watch past its open streams
+// are answered 429 with Retry-After. The error's quota and limit fields
+// name the quota reached (as its [http] setting) and its limit. What a
+// credential owns is stored with it (its tag, in the salt of the secret's
+// stored form, below), so servers sharing the catalog, and a server
+// restarted, count the same; streams are counted by each server.
 //
 // # Secrets
 //
 // A registration returns a secret (or keeps the one the client sent in
 // X-Instance-Secret). It is stored hashed with a salt of its own
-// (SHA-256; rows of earlier releases hold a bare SHA-256, still read)
+// (SHA-256; rows of earlier releases hold a bare SHA-256, still read),
+// which also carries the tag of the credential that registered the row
+// (a PBKDF2 digest of its token, or a digest of its address; never the
+// token),
 // with the row, under a reserved metadata key that the API strips from
 // every response and event; the secret itself is never stored, listed or
 // logged. Heartbeat, deregister and re-register of that id need the
@@ -86,7 +101,7 @@
 // need it, so a client that read the lease's holder and token from the
 // list cannot take it over. A lease's TTL is at most Options.MaxLeaseTTL
 // (1 h). Lease errors never name another holder or its token. A holder
-// longer than 954 bytes leaves no room in the column for the secret: its
+// longer than 921 bytes leaves no room in the column for the secret: its
 // lease is taken without one, as leases stored by earlier releases are.
 //
 // # Watch (Server-Sent Events)

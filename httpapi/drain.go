@@ -15,9 +15,6 @@ import (
 func (s *Server) handleDrain(draining bool) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		id := r.PathValue("id")
-		if err := switchboard.ValidateID(id); err != nil {
-			return err
-		}
 		d, ok := s.cat.(switchboard.Drainer)
 		if !ok {
 			return &apiError{status: http.StatusNotImplemented, body: ErrorBody{Error: "this server's catalog cannot drain instances", Code: "not_implemented"}}

@@ -24,9 +24,11 @@ func badRequest(field, msg string) error {
 	return &apiError{status: http.StatusBadRequest, body: ErrorBody{Error: msg, Field: field, Code: CodeInvalid}}
 }
 
-// tooMany is a quota reached: 429 with Retry-After.
-func tooMany(msg string) error {
-	return &apiError{status: http.StatusTooManyRequests, body: ErrorBody{Error: msg, Code: CodeTooMany}, retry: quotaRetryAfter}
+// tooMany is a quota reached: 429 with Retry-After, the quota's name (its
+// setting in the [http] section) and its limit.
+func tooMany(quota string, limit int64, msg string) error {
+	return &apiError{status: http.StatusTooManyRequests, body: ErrorBody{Error: msg, Code: CodeTooMany, Quota: quota, Limit: limit},
+		retry: quotaRetryAfter}
 }
 
 // quotaRetryAfter is the Retry-After of a quota reached, in seconds: rows

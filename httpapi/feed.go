@@ -41,6 +41,8 @@ type feed struct {
 	state        map[string]*state
 	stateBytes   int64             // the sizes of every state in state
 	hashes       map[string]string // id -> secret hash, from the reserved metadata key
+	tags         map[string]string // id -> its owner's credential tag (in its secret's hash)
+	owned        map[string]int    // credential tag -> its rows not stale
 	ring         []entry           // ring[i] has seq first+i
 	ringBytes    int64             // the sizes of every entry in ring
 	first        int64
@@ -82,7 +84,7 @@ func newFeed(log *slog.Logger, limit int, maxBytes int64, observe func(*switchbo
 	rand.Read(b[:])
 	return &feed{
 		log: log, epoch: hex.EncodeToString(b[:]), limit: limit, maxBytes: maxBytes, observe: observe,
-		state: map[string]*state{}, hashes: map[string]string{}, first: 1, healthy: true,
+		state: map[string]*state{}, hashes: map[string]string{}, tags: map[string]string{}, owned: map[string]int{}, first: 1, healthy: true,
 		wake: make(chan struct{}), readyCh: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -112,8 +114,11 @@ func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
 
 var errMirrorStopped = errors.New("the server's catalog watch has stopped")
 
-func makeState(in switchboard.Instance) (*state, string) {
-	hash := in.Metadata[secretKey]
+// makeState returns in's state, without the reserved metadata key, and
+// what it held: its secret's hash, and the tag of its owner (the
+// credential that registered it) that the hash carries.
+func makeState(in switchboard.Instance) (st *state, hash, tag string) {
+	hash = in.Metadata[secretKey]
 	if hash != "" {
 		in = in.Clone()
 		delete(in.Metadata, secretKey)
@@ -122,7 +127,34 @@ func makeState(in switchboard.Instance) (*state, string) {
 	if err != nil {
 		b = []byte(`{}`)
 	}
-	return &state{inst: in, json: b}, hash
+	return &state{inst: in, json: b}, hash, secretTag(hash)
+}
+
+// own moves id's row, as counted by owned, from what it was (prev) to what
+// it is (next, nil when gone; tag its owner's tag): a row counts to its
+// owner while it is not stale (f.mu held).
+func (f *feed) own(id string, prev, next *state, tag string) {
+	if old := f.tags[id]; old != "" && prev != nil && !prev.inst.Stale {
+		if f.owned[old]--; f.owned[old] <= 0 {
+			delete(f.owned, old)
+		}
+	}
+	if next == nil || tag == "" {
+		delete(f.tags, id)
+		return
+	}
+	f.tags[id] = tag
+	if !next.inst.Stale {
+		f.owned[tag]++
+	}
+}
+
+// ownedBy returns how many rows not stale the mirror holds that tag's
+// credential registered.
+func (f *feed) ownedBy(tag string) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.owned[tag]
 }
 
 func (f *feed) apply(ev switchboard.Event) {
@@ -134,10 +166,11 @@ func (f *feed) apply(ev switchboard.Event) {
 	e := entry{kind: ev.Kind, reason: ev.Reason, pos: f.pos}
 	switch ev.Kind {
 	case switchboard.EventAdded, switchboard.EventUpdated:
-		st, hash := makeState(ev.Instance)
+		st, hash, tag := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.next = f.state[id], st
 		f.stateBytes += st.bytes() - e.prev.bytes()
+		f.own(id, e.prev, st, tag)
 		f.state[id] = st
 		if hash != "" {
 			f.hashes[id] = hash
@@ -148,10 +181,11 @@ func (f *feed) apply(ev switchboard.Event) {
 			f.observe(&st.inst)
 		}
 	case switchboard.EventRemoved:
-		st, _ := makeState(ev.Instance)
+		st, _, _ := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.gone = f.state[id], st
 		f.stateBytes -= e.prev.bytes()
+		f.own(id, e.prev, nil, "")
 		delete(f.state, id)
 		delete(f.hashes, id)
 	case switchboard.EventSynced:
@@ -347,7 +381,7 @@ func (f *feed) lastError() error {
 type view struct{ q switchboard.Query }
 
 func (v view) visible(st *state) bool {
-	return st != nil && (v.q.All || !st.inst.Stale) && v.q.Matches(&st.inst)
+	return st != nil && (v.q.All || !st.inst.Stale && st.inst.Health.Status != switchboard.StatusCritical) && v.q.Matches(&st.inst)
 }
 
 // translate turns one feed entry into the event this subscriber gets, if
@@ -373,6 +407,8 @@ func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboar
 			return switchboard.EventRemoved, e.reason, e.gone, true
 		case e.next.inst.Stale:
 			return switchboard.EventRemoved, switchboard.ReasonExpired, e.next, true
+		case e.next.inst.Health.Status == switchboard.StatusCritical:
+			return switchboard.EventRemoved, switchboard.ReasonCheckFailed, e.next, true
 		default:
 			return switchboard.EventRemoved, switchboard.ReasonDeregistered, e.next, true
 		}

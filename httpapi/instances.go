@@ -235,6 +235,8 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	}
 	secret := given
 	kept := "" // the row's stored secret, when the same secret registers it again
+	cred := s.credentialOf(r)
+	var release func() // of the credential's quota, once the mirror shows the row
 	if in.ID != "" {
 		if err := switchboard.ValidateID(in.ID); err != nil {
 			return err
@@ -252,7 +254,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		if o.found && o.hash != "" && given != "" && secretMatches(o.hash, given) {
+		if o.found && o.hash != "" && given != "" && secretMatches(o.hash, given) && secretTag(o.hash) == cred.tag {
 			// Stored again as it is: a new salt would make an identical
 			// re-registration a change for every watcher.
 			kept = o.hash
@@ -260,9 +262,20 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 		if err := s.instanceQuota(!o.found, len(b)); err != nil {
 			return err
 		}
-	} else if err := s.instanceQuota(true, len(b)); err != nil {
-		return err
+		// The credential owns one more live row unless this one is live
+		// and its own already.
+		if release, err = s.credentialInstanceQuota(cred, !o.found || o.stale || secretTag(o.hash) != cred.tag); err != nil {
+			return err
+		}
+	} else {
+		if err := s.instanceQuota(true, len(b)); err != nil {
+			return err
+		}
+		if release, err = s.credentialInstanceQuota(cred, true); err != nil {
+			return err
+		}
 	}
+	defer release()
 	if secret == "" {
 		secret = newSecret()
 	}
@@ -270,7 +283,9 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	for k, v := range in.Metadata {
 		md[k] = v
 	}
-	md[secretKey] = cmp.Or(kept, hashSecret(secret))
+	// The row is the registering credential's from now on (the
+	// administrator's: nobody's): its tag is in the secret's salt.
+	md[secretKey] = cmp.Or(kept, hashSecret(secret, cred.tag))
 	in.Metadata = md
 	stored, err := s.cat.Register(r.Context(), in)
 	if err != nil {

@@ -21,14 +21,18 @@ import (
 // releasing, or acquiring again as the same holder while the lease is held
 // needs the secret. The API never shows what follows holderSep, and
 // refuses a holder that contains it. A lease stored by an earlier release
-// (no holderSep) has no secret, as before, until its next term.
+// (no holderSep) has no secret, as before, until its next term. The
+// secret's salt carries the tag of the credential that took the lease
+// (secrets.go), for the per-credential quota of leases.
 const holderSep = "\x1f"
 
 // holderReserve is what the stored secret adds to a holder: holderSep
-// and hashSecret's form. A holder longer than MaxLeaseHolder less this
-// (954 bytes) has no room for it: its lease is taken without a secret, as
-// a lease of an earlier release, and the answer carries none.
-var holderReserve = len(holderSep) + len(hashSecret(""))
+// and hashSecret's form with a tag. A holder longer than MaxLeaseHolder
+// less this (921 bytes) has no room for it: its lease is taken without a
+// secret, as a lease of an earlier release, and the answer carries none;
+// where a per-credential quota of leases applies such a holder is refused
+// (400), as its lease could not be counted.
+var holderReserve = len(holderSep) + len(hashSecret("", strings.Repeat("t", tagLen)))
 
 // splitHolder returns the holder's name and its stored secret ("" for a
 // lease without one).
@@ -174,6 +178,42 @@ func current(ctx context.Context, l switchboard.Leaser, name string) (switchboar
 	return switchboard.Lease{}, false, len(list), nil
 }
 
+// leasesHeld counts the leases held (not released, not expired by the
+// catalog's clock) that the credential of tag took: a reading of every
+// lease row, a page at a time on a catalog that pages them. It runs only
+// when such a credential takes a new term, never for renewals.
+func (s *Server) leasesHeld(ctx context.Context, l switchboard.Leaser, tag string) (int, error) {
+	now, err := s.cat.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	count := func(list []switchboard.Lease) {
+		for _, le := range list {
+			if _, hash := splitHolder(le.Holder); secretTag(hash) == tag && le.Holder != "" && le.ExpiresAt.After(now) {
+				n++
+			}
+		}
+	}
+	lr, ok := l.(switchboard.LeaseReader)
+	if !ok {
+		list, err := l.Leases(ctx)
+		count(list)
+		return n, err
+	}
+	for after := ""; ; {
+		list, err := lr.LeasesAfter(ctx, after, leasePageMax)
+		if err != nil {
+			return 0, err
+		}
+		count(list)
+		if len(list) < leasePageMax {
+			return n, nil
+		}
+		after = list[len(list)-1].Name
+	}
+}
+
 // The errors of leases say what happened without naming another holder
 // or its token.
 func errHeld(name string) error {
@@ -211,7 +251,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !found && n >= s.opts.MaxLeases {
-		return tooMany(fmt.Sprintf("the catalog holds %d leases, this server's limit (http.max_leases)", n))
+		return tooMany("max_leases", int64(s.opts.MaxLeases), fmt.Sprintf("the catalog holds %d leases, this server's limit (http.max_leases)", n))
 	}
 	now, err := s.cat.Now(ctx)
 	if err != nil {
@@ -233,8 +273,14 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.leaseReply(w, r, le, req.Secret)
 	}
+	// A new term: the lease is free, released or expired.
+	cred := s.credentialOf(r)
+	counted := s.opts.MaxLeasesPerToken > 0 && !cred.exempt()
 	secret, stored := req.Secret, req.Holder
 	switch {
+	case len(req.Holder)+holderReserve > switchboard.MaxLeaseHolder && counted:
+		return badRequest("holder", fmt.Sprintf("lease holder of %d bytes: at most %d on this server, whose leases count to the credential that takes them (http.max_leases_per_token)",
+			len(req.Holder), switchboard.MaxLeaseHolder-holderReserve))
 	case len(req.Holder)+holderReserve > switchboard.MaxLeaseHolder:
 		secret = "" // no room for it (see holderReserve)
 		s.log.Warn("lease taken without a secret: its holder leaves no room for one", "lease", req.Name, "holder_bytes", len(req.Holder))
@@ -242,8 +288,13 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		secret = newSecret()
 	}
 	if secret != "" {
-		stored += holderSep + hashSecret(secret)
+		stored += holderSep + hashSecret(secret, cred.tag)
 	}
+	release, err := s.credentialLeaseQuota(cred, func() (int, error) { return s.leasesHeld(ctx, l, cred.tag) })
+	if err != nil {
+		return err
+	}
+	defer release()
 	le, err := l.Acquire(ctx, req.Name, stored, ttl)
 	if err != nil {
 		return s.leaseErr(req.Name, err)

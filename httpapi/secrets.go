@@ -14,13 +14,42 @@ import (
 // of the database can neither look a secret up in a precomputed table nor
 // test one guess against every row at once. Rows stored by earlier
 // releases hold the bare hex SHA-256 of the secret, which is still read.
+//
+// After its 16 random bytes the salt carries the tag of the credential
+// that registered the row or took the lease (credential.go), when there
+// is one: the ownership the per-credential quotas count is stored in the
+// one reserved place a row and a lease already have, a server of an
+// earlier release still checks the secret (the whole salt is hashed, as
+// it always was), and the tag cannot be changed in the database without
+// the secret no longer matching.
 const saltedPrefix = "s1$"
 
-// hashSecret returns the stored form of secret, with a new salt.
-func hashSecret(secret string) string {
-	var salt [16]byte
-	rand.Read(salt[:])
-	return saltedPrefix + base64.RawURLEncoding.EncodeToString(salt[:]) + "$" + saltedSum(salt[:], secret)
+// saltRandom is the random part of a salt, before the tag.
+const saltRandom = 16
+
+// hashSecret returns the stored form of secret, with a new salt carrying
+// tag ("" for none).
+func hashSecret(secret, tag string) string {
+	salt := make([]byte, saltRandom, saltRandom+len(tag))
+	rand.Read(salt)
+	salt = append(salt, tag...)
+	return saltedPrefix + base64.RawURLEncoding.EncodeToString(salt) + "$" + saltedSum(salt, secret)
+}
+
+// secretTag returns the credential tag the stored form of a secret
+// carries ("" for none: no tag, a bare SHA-256 of an earlier release, or
+// anything malformed).
+func secretTag(stored string) string {
+	rest, ok := strings.CutPrefix(stored, saltedPrefix)
+	if !ok {
+		return ""
+	}
+	enc, _, _ := strings.Cut(rest, "$")
+	salt, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(salt) <= saltRandom {
+		return ""
+	}
+	return string(salt[saltRandom:])
 }
 
 func saltedSum(salt []byte, secret string) string {

@@ -21,6 +21,11 @@ type Options struct {
 	// /healthz and the UI are open, but /healthz says why the catalog
 	// failed only to a request that carries the token.
 	Token string
+	// Tokens are further client tokens, each accepted wherever Token is:
+	// a client credential of its own, so that the per-token quotas
+	// (MaxInstancesPerToken, …) bound each client, or tenant, that holds
+	// one. Empty ones are ignored.
+	Tokens []string
 	// AdminToken, when set, is the credential of the administrator: it
 	// is accepted wherever Token is, and it alone may reap live rows
 	// (older_than below twice the longest TTL), delete another client's
@@ -49,6 +54,20 @@ type Options struct {
 	MaxLeases            int
 	MaxWatchers          int
 	MaxWatchersPerClient int
+	// MaxInstancesPerToken, MaxLeasesPerToken and MaxWatchersPerToken are
+	// the quotas of one credential (credential.go): the client token a
+	// request carries, or its IP address when it carries none. Above
+	// them a registration that would make the credential own one more
+	// live instance, an acquisition that would make it hold one more
+	// lease, and a watch stream beyond its open ones are answered 429
+	// with Retry-After. Zero (the default) is no such quota: only the
+	// global ones apply. The admin token is exempt. Instances and leases
+	// count to the credential that registered or took them, as stored
+	// with them, on every server sharing the catalog and across
+	// restarts; watch streams are counted by each server.
+	MaxInstancesPerToken int
+	MaxLeasesPerToken    int
+	MaxWatchersPerToken  int
 	// MaxInstanceBytes bounds the memory of the instances the server's
 	// mirror holds (their JSON and decoded form, counted from above;
 	// default 512 MiB): a registration is answered 429 when its body would
@@ -122,6 +141,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxWatchersPerClient <= 0 {
 		o.MaxWatchersPerClient = 64
 	}
+	o.MaxInstancesPerToken = max(o.MaxInstancesPerToken, 0)
+	o.MaxLeasesPerToken = max(o.MaxLeasesPerToken, 0)
+	o.MaxWatchersPerToken = max(o.MaxWatchersPerToken, 0)
 	if o.HistoryBytes <= 0 {
 		o.HistoryBytes = 64 << 20
 	}
@@ -153,6 +175,10 @@ type Server struct {
 	metrics *serverMetrics
 	cop     *http.CrossOriginProtection
 	streams *streamQuota
+	tokens  []string   // the client tokens: Token, then Tokens (none empty)
+	tags    *tokenTags // their credentials' tags
+	regs    inflight   // registrations past their per-credential quota check
+	takes   inflight   // lease acquisitions past theirs
 	cancel  context.CancelFunc
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -204,7 +230,14 @@ func New(cat switchboard.Catalog, opts Options) *Server {
 	s := &Server{cat: cat, opts: opts, log: opts.Logger, cancel: cancel, stop: make(chan struct{})}
 	s.metrics = newServerMetrics(s)
 	s.cop = http.NewCrossOriginProtection()
-	s.streams = &streamQuota{max: opts.MaxWatchers, perClient: opts.MaxWatchersPerClient, by: map[string]int{}}
+	for _, t := range append([]string{opts.Token}, opts.Tokens...) {
+		if t != "" {
+			s.tokens = append(s.tokens, t)
+		}
+	}
+	s.tags = newTokenTags(s.tokens)
+	s.streams = &streamQuota{max: opts.MaxWatchers, perClient: opts.MaxWatchersPerClient, perToken: opts.MaxWatchersPerToken,
+		by: map[string]int{}, byCred: map[string]int{}}
 	s.feed = newFeed(opts.Logger, opts.History, opts.HistoryBytes, s.metrics.observe)
 	s.beats = newBatcher(cat, opts.HeartbeatWindow, s.metrics.batches.Inc, opts.Logger, s.stop)
 	s.wg.Add(1)

@@ -37,7 +37,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.streams.take(r)
+	var cred credential // counted only when there is such a quota
+	if s.opts.MaxWatchersPerToken > 0 {
+		cred = s.credentialOf(r)
+	}
+	release, err := s.streams.take(r, cred)
 	if err != nil {
 		return err
 	}
@@ -190,7 +194,7 @@ func (s *Server) streamResumed(r *http.Request, bw *bufio.Writer, flush func() e
 				}
 				writeErrorEvent(bw, id, msg)
 			default:
-				st, _ := makeState(ev.Instance) // the secret's hash stays on the server
+				st, _, _ := makeState(ev.Instance) // the secret's hash stays on the server
 				writeEvent(bw, id, string(ev.Kind), eventJSON(ev.Kind, ev.Reason, st))
 			}
 			if len(ch) > 0 {

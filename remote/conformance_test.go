@@ -39,3 +39,16 @@ func TestLimitsOverSQLite(t *testing.T) {
 func TestLimitsOverPostgres(t *testing.T) {
 	catalogtest.RunLimits(t, func(t *testing.T) switchboard.Catalog { return overPG(t) })
 }
+
+// TestTrafficConformance runs the shared traffic-state suite through a
+// server on each SQL backend: weight, zone and drain round-trip; check
+// results are written by the server's own runners, not by clients, so
+// the health cases skip (remote.Client is not a HealthSetter).
+func TestTrafficConformance(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		catalogtest.Traffic(t, func(t *testing.T) switchboard.Catalog { return overSQLite(t) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		catalogtest.Traffic(t, func(t *testing.T) switchboard.Catalog { return overPG(t) })
+	})
+}

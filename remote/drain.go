@@ -14,7 +14,8 @@ import (
 // registered it (the server also takes the admin token).
 func (c *Client) Drain(ctx context.Context, id string, draining bool) (switchboard.Instance, error) {
 	if err := switchboard.ValidateID(id); err != nil {
-		return switchboard.Instance{}, err
+		// No row can have it (as Deregister has it).
+		return switchboard.Instance{}, fmt.Errorf("drain %q: %w (%v)", id, switchboard.ErrNotFound, err)
 	}
 	method := http.MethodPost
 	if !draining {

@@ -31,7 +31,9 @@ var (
 	ErrForbidden    = errors.New("forbidden (wrong API token or instance secret)")
 	ErrUnavailable  = errors.New("catalog unavailable")
 	// ErrTooMany is a quota of the server reached (429): its instances,
-	// leases or watch streams. It is also ErrUnavailable: retry later.
+	// leases or watch streams, in all or of the caller's token (the
+	// APIError's Quota and Limit say which). It is also ErrUnavailable:
+	// retry later.
 	ErrTooMany = errors.New("a quota of the server is reached")
 )
 

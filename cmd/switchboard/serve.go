@@ -20,11 +20,11 @@ import (
 )
 
 func newServeCmd(g *globals) *cobra.Command {
-	var listen, token, tokenFile, adminTokenFile, allowedHosts, cert, key, natsListen string
+	var listen, token, tokenFile, tokensFile, adminTokenFile, allowedHosts, cert, key, natsListen string
 	var demo bool
 	var dnsListen, dnsDomain string
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--token-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--dns ADDR] [--demo]",
+		Use:   "serve [--listen ADDR] [--token-file F] [--tokens-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--dns ADDR] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
 		Long: `Serve the configured catalog over HTTP until Ctrl-C: the JSON API under /v1/, the SSE watch, the
 dashboard, Prometheus metrics and health. Clients (any CLI command, or the Go library) reach it
@@ -33,8 +33,11 @@ PostgreSQL. sqlite::memory: is accepted (the server is then the only process tha
 
 Clients send the token (http.token; --token-file keeps it out of the process list); the admin
 token (http.admin_token, --admin-token-file) alone reaps live rows, deletes another client's
-row and releases another's lease. Without any token the server answers only IP addresses,
-localhost and --allowed-hosts, and warns at start when it listens beyond loopback.
+row and releases another's lease. --tokens-file (http.tokens_file) holds more client tokens, one a
+line: give each client or tenant its own, and the per-token quotas ([http]
+max_instances_per_token, max_leases_per_token, max_watchers_per_token) bound each. Without any
+token the server answers only IP addresses, localhost and --allowed-hosts (its per-token quotas
+then count each client address), and warns at start when it listens beyond loopback.
 
 With --dns ADDR it also answers DNS over UDP and TCP from its cache of the catalog: A, AAAA
 and SRV of NAME.service.switchboard, CAPABILITY.cap.switchboard, TYPE.type.switchboard and
@@ -47,6 +50,8 @@ answers).`,
 		Annotations: map[string]string{
 			annEnv: envDSNHelp + "\nSWITCHBOARD_HTTP_LISTEN  address to listen on (--listen wins)\nSWITCHBOARD_HTTP_TOKEN  API token (--token wins)\n" +
 				"SWITCHBOARD_HTTP_TOKEN_FILE, SWITCHBOARD_HTTP_ADMIN_TOKEN_FILE  files holding the API and admin tokens (--token-file, --admin-token-file win)\n" +
+				"SWITCHBOARD_HTTP_TOKENS_FILE  file holding more client tokens, one a line (--tokens-file wins)\n" +
+				"SWITCHBOARD_HTTP_MAX_INSTANCES_PER_TOKEN, SWITCHBOARD_HTTP_MAX_LEASES_PER_TOKEN, SWITCHBOARD_HTTP_MAX_WATCHERS_PER_TOKEN  quotas of one client token (or address)\n" +
 				"SWITCHBOARD_HTTP_ADMIN_TOKEN  admin token\nSWITCHBOARD_HTTP_ALLOWED_HOSTS  host names answered without a token (--allowed-hosts wins)\n" +
 				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)\n" +
 				"SWITCHBOARD_DNS_LISTEN, SWITCHBOARD_DNS_DOMAIN  DNS interface address and domain (--dns, --dns-domain win)",
@@ -65,6 +70,9 @@ answers).`,
 				}
 				if fl.Changed("token-file") {
 					c.HTTP.TokenFile = tokenFile
+				}
+				if fl.Changed("tokens-file") {
+					c.HTTP.TokensFile = tokensFile
 				}
 				if fl.Changed("admin-token-file") {
 					c.HTTP.AdminTokenFile = adminTokenFile
@@ -138,6 +146,7 @@ answers).`,
 	f.StringVar(&listen, "listen", config.DefaultListen, "address to listen on ([http] listen)")
 	f.StringVar(&token, "token", "", "API token required as Authorization: Bearer … ([http] token, SWITCHBOARD_HTTP_TOKEN); visible in the process list: prefer --token-file")
 	f.StringVar(&tokenFile, "token-file", "", "file whose first line is the API token ([http] token_file)")
+	f.StringVar(&tokensFile, "tokens-file", "", "file holding more client tokens, one a line, each a credential of its own for the per-token quotas ([http] tokens_file)")
 	f.StringVar(&adminTokenFile, "admin-token-file", "", "file whose first line is the admin token ([http] admin_token_file)")
 	f.StringVar(&allowedHosts, "allowed-hosts", "", "host names, comma-separated, answered without a token besides IP addresses and localhost ([http] allowed_hosts)")
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate PEM file ([http] tls_cert)")
@@ -145,6 +154,7 @@ answers).`,
 	bindKey(f, "listen", "http.listen")
 	bindKey(f, "token", "http.token")
 	bindKey(f, "token-file", "http.token_file")
+	bindKey(f, "tokens-file", "http.tokens_file")
 	bindKey(f, "admin-token-file", "http.admin_token_file")
 	bindKey(f, "allowed-hosts", "http.allowed_hosts")
 	bindKey(f, "tls-cert", "http.tls_cert")
@@ -160,9 +170,10 @@ answers).`,
 }
 
 func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.Listener, c config.Config, secure, demo bool) error {
-	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, AdminToken: c.HTTP.AdminToken, AllowedHosts: c.HTTP.Hosts(),
+	api := httpapi.New(cat, httpapi.Options{Token: c.HTTP.Token, Tokens: c.HTTP.ClientTokens(), AdminToken: c.HTTP.AdminToken, AllowedHosts: c.HTTP.Hosts(),
 		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxInstanceBytes: int64(c.HTTP.MaxInstancesMiB) << 20,
 		MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
+		MaxInstancesPerToken: c.HTTP.MaxInstancesPerToken, MaxLeasesPerToken: c.HTTP.MaxLeasesPerToken, MaxWatchersPerToken: c.HTTP.MaxWatchersPerToken,
 		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
 	var handler http.Handler = api
 	if c.DNS.Listen != "" {
@@ -180,7 +191,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 	if secure {
 		scheme = "https"
 	}
-	if c.HTTP.Token == "" && c.HTTP.AdminToken == "" && !loopbackOnly(ln.Addr()) {
+	if c.HTTP.Token == "" && len(c.HTTP.ClientTokens()) == 0 && c.HTTP.AdminToken == "" && !loopbackOnly(ln.Addr()) {
 		warnOpen(g, ln.Addr())
 	}
 	fmt.Fprintf(g.stdout, "switchboard serve: listening on %s://%s (catalog %s)\n", scheme, ln.Addr(), switchboard.RedactDSN(c.Discovery.DSN))

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +97,50 @@ func TestServeWarnsWithoutTokenBeyondLoopback(t *testing.T) {
 	for _, p := range []*proc{open, loop} {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		p.wait(t)
+	}
+}
+
+// TestServeTokensFileAndPerTokenQuota: serve takes more client tokens
+// from --tokens-file and its per-token quota from the environment: one
+// tenant at its quota of instances is answered 429 naming the quota while
+// another still registers; a request without a token is refused.
+func TestServeTokensFileAndPerTokenQuota(t *testing.T) {
+	dir := t.TempDir()
+	const tenantA, tenantB = "tenant-a-token-0123456789", "tenant-b-token-0123456789"
+	toksFile := filepath.Join(dir, "tokens")
+	os.WriteFile(toksFile, []byte("# one a line\n"+tenantA+"\n"+tenantB+"\n"), 0o600)
+	t.Setenv("SWITCHBOARD_HTTP_MAX_INSTANCES_PER_TOKEN", "1")
+	dsn, _ := dsnIn(t)
+	srv, url := serveProc(t, "--dsn", dsn, "--tokens-file", toksFile)
+	put := func(tok, name string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("PUT", url+"/v1/instances", strings.NewReader(`{"name":"`+name+`","type":"querier","address":"127.0.0.1:7001"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := put(tenantA, "a1"); code != 200 {
+		t.Fatalf("tenant A's first: %d %s", code, body)
+	}
+	if code, body := put(tenantA, "a2"); code != 429 || !strings.Contains(body, `"quota":"max_instances_per_token"`) || !strings.Contains(body, `"limit":1`) {
+		t.Fatalf("tenant A past its quota: %d %s", code, body)
+	}
+	if code, body := put(tenantB, "b1"); code != 200 {
+		t.Fatalf("tenant B: %d %s", code, body)
+	}
+	if code, body := put("", "anon"); code != 401 {
+		t.Fatalf("no token: %d %s", code, body)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if err := srv.wait(t); err != nil {
+		t.Fatalf("serve exit: %v %s", err, srv.stderr)
 	}
 }

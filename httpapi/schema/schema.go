@@ -51,6 +51,11 @@ type ErrorBody struct {
 	// FieldError a backend returns.
 	Value  string `json:"value,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Quota and Limit say, on a 429 (too_many_requests), which quota was
+	// reached, named as its setting in the server's [http] section
+	// (max_instances, max_instances_per_token, …), and its limit.
+	Quota string `json:"quota,omitempty"`
+	Limit int64  `json:"limit,omitempty"`
 }
 
 // SecretHeader carries an instance's secret.
