@@ -32,9 +32,12 @@ var errOldCRD = errors.New("the cluster's TinyModule CRD (tinymodules.operator.t
 var unknownField = regexp.MustCompile(`unknown field "([^"]*)"`)
 
 // crdErr turns the refusal of a strict write by a CRD that lacks a field
-// into errOldCRD naming the field; other errors are returned as they are.
+// (400 for a create or an update, 422 for a patch, both saying "strict
+// decoding error: unknown field") into errOldCRD naming the field; other
+// errors are returned as they are.
 func crdErr(err error) error {
-	if err == nil || !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "unknown field") {
+	if err == nil || !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "strict decoding error") || !strings.Contains(err.Error(), "unknown field") {
 		return err
 	}
 	field := "a field"
