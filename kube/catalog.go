@@ -215,6 +215,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return err
 	})
 	if err != nil {
+		k.dropLease(ctx, n.ID, l)
 		return switchboard.Instance{}, apiErr("register "+n.ID, crdErr(err))
 	}
 	return toInstance(tm, l, k.now()), nil
@@ -267,6 +268,17 @@ func validID(id string) error {
 		return &switchboard.FieldError{Field: "id", Value: id, Reason: "a kube:// id names a TinyModule: lowercase letters, digits, '-' and '.' (" + strings.Join(errs, "; ") + ")"}
 	}
 	return nil
+}
+
+// dropLease deletes l, the Lease a failed Register took, when id has no
+// TinyModule (its creation was refused): a Lease of no module would stay,
+// since List and Reap look at TinyModules. Only the version Register wrote
+// is deleted (a Lease renewed or taken since is kept); a failure leaves it.
+func (k *Catalog) dropLease(ctx context.Context, id string, l *coordinationv1.Lease) {
+	if _, err := k.c.getModule(ctx, id); !isNotFound(err) {
+		return
+	}
+	_ = k.c.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
 }
 
 // takeLease creates or renews the module's Lease for RegisterHolder; secs

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -241,6 +242,13 @@ func TestOlderCRDRefusesTrafficClearly(t *testing.T) {
 
 	if _, err := cat.Get(ctx, "zoned"); !errors.Is(err, switchboard.ErrNotFound) {
 		t.Fatalf("the refused registration of a new id stored a module: %v", err)
+	}
+	leases, err := coordclient.NewForConfig(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Leases(ns).Get(ctx, "zoned"+kube.LeaseSuffix, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused registration of a new id left its Lease: %v", err)
 	}
 	got, err := cat.Get(ctx, "plain")
 	if err != nil {
