@@ -26,6 +26,7 @@ type Config struct {
 	HTTP      HTTP      `toml:"http"`
 	Transport Transport `toml:"transport"`
 	DNS       DNS       `toml:"dns"`
+	Checks    Checks    `toml:"checks"`
 	NATS      NATS      `toml:"nats"`
 
 	// src is where Load found each value (nil in a Config Load did not
@@ -196,7 +197,7 @@ func Default() Config {
 		DrainWait:                 switchboard.DefaultDrainWait,
 	}, HTTP: HTTP{Listen: DefaultListen, RequestTimeout: DefaultRequestTimeout, MaxLeaseTTL: DefaultMaxLeaseTTL,
 		MaxInstances: 100000, MaxInstancesMiB: 512, MaxLeases: 10000, MaxWatchers: 1000},
-		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}, NATS: NATS{StreamReplicas: DefaultStreamReplicas}}
+		DNS: DNS{Domain: DefaultDNSDomain, MaxRecords: DefaultDNSMaxRecords}, Checks: Checks{Run: true}, NATS: NATS{StreamReplicas: DefaultStreamReplicas}}
 }
 
 // Load returns the defaults overlaid with the file at path (DefaultFile
@@ -525,6 +526,7 @@ func (c Config) validate(skip map[string]bool) error {
 			return nil
 		},
 		c.DNS.validate,
+		c.Checks.validate,
 		c.NATS.validate,
 	}
 	for _, check := range checks {

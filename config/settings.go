@@ -68,6 +68,8 @@ var settings = []setting{
 	{key: "dns.domain", ptr: func(c *Config) any { return &c.DNS.Domain }},
 	{key: "dns.ttl", ptr: func(c *Config) any { return &c.DNS.TTL }},
 	{key: "dns.max_records", ptr: func(c *Config) any { return &c.DNS.MaxRecords }},
+	{key: "checks.run", ptr: func(c *Config) any { return &c.Checks.Run }},
+	{key: "checks.allow", ptr: func(c *Config) any { return &c.Checks.Allow }},
 	{key: "nats.creds", ptr: func(c *Config) any { return &c.NATS.Creds }},
 	{key: "nats.nkey", ptr: func(c *Config) any { return &c.NATS.Nkey }},
 	{key: "nats.user", ptr: func(c *Config) any { return &c.NATS.User }},

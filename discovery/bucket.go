@@ -20,9 +20,11 @@ import (
 type bucket struct {
 	chunks []chunk
 	n      int
+	off    int // members that are not Serving (draining, critical, stale)
 	ep     uint64
-	rr     *atomic.Uint64                         // a capability's round-robin cursor, shared by its versions
-	list   atomic.Pointer[[]switchboard.Instance] // the members as Instances, built on first use
+	picks  *pickState                             // a name's or capability's, shared by its versions
+	list   atomic.Pointer[[]switchboard.Instance] // the members (serving ones only, but in the bucket of every instance) as Instances, built on first use
+	tab    atomic.Pointer[table]                  // the serving members by weight and zone, built on first use
 }
 
 type chunk struct {
@@ -81,19 +83,38 @@ func (b *bucket) each(fn func(*switchboard.Instance) bool) {
 	}
 }
 
+// serving returns the number of members that are Serving.
+func (b *bucket) serving() int {
+	if b == nil {
+		return 0
+	}
+	return b.n - b.off
+}
+
 // listing returns the members as a slice, building it on first use and
-// keeping it for the other readers of this version of the bucket. Building
-// it copies the bucket (O(k)); the writer never does, so a large bucket
-// costs nothing per change unless somebody lists it.
-func (b *bucket) listing() []switchboard.Instance {
-	if b == nil || b.n == 0 {
+// keeping it for the other readers of this version of the bucket: the
+// serving ones only, or (every) all of them. A bucket is always listed the
+// same way: the bucket of every instance with every, the others without.
+// Building it copies the bucket (O(k)); the writer never does, so a large
+// bucket costs nothing per change unless somebody lists it.
+func (b *bucket) listing(every bool) []switchboard.Instance {
+	if b == nil || b.n == 0 || !every && b.off == b.n {
 		return nil
 	}
 	if l := b.list.Load(); l != nil {
 		return *l
 	}
-	l := make([]switchboard.Instance, 0, b.n)
-	b.each(func(p *switchboard.Instance) bool { l = append(l, *p); return true })
+	size := b.n
+	if !every {
+		size -= b.off
+	}
+	l := make([]switchboard.Instance, 0, size)
+	b.each(func(p *switchboard.Instance) bool {
+		if every || p.Serving() {
+			l = append(l, *p)
+		}
+		return true
+	})
 	b.list.Store(&l)
 	return l
 }
@@ -121,6 +142,9 @@ func (b *bucket) own(j int, ep uint64) []*switchboard.Instance {
 // splits in two.
 func (b *bucket) insert(x *switchboard.Instance, ep uint64) {
 	b.n++
+	if !x.Serving() {
+		b.off++
+	}
 	if len(b.chunks) == 0 {
 		b.chunks = append(b.chunks, chunk{m: []*switchboard.Instance{x}, ep: ep})
 		return
@@ -148,6 +172,9 @@ func (b *bucket) remove(x *switchboard.Instance, ep uint64) {
 		return
 	}
 	b.n--
+	if !x.Serving() {
+		b.off--
+	}
 	if len(b.chunks[j].m) == 1 {
 		b.chunks = slices.Delete(b.chunks, j, j+1)
 		return

@@ -1,16 +1,27 @@
 // Package discovery is the client side of Switchboard: an in-memory cache of
 // the catalog, fed by Catalog.Watch (snapshot, then pushed deltas with TTL
 // expiry), that answers lookups by name, type or capability without a query
-// per call and without locks, and picks instances round-robin or at random.
-// It is meant to be a process's one view of the catalog: the resolver and
-// the address pool can both read the same cache.
+// per call and without locks, and picks instances round robin, at random,
+// by weight (smooth weighted round robin, weighted random) and preferring
+// the caller's zone. It is meant to be a process's one view of the
+// catalog: the resolver and the address pool can both read the same cache.
+//
+// Lookups and picks answer only instances that are Serving (not stale, not
+// draining, check not critical); Get, All, Len, Snapshot.Instances and the
+// changes given to subscribers hold every instance the cache has, draining
+// ones included (the catalog's watch already leaves out stale and critical
+// ones).
 //
 // Each published version (see Snapshot) is immutable. A change copies one
 // shard of the index by id, and one chunk of members (and the list of
 // chunks) of each bucket it touches (its name's, its type's, its
 // capabilities'), not the catalog; a burst of changes is published as one
-// version. Picks read a capability's bucket: round robin by a counter,
-// random by rand.IntN.
+// version. Picks read a capability's or a name's bucket: round robin by a
+// counter, random by rand.IntN, when every member serves. The weighted and
+// zone-preferring picks (and the unweighted ones while a member does not
+// serve) read a table of the serving members by weight and zone, built
+// once per version on the first pick that needs it (O(members)); smooth
+// weighted round robin then compares one member per distinct weight.
 //
 // When the catalog becomes unreachable the cache keeps serving the last known
 // set and reports itself stale instead of answering "no such service"; a
@@ -298,40 +309,41 @@ func (c *Cache) SubscribeChanges(fn func(s *Snapshot, changes []Change)) (curren
 // however the cache changes meanwhile.
 func (c *Cache) Snapshot() *Snapshot { return c.snap.Load() }
 
-// ByCapability returns the active instances having capability cp, ordered by
+// ByCapability returns the serving instances having capability cp, ordered by
 // name then id. The slice is shared: do not modify it. See
 // Snapshot.ByCapability for its cost after a change; PickRoundRobin,
 // PickRandom, Count and Snapshot.Instances never build it.
 func (c *Cache) ByCapability(cp string) []switchboard.Instance { return c.snap.Load().ByCapability(cp) }
 
-// ByName returns the active instances named name (shared; do not modify).
+// ByName returns the serving instances named name (shared; do not modify).
 func (c *Cache) ByName(name string) []switchboard.Instance { return c.snap.Load().ByName(name) }
 
-// ByType returns the active instances of type typ (shared; do not modify).
+// ByType returns the serving instances of type typ (shared; do not modify).
 func (c *Cache) ByType(typ string) []switchboard.Instance { return c.snap.Load().ByType(typ) }
 
-// All returns every active instance (shared; do not modify).
+// All returns every instance the cache holds, serving or not (shared; do
+// not modify).
 func (c *Cache) All() []switchboard.Instance { return c.snap.Load().All() }
 
-// Count returns how many active instances q selects (a lookup, when q has
+// Count returns how many serving instances q selects (a lookup, when q has
 // one field).
 func (c *Cache) Count(q switchboard.Query) int { return c.snap.Load().Count(q) }
 
-// Get returns the active instance with that id.
+// Get returns the instance with that id, serving or not.
 func (c *Cache) Get(id string) (switchboard.Instance, bool) { return c.snap.Load().Get(id) }
 
-// Lookup returns the active instances selected by q (a new slice).
+// Lookup returns the serving instances selected by q (a new slice).
 func (c *Cache) Lookup(q switchboard.Query) []switchboard.Instance { return c.snap.Load().Lookup(q) }
 
-// PickRoundRobin returns the next active instance with capability cp,
-// cycling through the capability's members; false when there is none. It
-// allocates nothing.
+// PickRoundRobin returns the next serving instance with capability cp,
+// cycling through them; false when there is none. It allocates nothing.
+// NewPicker gives the weighted and zone-preferring picks.
 func (c *Cache) PickRoundRobin(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRoundRobin(cp)
 }
 
-// PickRandom returns a uniformly random active instance with capability cp,
-// allocating nothing.
+// PickRandom returns a uniformly random serving instance with capability
+// cp, allocating nothing.
 func (c *Cache) PickRandom(cp string) (switchboard.Instance, bool) {
 	return c.snap.Load().PickRandom(cp)
 }

@@ -105,3 +105,41 @@ func ExampleCache_Subscribe() {
 	fmt.Println(in.ID)
 	// Output: w-2
 }
+
+// A Picker spreads calls by weight: w-2, registered with weight 300, gets
+// three picks in four, smoothly, as nginx's weighted round robin does.
+func ExampleCache_NewPicker() {
+	ctx := context.Background()
+	cat, cleanup, err := openCatalog(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+	if _, err := cat.Register(ctx, switchboard.Instance{ID: "w-2", Name: "writer", Type: switchboard.TypeWriter,
+		Address: "10.0.0.2:50051", Capabilities: []string{switchboard.CapStorage}, Weight: 300}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cache, err := discovery.New(ctx, cat, discovery.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cache.Close()
+
+	p, err := cache.NewPicker(switchboard.Query{Capability: switchboard.CapStorage}, discovery.PickOptions{
+		Policy: discovery.WeightedRoundRobin,
+		Zone:   discovery.PreferZone("eu-1", 2), // no instance is in eu-1: all of them
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 8 {
+		in, _ := p.Pick()
+		fmt.Print(in.ID, " ")
+	}
+	fmt.Println()
+	// Output: w-2 w-2 w-1 w-2 w-2 w-2 w-1 w-2
+}

@@ -108,6 +108,17 @@ func (g *gen) instance(id string) switchboard.Instance {
 	in.LastSeen = g.time()
 	in.TTL = []time.Duration{0, time.Second, 10 * time.Second}[r.IntN(3)]
 	in.Stale = r.IntN(10) == 0
+	// The traffic state: weights of a few values (zero: an instance not
+	// from a catalog, DefaultWeight), zones, and now and then a draining
+	// or critical instance, which lookups and picks leave out.
+	in.Weight = []int{0, 1, 100, 100, 200, switchboard.MaxWeight}[r.IntN(6)]
+	in.Zone = []string{"", "eu-1", "eu-2"}[r.IntN(3)]
+	in.Draining = r.IntN(10) == 0
+	if r.IntN(10) == 0 {
+		in.Health = switchboard.Health{Status: switchboard.StatusCritical, Output: "refused"}
+	} else if r.IntN(5) == 0 {
+		in.Health = switchboard.Health{Status: switchboard.StatusWarning}
+	}
 	return in
 }
 
@@ -156,7 +167,10 @@ func (g *gen) event(target int) switchboard.Event {
 		case 2:
 			in.Capabilities = g.instance(in.ID).Capabilities
 		default:
-			in.Metadata = g.instance(in.ID).Metadata
+			// Metadata, or a change of the traffic state alone (a drain,
+			// a check's result, a new weight).
+			n := g.instance(in.ID)
+			in.Metadata, in.Draining, in.Health, in.Weight = n.Metadata, n.Draining, n.Health, n.Weight
 		}
 		return switchboard.Event{Kind: switchboard.EventUpdated, Instance: in}
 	case len(present) > 0 && (len(present) > target || x < 50):
@@ -178,6 +192,7 @@ func equal(a, b *switchboard.Instance) bool {
 		slices.Equal(a.Capabilities, b.Capabilities) && a.Version == b.Version &&
 		maps.Equal(a.Metadata, b.Metadata) && bytes.Equal(a.Components, b.Components) &&
 		a.TTL == b.TTL && a.RegisteredAt.Equal(b.RegisteredAt) && a.LastSeen.Equal(b.LastSeen) && a.Stale == b.Stale &&
+		a.Weight == b.Weight && a.Zone == b.Zone && a.Draining == b.Draining && a.Health == b.Health &&
 		a.RegisteredAt.Location() == b.RegisteredAt.Location() && a.LastSeen.Location() == b.LastSeen.Location()
 }
 
@@ -194,20 +209,30 @@ func same(t *testing.T, what string, got, want []switchboard.Instance) {
 	}
 }
 
-// verify checks every index of s against views of m built from scratch.
+// verify checks every index of s against views of m built from scratch:
+// All, Len, Get and Instances give every instance; the lookups and picks
+// only the serving ones.
 func verify(t *testing.T, s *Snapshot, m *model) {
 	t.Helper()
 	all := m.view(switchboard.Query{})
 	filter := func(keep func(*switchboard.Instance) bool) []switchboard.Instance {
 		var out []switchboard.Instance
 		for i := range all {
-			if keep(&all[i]) {
+			if all[i].Serving() && keep(&all[i]) {
 				out = append(out, all[i])
 			}
 		}
 		return out
 	}
 	same(t, "All", s.All(), all)
+	var every []switchboard.Instance
+	for in := range s.Instances(switchboard.Query{}) {
+		every = append(every, in)
+	}
+	same(t, "Instances", every, all)
+	if got, want := s.Count(switchboard.Query{}), len(filter(func(*switchboard.Instance) bool { return true })); got != want {
+		t.Fatalf("Count() = %d, want %d serving", got, want)
+	}
 	if s.Len() != len(m.set) {
 		t.Fatalf("Len = %d, want %d", s.Len(), len(m.set))
 	}
@@ -218,6 +243,8 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if got := s.Count(q); got != len(want) {
 			t.Fatalf("Count(name %s) = %d", n, got)
 		}
+		b, _ := s.names.get(n)
+		verifyTable(t, n, b, want)
 	}
 	for _, ty := range rTypes {
 		// ByType("") is the instances without a type.
@@ -245,9 +272,10 @@ func verify(t *testing.T, s *Snapshot, m *model) {
 		if ok != (len(want) > 0) || (ok && !in.HasCapability(c)) {
 			t.Fatalf("PickRandom(%s) = %s, %v", c, in.ID, ok)
 		}
-		if w := m.set[in.ID]; ok && !equal(&in, &w) {
+		if w := m.set[in.ID]; ok && (!equal(&in, &w) || !w.Serving()) {
 			t.Fatalf("PickRandom(%s):\n got %+v\nwant %+v", c, in, w)
 		}
+		verifyTable(t, c, s.capability(c), want)
 	}
 	// Combined queries go through Lookup, Count and Instances.
 	for _, q := range []switchboard.Query{

@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"slices"
-	"sync/atomic"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -137,9 +136,9 @@ func (w *writer) own(b *bucket, idx *wmap[*bucket]) *bucket {
 	nb := &bucket{ep: w.ep}
 	switch {
 	case b != nil:
-		nb.chunks, nb.n, nb.rr = append(make([]chunk, 0, len(b.chunks)+1), b.chunks...), b.n, b.rr
-	case idx == &w.caps:
-		nb.rr = new(atomic.Uint64)
+		nb.chunks, nb.n, nb.off, nb.picks = append(make([]chunk, 0, len(b.chunks)+1), b.chunks...), b.n, b.off, b.picks
+	case idx == &w.caps || idx == &w.names:
+		nb.picks = new(pickState)
 	}
 	w.touched = append(w.touched, nb)
 	return nb

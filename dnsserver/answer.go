@@ -234,14 +234,15 @@ func (a *answer) group(l string, g group, srvOnly bool) {
 }
 
 // target is where an instance is reached: an IP address, or a host name,
-// and a port; neither for a nats:// address.
+// and a port; neither for a nats:// address. weight is its SRV weight.
 type target struct {
-	ip   netip.Addr
-	host string // fully qualified
-	port uint16
+	ip     netip.Addr
+	host   string // fully qualified
+	port   uint16
+	weight uint16
 }
 
-// targetOf reads in's address.
+// targetOf reads in's address and weight.
 func targetOf(in *switchboard.Instance) target {
 	if strings.HasPrefix(in.Address, "nats://") {
 		return target{}
@@ -253,13 +254,22 @@ func targetOf(in *switchboard.Instance) target {
 	if h, ok := strings.CutPrefix(host, "["); ok {
 		host = strings.TrimSuffix(h, "]")
 	}
+	w := srvWeight(in)
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return target{ip: ip.WithZone(""), port: uint16(port)}
+		return target{ip: ip.WithZone(""), port: uint16(port), weight: w}
 	}
 	if _, ok := dns.IsDomainName(host); !ok {
 		return target{}
 	}
-	return target{host: dns.Fqdn(strings.ToLower(host)), port: uint16(port)}
+	return target{host: dns.Fqdn(strings.ToLower(host)), port: uint16(port), weight: w}
+}
+
+// srvWeight is in's weight as an SRV record carries it: the weight itself
+// (1 to MaxWeight, which fits in the field's 0 to 65535), so the shares
+// are exactly the weights'. It is never 0, which RFC 2782 keeps for
+// records to be chosen only rarely.
+func srvWeight(in *switchboard.Instance) uint16 {
+	return uint16(min(max(in.TrafficWeight(), 1), 65535))
 }
 
 // wants reports whether t has an address record of type qt (A, AAAA, or
@@ -349,7 +359,7 @@ func (a *answer) srv(t target) {
 	}
 	a.m.Answer = append(a.m.Answer, &dns.SRV{
 		Hdr:      dns.RR_Header{Name: a.q.Name, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: a.s.opts.TTL},
-		Priority: 1, Weight: 1, Port: t.port, Target: host,
+		Priority: 1, Weight: t.weight, Port: t.port, Target: host,
 	})
 }
 

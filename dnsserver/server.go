@@ -17,13 +17,17 @@
 // are matched without regard to case; an id with capital letters is found
 // in any case too.
 //
-// Which instances are answered is decided by one predicate, Serves: an
-// instance gets traffic when it is live (not stale). When the domain learns
-// further states (draining, failing checks), they are refused there and
-// nowhere else. Among the instances Serves accepts, the address decides the
-// records: an IPv4 address gives A, an IPv6 one AAAA, both give SRV whose
-// target is <hex>.addr.<domain> (with its A or AAAA in the additional
-// section). An instance addressed by a host name is left out of the A and
+// Which instances are answered is decided by one predicate, Serves, which is
+// switchboard.Instance.Serving: an instance is answered when it is live (not
+// stale), not draining and its check (if any) is not critical. A name whose
+// instances are all left out is NXDOMAIN, as one with none. Among the
+// instances Serves accepts, the address decides the records: an IPv4
+// address gives A, an IPv6 one AAAA, both give SRV whose target is
+// <hex>.addr.<domain> (with its A or AAAA in the additional section). An
+// SRV record's weight is the instance's weight (Instance.TrafficWeight, 1
+// to 10,000, 100 by default), so a client that follows RFC 2782 spreads its
+// calls as weighted picks do; every record has priority 1. A and AAAA
+// answers do not weigh: the instances are answered equally often. An instance addressed by a host name is left out of the A and
 // AAAA answers of service, capability and type names (a name cannot hold a
 // CNAME beside other records); its SRV record targets the host name itself,
 // and its <id>.instance name answers a CNAME to it. An instance addressed
@@ -92,9 +96,8 @@ type Options struct {
 }
 
 // Serves reports whether in should get traffic: whether DNS answers it at
-// all. It is the one place that decides it; today an instance is served
-// when it is live, not stale.
-func Serves(in *switchboard.Instance) bool { return !in.Stale }
+// all. It is in.Serving(): not stale, not draining, check not critical.
+func Serves(in *switchboard.Instance) bool { return in.Serving() }
 
 // Server answers DNS queries from a discovery cache. It is a dns.Handler;
 // Serve runs it on a UDP socket and a TCP listener.

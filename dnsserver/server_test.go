@@ -48,7 +48,7 @@ func TestNameForms(t *testing.T) {
 			t.Errorf("%s api SRV: additional %v\n%v", network, got, r)
 		}
 		for _, rr := range r.Answer {
-			if s := rr.(*dns.SRV); s.Priority != 1 || s.Weight != 1 || s.Hdr.Ttl != 0 {
+			if s := rr.(*dns.SRV); s.Priority != 1 || s.Weight != switchboard.DefaultWeight || s.Hdr.Ttl != 0 {
 				t.Errorf("%s api SRV: %v", network, s)
 			}
 		}

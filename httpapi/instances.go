@@ -229,6 +229,11 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if in.Check != nil && s.opts.CheckPolicy != nil {
+		if err := s.opts.CheckPolicy(in); err != nil {
+			return err
+		}
+	}
 	given := r.Header.Get(SecretHeader)
 	if given != "" && !validSecret(given) {
 		return badRequest(SecretHeader, SecretHeader+" must be 16 to 256 printable ASCII characters")

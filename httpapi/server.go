@@ -16,6 +16,12 @@ const MaxBody = 1 << 20
 
 // Options configure a Server. Zero values take the defaults.
 type Options struct {
+	// CheckPolicy, when set, judges the check of every registration that
+	// carries one before anything is stored (a check is a request the
+	// server's runners make on the registrant's behalf): an error is the
+	// answer (400 for a switchboard.FieldError). serve passes the policy of
+	// [checks] allow.
+	CheckPolicy func(switchboard.Instance) error
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every /v1/ request and on /metrics (401 without it, 403 when wrong).
 	// /healthz and the UI are open, but /healthz says why the catalog

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -46,10 +47,20 @@ type conn struct {
 	expired  atomic.Bool // shut down by the drain timeout with sends still on it
 	shut     sync.Once
 	mu       sync.Mutex // serialises dial and close: closedBit is set under it
+
+	// Outlier ejection (eject.go): consecutive transport failures, and
+	// whether and until when (unix ns) the address is ejected. ejections
+	// and lastUntil are written under Pool.ejectMu.
+	log       *slog.Logger
+	fails     atomic.Int32
+	ejected   atomic.Bool
+	until     atomic.Int64
+	ejections int
+	lastUntil int64
 }
 
-func newConn(addr, module string) *conn {
-	return &conn{addr: addr, module: module, idle: make(chan struct{})}
+func newConn(addr, module string, log *slog.Logger) *conn {
+	return &conn{addr: addr, module: module, log: log, idle: make(chan struct{})}
 }
 
 const closedBit = 1 << 62
@@ -218,6 +229,7 @@ func (p *Pool) watch(c *conn, cc *grpc.ClientConn) {
 			cc.Connect()
 		case connectivity.TransientFailure:
 			p.log.Warn("grpc client: connection failed", "addr", c.addr, "module", c.module)
+			p.transportFailed(c)
 		case connectivity.Shutdown:
 			return
 		}

@@ -9,9 +9,11 @@ import (
 )
 
 // Follow keeps the pool in step with the instances of cat selected by q
-// (switchboard.Query{} for all): every instance is added under its module
-// name (Instance.Name) with its ID and Address, moved when its address
-// changes, and removed when it is deregistered or expires. It works with
+// (switchboard.Query{} for all): every serving instance is added under its
+// module name (Instance.Name) with its ID, Address and weight, moved or
+// re-weighted when they change, and removed when it is deregistered,
+// expires, is drained or its check turns critical (and added again when it
+// serves again). It works with
 // every backend: it starts a discovery cache on cat for q, closed with the
 // follow, and follows it as FollowCache does. A process that already has a
 // cache of the catalog should call FollowCache instead and keep one view.
@@ -47,7 +49,8 @@ func (p *Pool) Follow(ctx context.Context, cat switchboard.Catalog, q switchboar
 // cache that a resolver, say, also reads). It returns once the cache's
 // current set has been applied, and follows the cache's changes in the
 // background until ctx ends or the pool closes; it returns ErrClosed on a
-// closed pool. An instance marked Stale counts as gone.
+// closed pool. An instance that is not serving (Stale, Draining, critical)
+// counts as gone.
 func (p *Pool) FollowCache(ctx context.Context, c *discovery.Cache, q switchboard.Query) error {
 	ctx, done, err := p.startFollow(ctx)
 	if err != nil {
@@ -172,9 +175,11 @@ func (f *follower) run(ctx context.Context, events <-chan switchboard.Event) {
 	}
 }
 
-// put adds or moves an instance; a stale one counts as gone.
+// put adds, moves or re-weights an instance; one that is not serving
+// (stale, draining, or critical) counts as gone: it gets no new sends, and
+// the calls already on it finish.
 func (f *follower) put(in *switchboard.Instance) {
-	if in.Stale {
+	if !in.Serving() {
 		f.remove(in.ID)
 		return
 	}
@@ -182,7 +187,7 @@ func (f *follower) put(in *switchboard.Instance) {
 		f.p.RemoveInstance(old, in.ID)
 	}
 	f.known[in.ID] = in.Name
-	f.p.AddInstance(in.Name, in.ID, in.Address)
+	f.p.AddWeightedInstance(in.Name, in.ID, in.Address, in.TrafficWeight(), in.Zone)
 }
 
 func (f *follower) remove(id string) {

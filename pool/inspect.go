@@ -4,21 +4,22 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+	"time"
 
 	"google.golang.org/grpc/connectivity"
 )
 
 // Modules returns the registered modules and their addresses (sorted), for
-// inspection.
+// inspection. Instances that are not serving are not registered.
 func (p *Pool) Modules() map[string][]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[string][]string, len(p.modules))
 	for m, insts := range p.modules {
 		var addrs []string
-		for _, a := range insts {
-			if !slices.Contains(addrs, a) {
-				addrs = append(addrs, a)
+		for _, t := range insts {
+			if !slices.Contains(addrs, t.addr) {
+				addrs = append(addrs, t.addr)
 			}
 		}
 		sort.Strings(addrs)
@@ -64,6 +65,13 @@ type Connection struct {
 	Draining bool
 	// Calls is the number of sends in flight on the connection.
 	Calls int64
+	// Ejected is set while the address is ejected for its transport
+	// failures (Options.Ejection), until EjectedUntil; Failures is the
+	// count of consecutive transport failures since the last answer or
+	// ejection.
+	Ejected      bool
+	EjectedUntil time.Time
+	Failures     int
 }
 
 // ConnectionList returns every connection entry, for inspection: those of
@@ -75,7 +83,11 @@ func (p *Pool) ConnectionList() []Connection {
 	defer p.mu.Unlock()
 	out := make([]Connection, 0, len(p.conns)+len(p.drain))
 	for a, c := range p.conns {
-		out = append(out, Connection{Addr: a, Calls: c.inFlight()})
+		e := Connection{Addr: a, Calls: c.inFlight(), Failures: int(c.fails.Load())}
+		if c.isEjected() {
+			e.Ejected, e.EjectedUntil = true, time.Unix(0, c.until.Load())
+		}
+		out = append(out, e)
 	}
 	for c := range p.drain {
 		out = append(out, Connection{Addr: c.addr, Draining: true, Calls: c.inFlight()})

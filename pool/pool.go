@@ -1,11 +1,20 @@
 // Package pool is the gRPC address pool of the module fallback wire.
 //
 // The pool keeps a module → instances table, each instance with its address
-// ("host:port"), and one *grpc.ClientConn per distinct address, shared by
-// every module and instance on it. A module with several live instances
-// receives messages round-robin over them, skipping connections that are not
-// READY while one is; an instance that leaves stops receiving at once.
-// Connections are created single-flight (a thousand
+// ("host:port") and weight, and one *grpc.ClientConn per distinct address,
+// shared by every module and instance on it. A module with several
+// instances receives messages in proportion to their weights (weighted
+// round robin, smooth, lock-free; or, with Options.LeastRequest, the less
+// loaded of two weighted random choices), preferring those of the caller's
+// zone (Options.Zone) when it has enough of them, skipping connections that
+// are not READY, and addresses that are ejected, while another is usable; an
+// instance that leaves, or stops serving (drained, its check critical),
+// stops receiving new messages at once while the calls already on it
+// finish. An address whose calls fail at the transport (UNAVAILABLE
+// without an answer, or a failed connection attempt) Options.Ejection's
+// Failures times in a row is ejected: skipped for a time that grows with
+// each ejection, never more than a share of a module's addresses at once;
+// it returns on its own. Connections are created single-flight (a thousand
 // concurrent first sends make one connection), pre-warmed in the background
 // on registration, kept alive (10 s / 3 s, permit without stream), closed
 // when no module uses their address any more — after the new routes are in
@@ -13,16 +22,18 @@
 // or after Options.DrainTimeout (by default the CallTimeout), which fails
 // the calls still in flight with a retryable CodeUnavailable — and all closed
 // at once when the pool's run context ends. ConnectionList shows the
-// connections still draining. Addresses that are not host:port (nats://…) are
-// never dialled. A new registration on an address whose connection waits
-// out a reconnect backoff retries it at once. Connections are plaintext, or
-// TLS / mutual TLS with Options.TLS; a send without a deadline gets
-// DefaultCallTimeout; the trace context of a send travels in the request
-// metadata (otelgrpc when spans are recorded).
+// connections still draining and the addresses ejected. Addresses that are
+// not host:port (nats://…) are never dialled. A new registration on an
+// address whose connection waits out a reconnect backoff retries it at
+// once. Connections are plaintext, or TLS / mutual TLS with Options.TLS; a
+// send without a deadline gets DefaultCallTimeout; the trace context of a
+// send travels in the request metadata (otelgrpc when spans are recorded).
 //
 // Pool implements router.Wire; FollowCache keeps the table in step with a
 // discovery.Cache, the process's view of the catalog, and Follow with a
-// switchboard.Catalog through a cache of its own.
+// switchboard.Catalog through a cache of its own; both route only to
+// instances that are serving (switchboard.Instance.Serving), with their
+// weights.
 package pool
 
 import (
@@ -31,6 +42,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -45,6 +57,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/grpcwire"
+	"github.com/switchboard-io/switchboard/internal/wrr"
 	"github.com/switchboard-io/switchboard/router"
 )
 
@@ -89,7 +102,61 @@ type Options struct {
 	// one frees connections to hung peers sooner, and cuts calls longer
 	// than it to instances that leave.
 	DrainTimeout time.Duration
+	// LeastRequest picks, for each send, two instances of the module at
+	// random in proportion to their weights and sends to the one with
+	// fewer calls in flight on its address (power of two choices), instead
+	// of weighted round robin. It suits calls of very uneven cost.
+	LeastRequest bool
+	// Ejection configures outlier ejection (see Ejection).
+	Ejection Ejection
+	// Zone is the caller's zone (switchboard.Instance.Zone): when set,
+	// sends to a module go to its instances in that zone, by weight, as
+	// long as it has at least ZoneMinInstances of them and one is usable;
+	// otherwise to all its instances.
+	Zone string
+	// ZoneMinInstances is the fewest instances of a module in Zone for
+	// the zone to be preferred (zero: 2), so that a zone with a single
+	// instance does not take all of a module's load.
+	ZoneMinInstances int
 }
+
+// Ejection configures outlier ejection: an address whose calls keep
+// failing at the transport is skipped for a while, even though its
+// instances are still registered. A transport failure is a send that got
+// no answer because the connection or the call failed with UNAVAILABLE, or
+// a connection that turns TRANSIENT_FAILURE; an error the remote side
+// answered with (any application error) and a deadline are not. A send the
+// remote side answers, errors included, resets the count. An ejected
+// address is skipped while another instance of the module is usable (an
+// ejection never fails a send by itself), and returns on its own when its
+// time is up; Failures more failures eject it again, for longer unless it
+// stayed back long enough.
+type Ejection struct {
+	// Failures is how many consecutive transport failures eject an address
+	// (zero: 5; negative: never eject).
+	Failures int
+	// BaseTime is the first ejection's length (zero: 30 s); the n-th
+	// ejection in a row lasts n × BaseTime, up to MaxTime. The count of
+	// ejections in a row goes down by one for each BaseTime an address
+	// spends back in rotation.
+	BaseTime time.Duration
+	// MaxTime caps an ejection (zero: 300 s; never below BaseTime).
+	MaxTime time.Duration
+	// MaxPercent is the largest share of a module's addresses ejected at
+	// once, in percent (zero: 50; 100 allows all): an address whose
+	// ejection would exceed it for a module that uses it stays in rotation
+	// until others return. A module with a single address never has it
+	// ejected below 100.
+	MaxPercent int
+}
+
+// Ejection defaults.
+const (
+	DefaultEjectionFailures   = 5
+	DefaultEjectionBaseTime   = 30 * time.Second
+	DefaultEjectionMaxTime    = 300 * time.Second
+	DefaultEjectionMaxPercent = 50
+)
 
 // DefaultCallTimeout bounds a send whose context has no deadline: the same
 // 5 minutes the TinySystems SDK gives a NATS request, so a peer that never
@@ -108,6 +175,10 @@ type Pool struct {
 	creds    credentials.TransportCredentials
 	otel     bool                          // connections carry the otelgrpc client handler
 	prop     propagation.TextMapPropagator // for PropagateTrace when !otel
+	least    bool                          // Options.LeastRequest
+	eject    Ejection                      // Options.Ejection with its defaults
+	zone     string                        // Options.Zone
+	zoneMin  int                           // Options.ZoneMinInstances, default filled
 
 	ctx     context.Context // ends when the pool closes
 	cancel  context.CancelFunc
@@ -115,8 +186,10 @@ type Pool struct {
 	bg      sync.WaitGroup // pre-warm, connection-watch and drain goroutines; Add under mu while !closed; Close waits for them
 	done    chan struct{}  // closed when the first Close has returned
 
+	ejectMu sync.Mutex // serialises ejections (eject.go)
+
 	mu      sync.Mutex                   // serialises writers
-	modules map[string]map[string]string // module → instance id → addr
+	modules map[string]map[string]target // module → instance id → address and weight
 	conns   map[string]*conn             // addr → connection
 	refs    map[string]int               // addr → number of instances on it
 	drain   map[*conn]struct{}           // closed connections whose sends are still in flight
@@ -153,11 +226,14 @@ func New(opts Options) *Pool {
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
-		modules:  map[string]map[string]string{},
+		modules:  map[string]map[string]target{},
 		conns:    map[string]*conn{},
 		refs:     map[string]int{},
 		drain:    map[*conn]struct{}{},
 	}
+	p.least = opts.LeastRequest
+	p.zone, p.zoneMin = opts.Zone, cmp.Or(max(opts.ZoneMinInstances, 0), 2)
+	p.eject = ejectionDefaults(opts.Ejection, opts.Logger)
 	if opts.TLS != nil {
 		p.creds = opts.TLS.ClientCredentials()
 		p.tls = true
@@ -207,7 +283,7 @@ func (p *Pool) Close() error {
 	p.conns = map[string]*conn{}
 	draining := p.drain
 	p.drain = map[*conn]struct{}{}
-	p.modules = map[string]map[string]string{}
+	p.modules = map[string]map[string]target{}
 	p.refs = map[string]int{}
 	empty := map[string]*route{}
 	p.routes.Store(&empty)
@@ -247,7 +323,7 @@ func (p *Pool) goLocked(fn func()) bool {
 // The connection is pre-warmed in the background; a connection to an old
 // address no other module uses is closed.
 func (p *Pool) Register(module, addr string) {
-	p.set(module, map[string]string{"": addr})
+	p.set(module, map[string]target{"": {addr: addr, weight: switchboard.DefaultWeight}})
 }
 
 // Deregister removes a module and all its instances; connections no other
@@ -256,16 +332,26 @@ func (p *Pool) Deregister(module string) {
 	p.set(module, nil)
 }
 
-// AddInstance adds or moves one instance (replica) of a module. Messages to
-// the module are spread round-robin over its instances.
+// AddInstance adds or moves one instance (replica) of a module, with the
+// default weight (switchboard.DefaultWeight). Messages to the module are
+// spread over its instances in proportion to their weights.
 func (p *Pool) AddInstance(module, id, addr string) {
+	p.AddWeightedInstance(module, id, addr, switchboard.DefaultWeight, "")
+}
+
+// AddWeightedInstance adds, moves or changes one instance of a module: it
+// receives a share of the module's messages in proportion to weight (1 to
+// switchboard.MaxWeight; out-of-range values are clamped to it); zone is
+// its zone ("" for none; see Options.Zone).
+func (p *Pool) AddWeightedInstance(module, id, addr string, weight int, zone string) {
+	weight = min(max(weight, 1), switchboard.MaxWeight)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := maps.Clone(p.modules[module])
 	if next == nil {
-		next = map[string]string{}
+		next = map[string]target{}
 	}
-	next[id] = addr
+	next[id] = target{addr: addr, weight: weight, zone: zone}
 	p.apply(module, next)
 }
 
@@ -286,7 +372,7 @@ func (p *Pool) RemoveInstance(module, id string) {
 	p.apply(module, next)
 }
 
-func (p *Pool) set(module string, instances map[string]string) {
+func (p *Pool) set(module string, instances map[string]target) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.apply(module, instances)
@@ -298,7 +384,7 @@ func (p *Pool) set(module string, instances map[string]string) {
 // send that finds one closed takes the new route; a closed connection
 // lets the calls already on it finish, within the drain timeout (see conn,
 // drainConn). p.mu is held.
-func (p *Pool) apply(module string, next map[string]string) {
+func (p *Pool) apply(module string, next map[string]target) {
 	if p.closed {
 		p.log.Debug("address pool: closed; ignoring change", "module", module)
 		return
@@ -312,8 +398,9 @@ func (p *Pool) apply(module string, next map[string]string) {
 	}
 	// Take references on the new addresses first, so an address kept
 	// across the change never drops to zero.
-	for id, addr := range next {
-		if prev[id] == addr {
+	for id, t := range next {
+		addr := t.addr
+		if prev[id].addr == addr {
 			continue
 		}
 		p.log.Info("address pool: registering module", "module", module, "addr", addr, "instance", id)
@@ -323,7 +410,7 @@ func (p *Pool) apply(module string, next map[string]string) {
 		}
 		p.refs[addr]++
 		if p.refs[addr] == 1 && dialable {
-			c := newConn(addr, module)
+			c := newConn(addr, module, p.log)
 			p.conns[addr] = c
 			if !p.lazy {
 				p.goLocked(func() { p.prewarm(c) })
@@ -338,8 +425,9 @@ func (p *Pool) apply(module string, next map[string]string) {
 		}
 	}
 	var unused []*conn
-	for id, addr := range prev {
-		if naddr, ok := next[id]; ok && naddr == addr {
+	for id, t := range prev {
+		addr := t.addr
+		if nt, ok := next[id]; ok && nt.addr == addr {
 			continue
 		}
 		p.refs[addr]--
@@ -395,6 +483,13 @@ func (p *Pool) drainConn(c *conn) {
 	p.mu.Unlock()
 }
 
+// target is one instance of a module: its address, weight and zone.
+type target struct {
+	addr   string
+	weight int
+	zone   string
+}
+
 // publish rebuilds the route of module and stores a new snapshot. p.mu is
 // held.
 func (p *Pool) publish(module string) {
@@ -409,13 +504,36 @@ func (p *Pool) publish(module string) {
 		}
 		sort.Strings(ids)
 		rt := &route{}
+		var local []int // indexes of the targets in the pool's zone
 		for _, id := range ids {
-			addr := insts[id]
-			if c, ok := p.conns[addr]; ok {
+			t := insts[id]
+			if c, ok := p.conns[t.addr]; ok {
+				if p.zone != "" && t.zone == p.zone {
+					local = append(local, len(rt.targets))
+				}
 				rt.targets = append(rt.targets, c)
-			} else if !slices.Contains(rt.others, addr) {
-				rt.others = append(rt.others, addr)
+				rt.weights = append(rt.weights, t.weight)
+				if !slices.Contains(rt.addrs, c) {
+					rt.addrs = append(rt.addrs, c)
+				}
+			} else if !slices.Contains(rt.others, t.addr) {
+				rt.others = append(rt.others, t.addr)
 			}
+		}
+		rt.sched = wrr.Schedule(rt.weights)
+		// Processes that start together do not all begin with the same
+		// instance.
+		rt.next.Store(rand.Uint64N(uint64(max(len(rt.sched), 1))))
+		if len(local) >= p.zoneMin && len(local) < len(rt.targets) {
+			w := make([]int, len(local))
+			for i, j := range local {
+				w[i] = rt.weights[j]
+			}
+			rt.zsched = wrr.Schedule(w)
+			for i, k := range rt.zsched {
+				rt.zsched[i] = uint32(local[k])
+			}
+			rt.znext.Store(rand.Uint64N(uint64(len(rt.zsched))))
 		}
 		routes[module] = rt
 	}

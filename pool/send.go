@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,39 +19,110 @@ import (
 // route is the send-side view of one module, immutable once published.
 type route struct {
 	targets []*conn  // dialable instances' connections, ordered by instance id
+	weights []int    // the instances' weights, as targets
+	sched   []uint32 // weighted round-robin cycle of indexes into targets
+	zsched  []uint32 // the same over the targets of the pool's zone; nil when they are too few
+	addrs   []*conn  // the distinct connections of targets
 	others  []string // addresses that cannot be dialled (nats://…)
 	next    atomic.Uint64
+	znext   atomic.Uint64
 }
 
-// pick chooses the next target round-robin, skipping a connection that is
-// dialled but not READY (transient failure: a crashed replica, or
-// reconnecting) while another target is READY, so a dead replica does not
-// take 1/N of the sends until its registration expires. With no READY
-// target it returns the round-robin choice, whose call then fails fast or
-// waits for the connection as grpc-go decides. A target never dialled yet
-// (a lazy pool) is taken as chosen, so the send dials it.
-func (rt *route) pick() *conn {
-	n := uint64(len(rt.targets))
-	i := rt.next.Add(1) - 1
-	c := rt.targets[i%n]
-	if n == 1 {
-		return c
+// usable reports whether c may take a send now: not ejected, and READY or
+// never dialled yet (a lazy pool: the send dials it).
+func usable(c *conn) bool {
+	if c.isEjected() {
+		return false
 	}
 	cc := c.cc.Load()
-	if cc == nil || cc.GetState() == connectivity.Ready {
+	return cc == nil || cc.GetState() == connectivity.Ready
+}
+
+// pick chooses the target of a send: among the targets of the pool's zone
+// when the route prefers it and one of them is usable, otherwise among
+// all (see from).
+func (rt *route) pick(least bool) *conn {
+	if len(rt.targets) == 1 {
+		return rt.targets[0]
+	}
+	if rt.zsched != nil {
+		if c := rt.from(rt.zsched, &rt.znext, least, true); c != nil {
+			return c
+		}
+	}
+	return rt.from(rt.sched, &rt.next, least, false)
+}
+
+// from chooses a target of the cycle s: the next by weighted round robin
+// (or, with least, the less busy of two drawn by weight; see pickLeast),
+// skipping a connection that is not usable (ejected, or dialled but not
+// READY: a crashed replica, or reconnecting) while another target is, so a
+// dead replica does not take its share of the sends until its registration
+// expires. The skip walks on along the cycle, so the others keep their
+// relative weights. With no usable target it returns nil when strict,
+// otherwise the first one that is not ejected, else the scheduled choice,
+// whose call then fails fast or waits for the connection as grpc-go
+// decides.
+func (rt *route) from(s []uint32, next *atomic.Uint64, least, strict bool) *conn {
+	if least {
+		if c := rt.pickLeast(s); c != nil {
+			return c
+		}
+	}
+	n := uint64(len(s))
+	i := next.Add(1) - 1
+	c := rt.targets[s[i%n]]
+	if usable(c) {
 		return c
 	}
+	var fallback *conn
+	if !c.isEjected() {
+		fallback = c
+	}
 	for j := uint64(1); j < n; j++ {
-		o := rt.targets[(i+j)%n]
-		if occ := o.cc.Load(); occ != nil && occ.GetState() == connectivity.Ready {
+		o := rt.targets[s[(i+j)%n]]
+		if o == c {
+			continue
+		}
+		if usable(o) {
 			return o
 		}
+		if fallback == nil && !o.isEjected() {
+			fallback = o
+		}
+	}
+	switch {
+	case strict:
+		return nil
+	case fallback != nil:
+		return fallback
 	}
 	return c
 }
 
+// pickLeast is the power of two choices: two targets drawn at random in
+// proportion to their weights (two slots of the cycle s), and the usable
+// one with fewer calls in flight (the first on a tie, so that idle targets
+// share the sends by weight); nil when neither is usable.
+func (rt *route) pickLeast(s []uint32) *conn {
+	n := uint64(len(s))
+	ca, cb := rt.targets[s[rand.Uint64N(n)]], rt.targets[s[rand.Uint64N(n)]]
+	switch ua, ub := usable(ca), usable(cb); {
+	case ua && ub:
+		if cb.inFlight() < ca.inFlight() {
+			return cb
+		}
+		return ca
+	case ua:
+		return ca
+	case ub:
+		return cb
+	}
+	return nil
+}
+
 // Send delivers msg to a live instance of its destination module, chosen
-// round-robin (READY connections preferred; see pick), over the shared
+// by weight (usable connections preferred; see pick), over the shared
 // connection of the instance's address, within CallTimeout when ctx has no
 // deadline. It implements router.Wire. Failures are *router.Error:
 // CodeModuleUnknown when the module has no address (retryable),
@@ -80,7 +152,7 @@ func (p *Pool) Send(ctx context.Context, msg *router.Message) ([]byte, error) {
 		if len(rt.targets) == 0 {
 			return nil, router.Permanent(router.CodeNotDialable, fmt.Sprintf("module %q is known only at %s", nn.Module, undialable(rt.others)))
 		}
-		c := rt.pick()
+		c := rt.pick(p.least)
 		if testHookPicked != nil {
 			testHookPicked()
 		}
@@ -120,7 +192,15 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 		// A status the remote side sent is its answer, as it sent it,
 		// however the connection fares afterwards; a message that never
 		// left (a field the wire cannot carry) keeps its permanent error.
+		if e := router.AsError(err); e == nil || (e.Code != router.CodeDeadlineExceeded && e.Code != router.CodeCanceled) {
+			c.answered()
+		}
 		return out, false, err
+	}
+	if ctx.Err() == nil && !c.isClosed() {
+		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+			p.transportFailed(c)
+		}
 	}
 	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {

@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/discovery"
@@ -79,17 +81,28 @@ type fakeCC struct {
 	errs   chan error
 	last   []string // owned by the resolver's goroutine
 	pushed bool
+	withSC atomic.Bool // the last push carried a service config
 }
 
 func newCC(t *testing.T) *fakeCC {
 	return &fakeCC{t: t, states: make(chan []string, 64), errs: make(chan error, 64)}
 }
 
+// UpdateState records the endpoints as "addr", with "/w=<weight>" when the
+// weight is not the default and "/z=<zone>" when there is one.
 func (f *fakeCC) UpdateState(s grpcresolver.State) error {
 	addrs := []string{}
 	for _, e := range s.Endpoints {
-		addrs = append(addrs, e.Addresses[0].Addr)
+		a := e.Addresses[0].Addr
+		if w := resolver.EndpointWeight(e); w != switchboard.DefaultWeight {
+			a += fmt.Sprintf("/w=%d", w)
+		}
+		if z := resolver.EndpointZone(e); z != "" {
+			a += "/z=" + z
+		}
+		addrs = append(addrs, a)
 	}
+	f.withSC.Store(s.ServiceConfig != nil)
 	if f.pushed && slices.Equal(addrs, f.last) {
 		f.t.Errorf("pushed the unchanged set %v again", addrs)
 	}
@@ -99,6 +112,12 @@ func (f *fakeCC) UpdateState(s grpcresolver.State) error {
 }
 
 func (f *fakeCC) ReportError(err error) { f.errs <- err }
+
+// ParseServiceConfig accepts the resolver's config (a real client parses
+// it; TestServiceConfigParses checks it does).
+func (f *fakeCC) ParseServiceConfig(string) *serviceconfig.ParseResult {
+	return &serviceconfig.ParseResult{}
+}
 
 func build(t *testing.T, b *resolver.Builder, key string, cc *fakeCC) grpcresolver.Resolver {
 	t.Helper()
@@ -137,7 +156,8 @@ func TestResolverPushesTheUnionOfCapabilityAndName(t *testing.T) {
 	b := resolver.NewBuilder(cache, resolver.Options{Logger: quiet})
 	cc := newCC(t)
 	r := build(t, b, "storage", cc)
-	expect(t, cc, "initial", "10.0.0.1:1", "10.0.0.2:1")
+	// a and d share an address: its weight is theirs together.
+	expect(t, cc, "initial", "10.0.0.1:1/w=200", "10.0.0.2:1")
 
 	// A capability-only key ignores names, a name-only key capabilities.
 	ccCap, ccName := newCC(t), newCC(t)
@@ -154,12 +174,12 @@ func TestResolverPushesTheUnionOfCapabilityAndName(t *testing.T) {
 	cat.send(added(byCap("n2", "storage", "nats://x.y")))
 	r.ResolveNow(grpcresolver.ResolveNowOptions{})
 	cat.send(added(byCap("c", "storage", "10.0.0.0:5")))
-	expect(t, cc, "after an addition", "10.0.0.0:5", "10.0.0.1:1", "10.0.0.2:1")
+	expect(t, cc, "after an addition", "10.0.0.0:5", "10.0.0.1:1/w=200", "10.0.0.2:1")
 
 	// A removal pushes the smaller set at once; an address still held by
-	// another instance (d has a's) stays, so removing a alone pushes
-	// nothing.
+	// another instance (d has a's) stays, with d's weight alone.
 	cat.send(removed(byCap("a", "storage", "10.0.0.1:1")))
+	expect(t, cc, "after removing a", "10.0.0.0:5", "10.0.0.1:1", "10.0.0.2:1")
 	r.ResolveNow(grpcresolver.ResolveNowOptions{})
 	cat.send(removed(byName("b", "storage", "10.0.0.2:1")))
 	expect(t, cc, "after removals", "10.0.0.0:5", "10.0.0.1:1")
@@ -302,7 +322,24 @@ func TestResolverFollowsRandomChanges(t *testing.T) {
 			}
 		}
 		slices.Sort(out)
-		return slices.Compact(out)
+		// Instances sharing an address add up their weights.
+		var agg []string
+		for i := 0; i < len(out); {
+			j := i
+			for j < len(out) && out[j] == out[i] {
+				j++
+			}
+			if j-i == 1 {
+				agg = append(agg, out[i])
+			} else {
+				agg = append(agg, fmt.Sprintf("%s/w=%d", out[i], 100*(j-i)))
+			}
+			i = j
+		}
+		if agg == nil {
+			agg = []string{}
+		}
+		return agg
 	}
 	live := map[string]bool{}
 	for round := 0; round < 30; round++ {

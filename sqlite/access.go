@@ -67,18 +67,7 @@ func readOnlySnapshot(path string) bool {
 
 // readOnlyLock is the write lock of a handle that only reads (MustExist)
 // a catalog whose sidecar it may not write (another user's catalog, a
-// read-only copy): the sidecar opened for reading, so the commit counts
-// other processes announce are still read; none when no writer made one.
-// The handle never writes, so it never takes the lock.
-func readOnlyLock(dbPath string) (*writeLock, error) {
-	l := &writeLock{sem: make(chan struct{}, 1), path: dbPath + "-wlock", wait: lockWait, closeWait: time.Second}
-	f, err := os.Open(l.path)
-	switch {
-	case err == nil:
-		l.file = f
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		return nil, fmt.Errorf("sqlite: open the write lock %s for reading: %w", l.path, err)
-	}
-	return l, nil
+// read-only copy): it has no file, and the handle never takes it.
+func readOnlyLock(dbPath string) *writeLock {
+	return &writeLock{sem: make(chan struct{}, 1), path: dbPath + "-wlock", wait: lockWait, closeWait: time.Second}
 }

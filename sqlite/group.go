@@ -290,7 +290,7 @@ func (c *Catalog) lead(self *groupOp) {
 	if len(run) > 0 {
 		b, wrote, groupErr = c.runGroup(d, run)
 		if wrote {
-			c.announced(d.wlock.announce())
+			d.wlock.announce()
 		}
 	}
 	unlock()

@@ -17,10 +17,8 @@
 // this package: in-process writes are handed to it at once; each writer
 // announces its commit by writing to "<db>-wlock", which other processes
 // notice through inotify, with PRAGMA data_version polled as the fallback
-// for writers that do not announce. The sidecar also counts the commits, so
-// that the processes of one file share one WAL checkpoint schedule, and a
-// WAL that steady traffic keeps from starting over is made to (see
-// checkpoint.go).
+// for writers that do not announce. WAL checkpoints are SQLite's own
+// automatic ones.
 package sqlite
 
 import (
@@ -59,8 +57,8 @@ func init() {
 const (
 	// busyTimeout is how long SQLite itself waits for a lock (ms).
 	busyTimeout = 5000
-	// journalSizeLimit is the length a WAL file is cut back to when it
-	// starts over (bytes).
+	// journalSizeLimit is the length a WAL file that a burst grew is cut
+	// back to when it starts over (bytes).
 	journalSizeLimit = 64 << 20
 	// maxReadConns bounds the read pool of a file catalog.
 	maxReadConns = 8
@@ -105,10 +103,6 @@ type Catalog struct {
 	fileCheckEvery time.Duration
 	checksFile     bool
 	fc             fileCheck
-	checkpointer   *detector     // the WAL checkpoints; nil for memory
-	checkpointed   atomic.Uint64 // the commit count the last checkpoint covered
-	ckDue          chan struct{} // wakes the checkpointer (see announced); nil for memory
-	ckArmed        atomic.Bool   // an idle wake-up of the checkpointer is pending
 
 	// Change-log retention; fields so that tests can shrink them.
 	keepChanges    int64
@@ -208,9 +202,6 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 	c.d = d
 	c.checksFile = c.path != "" && !opts.MustExist
 	c.fc.last.Store(time.Now().UnixNano())
-	if c.path != "" {
-		c.checkpointer = c.checkpoints()
-	}
 	return c, nil
 }
 
@@ -237,11 +228,9 @@ func pragmas(memory bool) url.Values {
 		// checkpoint's sync walked every process's mapping of each page
 		// it wrote back (with 200 processes, a fifth of their CPU).
 		q.Add("_pragma", "mmap_size(0)")
-		// No checkpoint inside a commit: the catalog's checkpointer does
-		// it beside the writers (see checkpoint.go).
-		q.Add("_pragma", "wal_autocheckpoint(0)")
 		// A WAL that a burst grew past this is cut back to it when it
-		// starts over (see restartWAL).
+		// starts over (SQLite's automatic checkpoint, every 1,000 pages,
+		// lets the next writer start it over).
 		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", journalSizeLimit))
 	}
 	return q
@@ -310,9 +299,8 @@ func (c *Catalog) openFile(mustExist bool) (*dbs, error) {
 	d.wlock, err = newWriteLock(abs)
 	if err != nil && mustExist && cannotWrite(err) {
 		// A handle that only reads needs no write lock of its own: a
-		// catalog this process may read but not write (another user's)
-		// is read through the sidecar opened for reading.
-		d.wlock, err = readOnlyLock(abs)
+		// catalog this process may read but not write (another user's).
+		d.wlock, err = readOnlyLock(abs), nil
 	}
 	if err != nil {
 		d.rdb.Close()
@@ -368,9 +356,6 @@ func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		c.wq.close(switchboard.ErrClosed)
-		if c.checkpointer != nil {
-			c.checkpointer.stop()
-		}
 		c.mu.Lock()
 		h, d, ft := c.hub, c.detector, c.fileTicker
 		c.hub, c.detector, c.fileTicker = nil, nil, nil
@@ -492,7 +477,7 @@ func (c *Catalog) writeOn(ctx context.Context, d *dbs, fn func(tx *txn) (*hub.Ba
 		return tx.Commit()
 	})
 	if err == nil {
-		c.announced(d.wlock.announce())
+		d.wlock.announce()
 	}
 	unlock()
 	d.wstmts.prepareWanted(ctx)

@@ -9,6 +9,6 @@ import (
 
 // Without flock, writers of other processes are ordered by SQLite's busy
 // handler alone.
-func lockFile(context.Context, *os.File, *way, func()) error { return nil }
+func lockFile(context.Context, *os.File, func()) error { return nil }
 
 func unlockFile(*os.File) {}

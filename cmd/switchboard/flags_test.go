@@ -61,6 +61,7 @@ func flagRunArgs(t *testing.T) map[string][]string {
 		"echo":       {"--name", "n"},
 		"send":       {"--to", "f.m.n:in"},
 		"deregister": {"3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11"},
+		"drain":      {"3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11"},
 		"backup":     {filepath.Join(t.TempDir(), "copy.db")},
 	}
 }
@@ -146,7 +147,12 @@ func TestConfigFlagsBound(t *testing.T) {
 			var sets []string
 			values := flagValues
 			if f.Value.Type() == "bool" {
+				// The value that is not the default (--checks is on
+				// unless turned off).
 				values = []string{"true"}
+				if f.DefValue == "true" {
+					values = []string{"false"}
+				}
 			}
 			value := values[0] // the first value the flag takes
 			for _, v := range values {

@@ -18,6 +18,7 @@ func newRegisterCmd(g *globals) *cobra.Command {
 		caps, meta []string
 		hb, ttl    string
 		tr         trafficFlags
+		ck         checkFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "register --name N --type T --address A [--capability C]... [--meta k=v]... [--ttl D] [--heartbeat D]",
@@ -80,6 +81,10 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 			if in.Metadata, err = parseMeta(meta); err != nil {
 				return usage(err)
 			}
+			checkOnly := ck.target != "" && !cmd.Flags().Changed("ttl") && !cmd.Flags().Changed("heartbeat")
+			if err := ck.apply(&in, c, checkOnly); err != nil {
+				return usage(err)
+			}
 			// Validate everything before the catalog is opened: bad input
 			// writes nothing, not even a new database file.
 			norm, err := switchboard.Normalize(in)
@@ -93,6 +98,11 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 				return err
 			}
 			defer cat.Close()
+			if checkOnly {
+				// Liveness is the check's alone: the catalog's check
+				// runners keep the row while they probe it.
+				return registerCheckOnly(ctx, g, cat, in)
+			}
 			reg, err := switchboard.Bootstrap(ctx, cat, in, switchboard.BootstrapOptions{HeartbeatInterval: interval, Logger: g.log,
 				DrainWait: drainWait(c)})
 			if err != nil {
@@ -122,6 +132,7 @@ ttl at least 20ms. Invalid input exits 2 and writes nothing (not even a new data
 	bindKey(f, "heartbeat", "discovery.heartbeat_interval")
 	bindKey(f, "ttl", "discovery.ttl")
 	tr.flags(f)
+	ck.flags(f)
 	cmd.Annotations = map[string]string{
 		annEnv:  strings.Join([]string{envDSNHelp, envTTLHelp, envHeartbeatHelp, envPollHelp, envSecretHelp, envTrafficHelp}, "\n"),
 		annExit: exitLong,

@@ -21,8 +21,8 @@ import (
 
 func newServeCmd(g *globals) *cobra.Command {
 	var listen, token, tokenFile, tokensFile, adminTokenFile, allowedHosts, cert, key, natsListen string
-	var demo bool
-	var dnsListen, dnsDomain string
+	var demo, runChecks bool
+	var dnsListen, dnsDomain, checksAllow string
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--token-file F] [--tokens-file F] [--admin-token-file F] [--tls-cert F --tls-key F] [--dns ADDR] [--demo]",
 		Short: "Serve the catalog over HTTP: JSON API, SSE watch, metrics, health (clients use --dsn http://ADDR)",
@@ -42,7 +42,12 @@ then count each client address), and warns at start when it listens beyond loopb
 With --dns ADDR it also answers DNS over UDP and TCP from its cache of the catalog: A, AAAA
 and SRV of NAME.service.switchboard, CAPABILITY.cap.switchboard, TYPE.type.switchboard and
 ID.instance.switchboard (--dns-domain changes the domain; [dns] ttl and max_records tune the
-answers).`,
+answers).
+
+It runs the active health checks of instances registered with one (http, https, tcp, grpc;
+docs/checks.md): several servers on one catalog share them out, each check run by one server at
+a time. --checks=false leaves them to the other servers. A check may target only its instance's
+own host unless --checks-allow lists more.`,
 		Example: `  switchboard serve
   switchboard --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' serve --listen :8080 --token-file /run/secrets/sb-token --admin-token-file /run/secrets/sb-admin
   switchboard --dsn http://127.0.0.1:8080 ls
@@ -54,7 +59,8 @@ answers).`,
 				"SWITCHBOARD_HTTP_MAX_INSTANCES_PER_TOKEN, SWITCHBOARD_HTTP_MAX_LEASES_PER_TOKEN, SWITCHBOARD_HTTP_MAX_WATCHERS_PER_TOKEN  quotas of one client token (or address)\n" +
 				"SWITCHBOARD_HTTP_ADMIN_TOKEN  admin token\nSWITCHBOARD_HTTP_ALLOWED_HOSTS  host names answered without a token (--allowed-hosts wins)\n" +
 				"SWITCHBOARD_HTTP_TLS_CERT, SWITCHBOARD_HTTP_TLS_KEY  HTTPS certificate and key (--tls-cert, --tls-key win)\n" +
-				"SWITCHBOARD_DNS_LISTEN, SWITCHBOARD_DNS_DOMAIN  DNS interface address and domain (--dns, --dns-domain win)",
+				"SWITCHBOARD_DNS_LISTEN, SWITCHBOARD_DNS_DOMAIN  DNS interface address and domain (--dns, --dns-domain win)\n" +
+				"SWITCHBOARD_CHECKS_RUN, SWITCHBOARD_CHECKS_ALLOW  run checks; what they may target (--checks, --checks-allow win)",
 			annExit: exitLong,
 		},
 		Args: noArgs,
@@ -91,6 +97,12 @@ answers).`,
 				}
 				if fl.Changed("dns-domain") {
 					c.DNS.Domain = dnsDomain
+				}
+				if fl.Changed("checks") {
+					c.Checks.Run = runChecks
+				}
+				if fl.Changed("checks-allow") {
+					c.Checks.Allow = checksAllow
 				}
 			})
 			if err != nil {
@@ -165,6 +177,10 @@ answers).`,
 	f.StringVar(&dnsDomain, "dns-domain", config.DefaultDNSDomain, "the domain DNS answers ([dns] domain)")
 	bindKey(f, "dns", "dns.listen")
 	bindKey(f, "dns-domain", "dns.domain")
+	f.BoolVar(&runChecks, "checks", true, "run the active health checks of instances registered with one, shared with the other servers on the catalog (--checks=false: leave them to the others) ([checks] run)")
+	f.StringVar(&checksAllow, "checks-allow", "", "CIDRs, IP addresses and host names, comma-separated, that checks may target beyond their instance's own host ([checks] allow)")
+	bindKey(f, "checks", "checks.run")
+	bindKey(f, "checks-allow", "checks.allow")
 	f.BoolVar(&demo, "demo", false, "also run five demo services (the roles of a small tracing system) as registrations that come and go (all deregistered when the server stops, crashed ones included)")
 	return cmd
 }
@@ -174,7 +190,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxInstanceBytes: int64(c.HTTP.MaxInstancesMiB) << 20,
 		MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
 		MaxInstancesPerToken: c.HTTP.MaxInstancesPerToken, MaxLeasesPerToken: c.HTTP.MaxLeasesPerToken, MaxWatchersPerToken: c.HTTP.MaxWatchersPerToken,
-		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler()})
+		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler(), CheckPolicy: c.Checks.Policy().Check})
 	var handler http.Handler = api
 	if c.DNS.Listen != "" {
 		stopDNS, withMetrics, err := serveDNS(ctx, g, c, cat)
@@ -185,6 +201,11 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 		}
 		defer stopDNS()
 		handler = withMetrics(api)
+	}
+	if c.Checks.Run {
+		stopChecks, withMetrics := serveChecks(ctx, g, c, cat)
+		defer stopChecks()
+		handler = withMetrics(handler)
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	scheme := "http"
