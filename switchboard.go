@@ -102,7 +102,8 @@ type Instance struct {
 	// stays registered and heartbeating but gets no new traffic (Serving).
 	Draining bool
 	// Check, when set, is probed by the catalog's check runners; Health
-	// holds its last result. Register stores the check; only
+	// holds its last result. Register stores the check (kube://, where
+	// the kubelet's probes do this job, refuses it: ErrInvalid); only
 	// HealthSetter.SetHealth writes Health (a new row with a check starts
 	// critical, "not checked yet", until its first probes pass).
 	Check  *Check

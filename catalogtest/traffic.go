@@ -11,10 +11,30 @@ import (
 
 // Traffic checks the traffic state of a catalog, each case on a fresh
 // catalog: weight and zone round-trip through Register, Get, List and
-// Watch; Register never sets Draining or Health; and, on a catalog that
-// implements them, switchboard.Drainer and switchboard.HealthSetter (the
-// cases of an interface the catalog lacks are skipped, and say so).
-func Traffic(t *testing.T, open Open) {
+// Watch; Register never sets Draining or Health; a registration with a
+// check stores it; and, on a catalog that implements them,
+// switchboard.Drainer and switchboard.HealthSetter (the cases of an
+// interface the catalog lacks are skipped, and say so).
+func Traffic(t *testing.T, open Open) { traffic(t, open, false) }
+
+// TrafficWithoutChecks is Traffic for a catalog that stores no checks
+// (kube://, where the kubelet's probes judge the pods): it must be no
+// switchboard.HealthSetter, and must refuse a registration with a check,
+// new or over a stored row, with ErrInvalid naming the field "check" and
+// nothing written (the case ChecksRefused, in place of
+// CheckStartsCritical); RegisterKeepsDrainAndHealth registers without a
+// check, and the cases of check results are skipped as on any catalog that
+// is no HealthSetter.
+func TrafficWithoutChecks(t *testing.T, open Open) { traffic(t, open, true) }
+
+func traffic(t *testing.T, open Open, noChecks bool) {
+	checks := struct {
+		name string
+		fn   func(t *testing.T, c switchboard.Catalog)
+	}{"CheckStartsCritical", testCheckStartsCritical}
+	if noChecks {
+		checks.name, checks.fn = "ChecksRefused", testChecksRefused
+	}
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, c switchboard.Catalog)
@@ -22,8 +42,8 @@ func Traffic(t *testing.T, open Open) {
 		{"WeightAndZone", testWeightZone},
 		{"InvalidTrafficWritesNothing", testInvalidTraffic},
 		{"RegisterSetsNoTrafficState", testRegisterSetsNoState},
-		{"CheckStartsCritical", testCheckStartsCritical},
-		{"RegisterKeepsDrainAndHealth", testRegisterKeepsState},
+		checks,
+		{"RegisterKeepsDrainAndHealth", func(t *testing.T, c switchboard.Catalog) { testRegisterKeepsState(t, c, !noChecks) }},
 		{"Drain", testDrain},
 		{"HealthEvents", testHealthEvents},
 		{"HealthInvalid", testHealthInvalid},
@@ -116,9 +136,14 @@ func everyRead(t *testing.T, c switchboard.Catalog, id string, check func(how st
 
 func testWeightZone(t *testing.T, c switchboard.Catalog) {
 	w := watch(t, c, switchboard.Query{})
-	a := mustRegister(t, c, sample("traffic"))
+	// Two instances of one name: given ids, since an empty one is the
+	// name on kube://.
+	first := sample("traffic")
+	first.ID = "traffic-1"
+	a := mustRegister(t, c, first)
 	wantTraffic(t, "Register without a weight", a, switchboard.DefaultWeight, "")
 	in := sample("traffic")
+	in.ID = "traffic-2"
 	in.Weight, in.Zone = 250, "eu-west-1a"
 	b := mustRegister(t, c, in)
 	wantTraffic(t, "Register", b, 250, "eu-west-1a")
@@ -288,16 +313,58 @@ func testCheckStartsCritical(t *testing.T, c switchboard.Catalog) {
 	}
 }
 
+// testChecksRefused: a catalog that stores no checks is no HealthSetter,
+// and refuses a registration with a check, of a new row or over a stored
+// one, with an invalid "check", writing nothing.
+func testChecksRefused(t *testing.T, c switchboard.Catalog) {
+	if _, ok := c.(switchboard.HealthSetter); ok {
+		t.Fatal("a catalog that stores no checks is a switchboard.HealthSetter")
+	}
+	w := watch(t, c, switchboard.Query{All: true})
+	good := mustRegister(t, c, sample("probed"))
+	expect(t, w.next(0), switchboard.EventAdded, "", good.ID)
+	for _, id := range []string{good.ID, "new-one"} {
+		in := checked("probed")
+		in.ID = id
+		_, err := c.Register(ctx(t), in)
+		wantField(t, err, "check")
+	}
+	if _, err := c.Get(ctx(t), "new-one"); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("a refused registration stored a row: %v", err)
+	}
+	got, err := c.Get(ctx(t), good.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Check != nil || !noHealth(got.Health) || got.Revision != good.Revision {
+		t.Fatalf("the stored row changed: check %+v, health %+v at revision %d (was %d)", got.Check, got.Health, got.Revision, good.Revision)
+	}
+	unchanged(t, c, good)
+	// The next event is this update's: the refusals sent none.
+	upd := good
+	upd.Version = "2.0.0"
+	mustRegister(t, c, upd)
+	expect(t, w.next(1), switchboard.EventUpdated, "", good.ID)
+	if w.count() != 2 {
+		t.Fatalf("events:%s", w.dump())
+	}
+}
+
 // testRegisterKeepsState: a re-registration, changed or not, keeps the
 // stored Draining and Health, whatever it carries; one that removes the
-// check clears Health (nothing would judge the row again).
-func testRegisterKeepsState(t *testing.T, c switchboard.Catalog) {
+// check clears Health (nothing would judge the row again). withCheck
+// false (a catalog that stores no checks) registers the row without one.
+func testRegisterKeepsState(t *testing.T, c switchboard.Catalog, withCheck bool) {
 	d, canDrain := c.(switchboard.Drainer)
 	h, canJudge := c.(switchboard.HealthSetter)
 	if !canDrain && !canJudge {
 		t.Skip("the catalog neither drains nor stores check results")
 	}
-	a := mustRegister(t, c, checked("kept"))
+	first := checked("kept")
+	if !withCheck {
+		first = sample("kept")
+	}
+	a := mustRegister(t, c, first)
 	want := a
 	if canDrain {
 		var err error
@@ -326,11 +393,19 @@ func testRegisterKeepsState(t *testing.T, c switchboard.Catalog) {
 			in.Health = switchboard.Health{Status: switchboard.StatusCritical, Output: "told by the registrant"}
 			in.Weight = 7
 		},
-		func(in *switchboard.Instance) { in.Check.Interval = 20 * time.Second },
+		func(in *switchboard.Instance) {
+			if in.Check != nil {
+				in.Check.Interval = 20 * time.Second
+			} else {
+				in.Zone = "zone-b"
+			}
+		},
 	} {
 		in := want
-		ck := *want.Check
-		in.Check = &ck
+		if want.Check != nil {
+			ck := *want.Check
+			in.Check = &ck
+		}
 		mut(&in)
 		got := mustRegister(t, c, in)
 		same("Register", got)
@@ -338,6 +413,9 @@ func testRegisterKeepsState(t *testing.T, c switchboard.Catalog) {
 			t.Fatalf("an identical re-registration changed the revision from %d to %d", want.Revision, got.Revision)
 		}
 		everyRead(t, c, a.ID, same)
+	}
+	if !withCheck {
+		return
 	}
 	in := want
 	in.Check = nil

@@ -8,7 +8,11 @@
 // backend, so ls, watch, the resolver, the pool and the discovery cache work
 // in a cluster unchanged. A module is active only while it has an address
 // and its Lease is held (renew time + duration in the future); a module
-// whose pods all died is reported stale and routed to no more.
+// whose pods all died is reported stale and routed to no more. Its traffic
+// state is in its TinyModule's spec: weight, zone and draining (Catalog is
+// a switchboard.Drainer). kube:// stores no active checks, which the
+// kubelet's probes make redundant: it is no switchboard.HealthSetter, and
+// refuses a registration with a check.
 //
 // StartModule is the module side: it creates the module's TinyModule, runs
 // client-go leader election on its Lease (the leader publishes the status),
@@ -144,13 +148,16 @@ func apiErr(what string, err error) error {
 // Register writes in as a TinyModule named by its id (the sanitised name
 // when the id is empty): address and version in the status (the metadata
 // keys image, module_name and sdk_version in spec.image, status.name and
-// status.sdkVersion), type, capabilities and the other metadata in
-// annotations, and takes the module's Lease for RegisterHolder with the
-// instance's TTL rounded up to whole seconds (Leases count seconds). It is
-// meant for processes that are not replicas of a module running its own
-// election: it takes the Lease unconditionally. A Register that loses a
-// race with another writer of the same id (AlreadyExists, Conflict) reads
-// the winner's objects and updates them.
+// status.sdkVersion), weight and zone in spec.weight and spec.zone, type,
+// capabilities and the other metadata in annotations, and takes the
+// module's Lease for RegisterHolder with the instance's TTL rounded up to
+// whole seconds (Leases count seconds). It is meant for processes that are
+// not replicas of a module running its own election: it takes the Lease
+// unconditionally. A Register that loses a race with another writer of the
+// same id (AlreadyExists, Conflict) reads the winner's objects and updates
+// them. It keeps spec.draining as it is (only Drain writes it), and
+// refuses an instance with a check (ErrInvalid on the field "check"):
+// kube:// runs no checks.
 func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switchboard.Instance, error) {
 	if err := k.check(); err != nil {
 		return switchboard.Instance{}, err
@@ -161,6 +168,9 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	}
 	if err := backend.ValidateTTL(n.TTL, k.opts.MaxTTL); err != nil {
 		return switchboard.Instance{}, err
+	}
+	if n.Check != nil {
+		return switchboard.Instance{}, refuseCheck(n.Check)
 	}
 	if n.ID == "" {
 		n.ID = n.Name
@@ -187,7 +197,7 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 			cur = &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: n.ID, Namespace: k.c.ns}}
 			fromInstance(cur, n)
 			status := cur.Status
-			if cur, err = k.c.createModule(ctx, cur); err != nil {
+			if cur, err = k.c.createModule(ctx, cur, true); err != nil {
 				return err
 			}
 			cur.Status = status
@@ -205,7 +215,8 @@ func (k *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		return err
 	})
 	if err != nil {
-		return switchboard.Instance{}, apiErr("register "+n.ID, err)
+		k.dropLease(ctx, n.ID, l)
+		return switchboard.Instance{}, apiErr("register "+n.ID, crdErr(err))
 	}
 	return toInstance(tm, l, k.now()), nil
 }
@@ -257,6 +268,17 @@ func validID(id string) error {
 		return &switchboard.FieldError{Field: "id", Value: id, Reason: "a kube:// id names a TinyModule: lowercase letters, digits, '-' and '.' (" + strings.Join(errs, "; ") + ")"}
 	}
 	return nil
+}
+
+// dropLease deletes l, the Lease a failed Register took, when id has no
+// TinyModule (its creation was refused): a Lease of no module would stay,
+// since List and Reap look at TinyModules. Only the version Register wrote
+// is deleted (a Lease renewed or taken since is kept); a failure leaves it.
+func (k *Catalog) dropLease(ctx context.Context, id string, l *coordinationv1.Lease) {
+	if _, err := k.c.getModule(ctx, id); !isNotFound(err) {
+		return
+	}
+	_ = k.c.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
 }
 
 // takeLease creates or renews the module's Lease for RegisterHolder; secs

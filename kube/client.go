@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -113,15 +114,35 @@ func (c *client) watchModules(ctx context.Context, opts metav1.ListOptions) (wat
 	return c.rc.Get().Namespace(c.ns).Resource(v1alpha1.Resource).VersionedParams(&opts, parameterCodec).Watch(ctx)
 }
 
-func (c *client) createModule(ctx context.Context, tm *v1alpha1.TinyModule) (*v1alpha1.TinyModule, error) {
+// createModule creates tm. With strict, the API server refuses a field its
+// TinyModule CRD does not have (fieldValidation=Strict) instead of
+// dropping it: a CRD older than these types fails the write (crdErr says
+// so) rather than losing what it has no place for.
+func (c *client) createModule(ctx context.Context, tm *v1alpha1.TinyModule, strict bool) (*v1alpha1.TinyModule, error) {
 	out := &v1alpha1.TinyModule{}
-	err := c.rc.Post().Namespace(c.ns).Resource(v1alpha1.Resource).Body(tm).Do(ctx).Into(out)
+	req := c.rc.Post().Namespace(c.ns).Resource(v1alpha1.Resource)
+	if strict {
+		req = req.Param("fieldValidation", metav1.FieldValidationStrict)
+	}
+	err := req.Body(tm).Do(ctx).Into(out)
 	return out, err
 }
 
+// updateModule replaces tm (its spec and metadata), with strict field
+// validation as createModule's.
 func (c *client) updateModule(ctx context.Context, tm *v1alpha1.TinyModule) (*v1alpha1.TinyModule, error) {
 	out := &v1alpha1.TinyModule{}
-	err := c.rc.Put().Namespace(c.ns).Resource(v1alpha1.Resource).Name(tm.Name).Body(tm).Do(ctx).Into(out)
+	err := c.rc.Put().Namespace(c.ns).Resource(v1alpha1.Resource).Name(tm.Name).
+		Param("fieldValidation", metav1.FieldValidationStrict).Body(tm).Do(ctx).Into(out)
+	return out, err
+}
+
+// patchModule applies a JSON merge patch to the TinyModule name, with
+// strict field validation as createModule's.
+func (c *client) patchModule(ctx context.Context, name string, patch []byte) (*v1alpha1.TinyModule, error) {
+	out := &v1alpha1.TinyModule{}
+	err := c.rc.Patch(types.MergePatchType).Namespace(c.ns).Resource(v1alpha1.Resource).Name(name).
+		Param("fieldValidation", metav1.FieldValidationStrict).Body(patch).Do(ctx).Into(out)
 	return out, err
 }
 

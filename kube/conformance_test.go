@@ -52,3 +52,21 @@ func TestLimits(t *testing.T) {
 		return cat
 	})
 }
+
+// TestTrafficConformance runs the shared traffic-state suite on the
+// kube:// backend: weight, zone and the draining state round-trip through
+// the TinyModule's spec. kube:// stores no checks (the kubelet's probes
+// judge the pods), so it runs the suite's form for such catalogs: a
+// registration with a check is refused (ChecksRefused), and the cases of
+// check results (HealthEvents, HealthInvalid, HealthOutputCut,
+// DrainingAndCritical) skip, since kube.Catalog is no HealthSetter.
+func TestTrafficConformance(t *testing.T) {
+	catalogtest.TrafficWithoutChecks(t, func(t *testing.T) switchboard.Catalog {
+		cfg, ns := kubetestenv.Setup(t)
+		cat, err := kube.New(cfg, ns, switchboard.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	})
+}

@@ -115,6 +115,9 @@ func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time)
 		Version:      tm.Status.Version,
 		RegisteredAt: tm.CreationTimestamp.Time,
 		Revision:     revisionOf(tm.ResourceVersion),
+		Weight:       weightOf(tm.Spec.Weight),
+		Zone:         tm.Spec.Zone,
+		Draining:     tm.Spec.Draining,
 	}
 	if n := ann[AnnotationName]; n != "" {
 		in.Name = n
@@ -164,11 +167,27 @@ func toInstance(tm *v1alpha1.TinyModule, l *coordinationv1.Lease, now time.Time)
 	return in
 }
 
+// weightOf is the instance weight of a spec.weight: absent (0) is
+// switchboard.DefaultWeight, and one outside 1..MaxWeight (which the CRD's
+// validation refuses, but a CRD without it would keep) is cut into it.
+func weightOf(w int32) int {
+	switch {
+	case w <= 0:
+		return switchboard.DefaultWeight
+	case w > switchboard.MaxWeight:
+		return switchboard.MaxWeight
+	}
+	return int(w)
+}
+
 // fromInstance writes the fields of a (normalised) instance onto tm: the
 // address and version in its status, the metadata keys image, module_name
-// and sdk_version in spec.image, status.name and status.sdkVersion, the
-// rest in annotations. Components that are a TinyModule component list go
-// to status.components, anything else to an annotation.
+// and sdk_version in spec.image, status.name and status.sdkVersion, weight
+// and zone in spec.weight and spec.zone (the default weight as no field, so
+// that a registration that sets neither writes nothing a TinyModule CRD
+// without them would refuse), the rest in annotations. Components that are
+// a TinyModule component list go to status.components, anything else to an
+// annotation. spec.draining is Drain's: it is left as it is.
 func fromInstance(tm *v1alpha1.TinyModule, in switchboard.Instance) {
 	if tm.Annotations == nil {
 		tm.Annotations = map[string]string{}
@@ -213,6 +232,11 @@ func fromInstance(tm *v1alpha1.TinyModule, in switchboard.Instance) {
 		mds = string(b)
 	}
 	set(AnnotationMetadata, mds)
+	tm.Spec.Weight = 0
+	if in.Weight != switchboard.DefaultWeight {
+		tm.Spec.Weight = int32(in.Weight)
+	}
+	tm.Spec.Zone = in.Zone
 	tm.Status.Addr = in.Address
 	tm.Status.Version = in.Version
 	tm.Status.Components = nil

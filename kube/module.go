@@ -222,7 +222,7 @@ func (m *Module) createResource(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cat.c.ns},
 		Spec:       v1alpha1.TinyModuleSpec{Image: m.cfg.Image},
 	}
-	_, err := m.cat.c.createModule(ctx, tm)
+	_, err := m.cat.c.createModule(ctx, tm, false)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return apiErr("create TinyModule "+m.name, err)
 	}

@@ -74,6 +74,57 @@ func TestLsKube(t *testing.T) {
 	}
 }
 
+// TestDrainKube: `switchboard drain ID --dsn kube://NAMESPACE` drains a
+// TinyModule (spec.draining) and --undo puts it back; ls shows the state;
+// an id with no TinyModule exits 1.
+func TestDrainKube(t *testing.T) {
+	cfg, ns := kubetestenv.Setup(t)
+	cat, err := kube.New(cfg, ns, switchboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cat.Register(ctx, switchboard.Instance{Name: "common-module", Type: kube.TypeModule, Address: "10.0.0.7:8483",
+		TTL: time.Hour, Weight: 300, Zone: "eu-west-1a"}); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		ID, Zone, Status string
+		Weight           int
+		Draining         bool
+	}
+	ls := func() row {
+		t.Helper()
+		code, out, errOut := cli(t, "--dsn", "kube://"+ns, "ls", "--json")
+		var rows []row
+		if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 {
+			t.Fatalf("ls exit %d: %q %s", code, out, errOut)
+		}
+		return rows[0]
+	}
+	if r := ls(); r.Draining || r.Status != "passing" || r.Weight != 300 || r.Zone != "eu-west-1a" {
+		t.Fatalf("ls before the drain: %+v", r)
+	}
+	code, out, errOut := cli(t, "--dsn", "kube://"+ns, "drain", "common-module")
+	if code != 0 || !strings.Contains(out, "drained common-module (status draining)") {
+		t.Fatalf("drain: exit %d: %q %s", code, out, errOut)
+	}
+	if r := ls(); !r.Draining || r.Status != "draining" || r.Weight != 300 {
+		t.Fatalf("ls after the drain: %+v", r)
+	}
+	if code, out, errOut = cli(t, "--dsn", "kube://"+ns, "drain", "common-module", "--undo"); code != 0 {
+		t.Fatalf("drain --undo: exit %d: %q %s", code, out, errOut)
+	}
+	if r := ls(); r.Draining || r.Status != "passing" {
+		t.Fatalf("ls after the undo: %+v", r)
+	}
+	if code, _, errOut = cli(t, "--dsn", "kube://"+ns, "drain", "ghost-module"); code != 1 || !strings.Contains(errOut, "no instance with id") {
+		t.Fatalf("drain of an id with no TinyModule: exit %d: %s", code, errOut)
+	}
+}
+
 // BenchmarkLsKube1000: `switchboard ls --dsn kube://NS` over 1,000 live
 // TinyModules (the table, in this process: open, two lists, render).
 func BenchmarkLsKube1000(b *testing.B) {

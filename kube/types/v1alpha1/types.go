@@ -9,6 +9,24 @@ type TinyModuleSpec struct {
 	// Image is the module's container image.
 	// +optional
 	Image string `json:"image,omitempty"`
+	// Weight is the module's share of traffic among the instances of its
+	// name, from 1 to 10000; absent, 100. Switchboard's picks, gRPC
+	// resolver and connection pool spread calls in proportion to it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	Weight int32 `json:"weight,omitempty"`
+	// Zone is the module's locality, a token such as eu-west-1a: callers
+	// may prefer the modules of their own zone.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`
+	// +optional
+	Zone string `json:"zone,omitempty"`
+	// Draining takes the module out of rotation without stopping it: it
+	// stays listed, and Switchboard's lookups, picks, resolver and pool
+	// send it no new calls until it is cleared.
+	// +optional
+	Draining bool `json:"draining,omitempty"`
 }
 
 // TinyModuleStatus is what the module's leader publishes about it.
@@ -68,6 +86,9 @@ type TinyModuleComponentPort struct {
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="Addr",type=string,JSONPath=`.status.addr`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Draining",type=boolean,JSONPath=`.spec.draining`
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`,priority=1
+// +kubebuilder:printcolumn:name="Zone",type=string,JSONPath=`.spec.zone`,priority=1
 type TinyModule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
