@@ -147,3 +147,25 @@ func validateHealth(h Health) error {
 	}
 	return nil
 }
+
+// Remover is implemented by catalogs that record why a row was deleted
+// (both SQL backends). A check runner deletes a row critical for longer
+// than its check's DeregisterAfter with ReasonCheckCritical, which every
+// watcher then sees as the removal's reason.
+type Remover interface {
+	// Remove deletes the row as Deregister does, logging reason as the
+	// removal's: ReasonDeregistered or ReasonCheckCritical (anything else
+	// is ErrInvalid, and nothing is deleted). ErrNotFound when there is
+	// no row.
+	Remove(ctx context.Context, id string, reason Reason) error
+}
+
+// ValidateRemoval checks the reason of a Remover.Remove.
+func ValidateRemoval(reason Reason) error {
+	switch reason {
+	case ReasonDeregistered, ReasonCheckCritical:
+		return nil
+	}
+	return invalid(ErrInvalid, "reason", string(reason), "must be deregistered or check_critical")
+}
+

@@ -209,3 +209,29 @@ func testHealthOutputCut(t *testing.T, c switchboard.Catalog) {
 		}
 	}
 }
+
+// testRemoveReason: a Remover deletes a row with the reason watchers see;
+// another reason is refused and deletes nothing; an unknown id is not
+// found.
+func testRemoveReason(t *testing.T, c switchboard.Catalog) {
+	rm, ok := c.(switchboard.Remover)
+	if !ok {
+		t.Skip("the catalog records no removal reason (no switchboard.Remover)")
+	}
+	a := mustRegister(t, c, sample("removed"))
+	w := watch(t, c, switchboard.Query{Name: "removed"})
+	expect(t, w.next(0), switchboard.EventAdded, "", a.ID)
+	if err := rm.Remove(ctx(t), a.ID, switchboard.ReasonExpired); !errors.Is(err, switchboard.ErrInvalid) {
+		t.Fatalf("Remove with reason expired: %v, want ErrInvalid", err)
+	}
+	if _, err := c.Get(ctx(t), a.ID); err != nil {
+		t.Fatalf("a refused Remove deleted the row: %v", err)
+	}
+	if err := rm.Remove(ctx(t), a.ID, switchboard.ReasonCheckCritical); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, w.next(1), switchboard.EventRemoved, switchboard.ReasonCheckCritical, a.ID)
+	if err := rm.Remove(ctx(t), a.ID, switchboard.ReasonCheckCritical); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("Remove of a row gone: %v, want ErrNotFound", err)
+	}
+}

@@ -13,8 +13,8 @@ import (
 // catalog: weight and zone round-trip through Register, Get, List and
 // Watch; Register never sets Draining or Health; a registration with a
 // check stores it; and, on a catalog that implements them,
-// switchboard.Drainer and switchboard.HealthSetter (the cases of an
-// interface the catalog lacks are skipped, and say so).
+// switchboard.Drainer, switchboard.HealthSetter and switchboard.Remover
+// (the cases of an interface the catalog lacks are skipped, and say so).
 func Traffic(t *testing.T, open Open) { traffic(t, open, false) }
 
 // TrafficWithoutChecks is Traffic for a catalog that stores no checks
@@ -49,6 +49,7 @@ func traffic(t *testing.T, open Open, noChecks bool) {
 		{"HealthInvalid", testHealthInvalid},
 		{"HealthOutputCut", testHealthOutputCut},
 		{"DrainingAndCritical", testDrainingCritical},
+		{"RemoveReason", testRemoveReason},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

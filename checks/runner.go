@@ -463,9 +463,16 @@ func (r *Runner) setHealth(ctx context.Context, id string, s switchboard.Status,
 }
 
 // deregister deletes a row critical since since, for longer than its
-// check's DeregisterAfter; it reports whether the row is gone.
+// check's DeregisterAfter (watchers see the removal's reason
+// check_critical on a catalog that records it, a Remover); it reports
+// whether the row is gone.
 func (r *Runner) deregister(ctx context.Context, in switchboard.Instance, since time.Time) bool {
-	err := r.cat.Deregister(ctx, in.ID)
+	var err error
+	if rm, ok := r.cat.(switchboard.Remover); ok {
+		err = rm.Remove(ctx, in.ID, switchboard.ReasonCheckCritical)
+	} else {
+		err = r.cat.Deregister(ctx, in.ID)
+	}
 	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
 		if ctx.Err() == nil {
 			r.log.Warn("checks: deleting a row critical past its deregister_after failed; retrying after the next probe", "id", in.ID, "err", err)

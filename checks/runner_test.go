@@ -335,7 +335,9 @@ func TestRunnerDeregisterAfter(t *testing.T) {
 	run(t, cat, Options{LeaseTTL: 3 * time.Second})
 	for ev := range events {
 		if ev.Kind == switchboard.EventRemoved {
-			t.Logf("removed: %s", ev.Reason)
+			if ev.Reason != switchboard.ReasonCheckCritical {
+				t.Errorf("removed with reason %q, want %q", ev.Reason, switchboard.ReasonCheckCritical)
+			}
 			break
 		}
 	}

@@ -132,8 +132,9 @@
 //
 // A stream starts with a snapshot: a "snapshot" marker, the current set as
 // "added" events, then "synced". Then each change is one event of the form
-// of `watch --json` — "added", "updated", "removed" (reason "deregistered"
-// or "expired") — plus "error" ({"event":"error","error":"…"}) while the
+// of `watch --json` — "added", "updated", "removed" (reason
+// "deregistered", "expired", "unknown", "check_failed" or
+// "check_critical") — plus "error" ({"event":"error","error":"…"}) while the
 // server cannot read the catalog and "synced" after it has caught up
 // again. A heartbeat is never an event. Every event after the snapshot
 // carries an id (<server epoch>-<sequence>, then ~<catalog position> on a

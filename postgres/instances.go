@@ -393,11 +393,24 @@ func retryable(err error) bool {
 
 // Deregister deletes the row and logs its removal as deregistered.
 func (c *Catalog) Deregister(ctx context.Context, id string) error {
+	return c.remove(ctx, "deregister", id, switchboard.ReasonDeregistered)
+}
+
+// Remove implements switchboard.Remover: Deregister with reason logged as
+// the removal's.
+func (c *Catalog) Remove(ctx context.Context, id string, reason switchboard.Reason) error {
+	if err := switchboard.ValidateRemoval(reason); err != nil {
+		return err
+	}
+	return c.remove(ctx, "remove", id, reason)
+}
+
+func (c *Catalog) remove(ctx context.Context, op, id string, reason switchboard.Reason) error {
 	if err := c.check(); err != nil {
 		return err
 	}
 	if !storable(id) {
-		return c.wrap("deregister", fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
+		return c.wrap(op, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
 	}
 	// One round trip: a pipelined batch, one transaction, then the
 	// notification (notifySQL). The delete
@@ -410,7 +423,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 	b.Queue(resetNoticeSQL)
 	b.Queue(`DELETE FROM instances WHERE id = $1 RETURNING set_config('switchboard.deregistered', 'yes', true)`, id)
 	b.Queue(logEntrySQL(`INSERT INTO changes (id, op, reason) SELECT $1, 'delete', $2 WHERE `+found),
-		id, string(switchboard.ReasonDeregistered))
+		id, string(reason))
 	b.Queue(`COMMIT`)
 	b.Queue(notifySQL, Channel)
 	var (
@@ -431,12 +444,12 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 		err = cerr
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c.wrap("deregister", fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
+		return c.wrap(op, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound))
 	}
 	if err != nil {
-		return c.wrap("deregister", err)
+		return c.wrap(op, err)
 	}
-	c.publish([]hub.Change{{ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
+	c.publish([]hub.Change{{ID: id, Deleted: true, Reason: reason,
 		Instance: switchboard.Instance{ID: id}, Seq: l.seq}}, l.at, epoch)
 	return nil
 }

@@ -356,8 +356,21 @@ func (c *Catalog) Heartbeat(ctx context.Context, ids ...string) ([]string, error
 // "deregistered"; switchboard.ErrNotFound when there is none. Concurrent
 // writes of this handle share one transaction (see writeQueue).
 func (c *Catalog) Deregister(ctx context.Context, id string) error {
+	return c.remove(ctx, "deregister", id, switchboard.ReasonDeregistered)
+}
+
+// Remove implements switchboard.Remover: Deregister with reason logged as
+// the removal's.
+func (c *Catalog) Remove(ctx context.Context, id string, reason switchboard.Reason) error {
+	if err := switchboard.ValidateRemoval(reason); err != nil {
+		return err
+	}
+	return c.remove(ctx, "remove", id, reason)
+}
+
+func (c *Catalog) remove(ctx context.Context, op, id string, reason switchboard.Reason) error {
 	if c.closed.Load() {
-		return errClosed(fmt.Sprintf("deregister %q", id))
+		return errClosed(fmt.Sprintf("%s %q", op, id))
 	}
 	err := c.group(ctx, func(ctx context.Context, tx *txn, now int64) ([]hub.Change, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)
@@ -370,15 +383,15 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 			}
 			return nil, err
 		}
-		seq, err := logChange(ctx, tx, now, id, "delete", switchboard.ReasonDeregistered)
+		seq, err := logChange(ctx, tx, now, id, "delete", reason)
 		if err != nil {
 			return nil, err
 		}
-		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: switchboard.ReasonDeregistered,
+		return []hub.Change{{Seq: seq, ID: id, Deleted: true, Reason: reason,
 			At: time.UnixMicro(now).UTC()}}, nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: deregister %q: %w", id, err)
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
 	return nil
 }
