@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/switchboard-io/switchboard/postgres/pgtest"
 )
 
 // token is the serve tests' API token, sent by every client
@@ -106,8 +108,8 @@ func TestServeMixedReleases(t *testing.T) {
 	}
 }
 
-// oldRefusesMigratedCatalog pins what the old release does with a SQLite
-// file this tree migrated: 76effdb predates compat versions and refuses
+// oldRefusesMigratedCatalog pins what the old release does with a catalog
+// this tree migrated: 76effdb predates compat versions and refuses
 // any schema newer than it knows, so a process of it started after the
 // migration exits 1. When oldRelease moves to a release that reads compat
 // versions, this becomes: it opens the file.
@@ -120,11 +122,22 @@ func oldRefusesMigratedCatalog(t *testing.T, old, dsn string) {
 }
 
 // Old processes already running (a registration and a watch) keep working
-// on a SQLite file while the new binary migrates it, registers and lists;
-// each release's watcher hears the other's changes.
-func TestSQLiteOldRunningWhileNewMigrates(t *testing.T) {
+// on a SQLite file and on a PostgreSQL schema while the new binary
+// migrates it, registers and lists; each release's watcher hears the
+// other's changes.
+func TestOldRunningWhileNewMigrates(t *testing.T) {
 	old, cur := binaries(t)
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+	t.Run("sqlite", func(t *testing.T) {
+		oldRunningWhileNewMigrates(t, old, cur, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		// A schema of its own in the test database (pgtest.EnvDSN to
+		// choose another), dropped at the end.
+		oldRunningWhileNewMigrates(t, old, cur, pgtest.Schema(t, pgtest.AdminDSN()))
+	})
+}
+
+func oldRunningWhileNewMigrates(t *testing.T, old, cur, dsn string) {
 	oldReg := start(t, "old register", old, nil, registerArgs(dsn, "old-a")...)
 	waitFor(t, "old ls to show old-a", func() bool { return has(t, old, dsn, nil, "old-a") })
 	oldWatch := start(t, "old watch", old, nil, "--dsn", dsn, "watch", "--json")
