@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 )
 
 // lockMigrate is the advisory lock class of schema migrations (the first
@@ -148,6 +149,51 @@ ALTER TABLE instances
 	ADD COLUMN health_output text NOT NULL DEFAULT '',
 	ADD COLUMN health_since timestamptz NULL;
 `,
+	8: `
+-- The catalog's compat version (see exclusiveMigrations): the oldest schema
+-- version whose programs may still read and write it. Migrations 5 to 8 are
+-- additive, so a program of version 4 still can.
+ALTER TABLE change_log ADD COLUMN compat_version integer NOT NULL DEFAULT 4;
+`,
+}
+
+// compatSince is the migration that records the compat version; later
+// programs read it to decide whether they may use a catalog newer than
+// they know (backend.CheckSchema).
+const compatSince = 8
+
+// exclusiveMigrations are the migrations an older program cannot run
+// beside: each raises the catalog's compat version to its own number, so
+// that programs that know only earlier versions refuse the catalog. Every
+// other migration is additive: new columns with defaults, triggers every
+// writer runs. 1 creates the schema; 4 changes how readers follow the
+// change log (programs of version 3 assume a lock writers no longer take).
+// A new migration that renames or drops what an older program reads or
+// writes, or changes what its rows mean, is listed here.
+var exclusiveMigrations = map[int]bool{1: true, 4: true}
+
+// compatSQL reads the catalog's compat version, 0 when it records none
+// (a catalog from before compatSince; the column is then absent).
+const compatSQL = `SELECT coalesce((SELECT (to_jsonb(c) ->> 'compat_version')::int FROM change_log c), 0)`
+
+// migrateHook, when set (by tests), runs inside each migration's
+// transaction after its statements and before its version is recorded.
+var migrateHook func(version int)
+
+// checkNewer reads the compat version of a catalog at version current,
+// newer than this program knows, and refuses it unless this program may
+// use it (backend.CheckSchema).
+func checkNewer(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, current int) error {
+	var compat int
+	if err := q.QueryRow(ctx, compatSQL).Scan(&compat); err != nil {
+		return fmt.Errorf("postgres: read the catalog's compat version: %w", err)
+	}
+	if err := backend.CheckSchema(current, len(migrations)-1, compat); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
 }
 
 // epochSQL is the catalog's epoch as the hub compares it: the epoch stored
@@ -162,7 +208,8 @@ const epochSQL = `(SELECT epoch || '/' || 'changes'::regclass::oid::text
 	|| '/' || (SELECT timeline_id FROM pg_control_checkpoint())::text FROM change_log)`
 
 // schemaCurrent reads, without writing or locking anything, whether the
-// current schema holds a catalog at this program's version.
+// current schema holds a catalog at this program's version, or a newer one
+// this program may use (a newer one it may not use is an error).
 // switchboard.ErrNoCatalog when it holds none.
 func schemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	var exists bool
@@ -180,12 +227,23 @@ func schemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	if version == 0 {
 		return false, switchboard.ErrNoCatalog
 	}
+	if version > len(migrations)-1 {
+		if err := checkNewer(ctx, pool, version); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 	return version == len(migrations)-1, nil
 }
 
 // migrate brings the schema of the connection's current schema to the
 // latest version under a session advisory lock, so concurrent processes
-// starting at once apply each migration exactly once.
+// starting at once apply each migration exactly once. Each migration runs
+// in its own transaction with its version's row: one interrupted (an
+// error, the process or its connection gone) is rolled back whole by the
+// server, and the next start applies it again. A catalog newer than this
+// program knows is used as it is when its compat version allows this
+// program, and otherwise refused before anything is written.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -210,12 +268,20 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
 	if current > len(migrations)-1 {
-		return fmt.Errorf("postgres: migrate: database schema is version %d, newer than this program knows (%d): upgrade switchboard", current, len(migrations)-1)
+		return checkNewer(ctx, conn, current)
 	}
 	for v := current + 1; v < len(migrations); v++ {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 				return err
+			}
+			if v > compatSince && exclusiveMigrations[v] {
+				if _, err := tx.Exec(ctx, `UPDATE change_log SET compat_version = $1`, v); err != nil {
+					return err
+				}
+			}
+			if migrateHook != nil {
+				migrateHook(v)
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
 			return err

@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -259,14 +260,46 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	if in.ID == "" {
 		in.ID = c.ids.Next()
 	}
+	body, err := registerBody(in)
+	if err != nil {
+		return switchboard.Instance{}, err
+	}
 	var out schema.RegisterResponse
-	if err := c.do(ctx, http.MethodPut, "/v1/instances", in, &out, schema.SecretHeader, c.secret(in.ID)); err != nil {
+	if err := c.do(ctx, http.MethodPut, "/v1/instances", body, &out, schema.SecretHeader, c.secret(in.ID)); err != nil {
 		return switchboard.Instance{}, err
 	}
 	c.mu.Lock()
 	c.secrets[out.Instance.ID] = out.Secret
 	c.mu.Unlock()
 	return out.Instance, nil
+}
+
+// outputOnly are the fields of an instance's JSON that a server writes and
+// ignores on input.
+var outputOnly = []string{"status", "health", "draining", "revision"}
+
+// registerBody is the body of a registration: in's JSON without the fields
+// servers ignore on input, and with the default weight sent as its absence
+// (the same to every server). A server of a release from before those
+// fields refuses any field it does not know, so it would refuse every
+// registration; a weight, zone or check the caller set is still sent, and
+// such a server refuses it (unknown field) rather than drop it.
+func registerBody(in switchboard.Instance) (map[string]json.RawMessage, error) {
+	if in.Weight == switchboard.DefaultWeight {
+		in.Weight = 0
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range outputOnly {
+		delete(m, k)
+	}
+	return m, nil
 }
 
 // writeBuffer is the size of the client's buffer for a request: with the

@@ -23,6 +23,9 @@ import (
 const holdLockEnv = "SWITCHBOARD_TEST_HOLD_WLOCK"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(halfMigrateEnv); path != "" {
+		halfMigrate(path)
+	}
 	if path := os.Getenv(holdLockEnv); path != "" {
 		l, err := newWriteLock(path)
 		if err == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
@@ -167,6 +168,36 @@ var migrations = []string{
 	ALTER TABLE instances ADD COLUMN health_status TEXT NOT NULL DEFAULT '';
 	ALTER TABLE instances ADD COLUMN health_output TEXT NOT NULL DEFAULT '';
 	ALTER TABLE instances ADD COLUMN health_since INTEGER;`,
+	// 10: the catalog's compat version (see exclusiveMigrations): the
+	// oldest schema version whose programs may still read and write it.
+	// Migrations 7 to 10 are additive, so a program of version 6 still can.
+	`INSERT INTO meta (key, value) VALUES ('compat_version', 6);`,
+}
+
+// compatSince is the migration that records the compat version; later
+// programs read it to decide whether they may use a catalog newer than
+// they know (backend.CheckSchema).
+const compatSince = 10
+
+// exclusiveMigrations are the migrations an older program cannot run
+// beside: each raises the catalog's compat version to its own number, so
+// that programs that know only earlier versions refuse the catalog. Every
+// other migration is additive: new columns with defaults, new meta keys,
+// triggers every writer runs. 1 creates the schema; 6 drops the index
+// instances_last_seen, which programs of version 5 name. A new migration
+// that renames or drops what an older program reads or writes, or changes
+// what its rows mean, is listed here.
+var exclusiveMigrations = map[int]bool{1: true, 6: true}
+
+// migrateHook, when set (by tests), runs inside each migration's
+// transaction after its statements and before its version is recorded.
+var migrateHook func(version int)
+
+// readCompat reads the catalog's compat version (0: not recorded).
+func readCompat(ctx context.Context, tx *txn) (int, error) {
+	var compat int
+	err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT value FROM meta WHERE key = 'compat_version'), 0)`).Scan(&compat)
+	return compat, err
 }
 
 // byTTL is a query of cols of the rows (alias i) that cond selects, where
@@ -188,7 +219,11 @@ func byTTL(cols, cond string) string {
 const epochSQL = `SELECT CAST(value AS TEXT) FROM meta WHERE key = 'epoch'`
 
 // migrate applies the missing migrations on d, each in its own write
-// transaction. The version is read again inside the transaction (BEGIN
+// transaction: a migration interrupted (an error, the process killed) is
+// rolled back whole by SQLite, and the next open applies it again. A
+// catalog at a version newer than this program knows is used as it is
+// when its compat version allows this program, and otherwise refused
+// before anything is written (backend.CheckSchema). The version is read again inside the transaction (BEGIN
 // IMMEDIATE holds the write lock), so processes opening the same new file at
 // once apply every migration exactly once and none of them fails. With
 // mustExist, a database without the schema is switchboard.ErrNoCatalog
@@ -197,14 +232,30 @@ const epochSQL = `SELECT CAST(value AS TEXT) FROM meta WHERE key = 'epoch'`
 func (c *Catalog) migrate(ctx context.Context, d *dbs, mustExist bool) error {
 	// The common case, a schema already current, is one read: opening the
 	// catalog (every `ls`) takes no write lock and wakes no watcher.
-	var current, tables int
+	var current, tables, compat int
 	err := c.readOn(ctx, d, func(tx *txn) error {
 		if err := tx.QueryRowContext(ctx,
 			`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&tables); err != nil || tables == 0 {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current)
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		if current > len(migrations) {
+			var err error
+			compat, err = readCompat(ctx, tx)
+			return err
+		}
+		return nil
 	})
+	if err == nil && current > len(migrations) {
+		if err := backend.CheckSchema(current, len(migrations), compat); err != nil {
+			return fmt.Errorf("sqlite: open %s: %w", c.where(), err)
+		}
+		c.log.Info("sqlite: catalog schema is newer than this program's and compatible with it; using it as it is",
+			"version", current, "known", len(migrations), "compat", compat, "db", c.where())
+		return nil
+	}
 	if err == nil && current == len(migrations) {
 		return nil
 	}
@@ -230,13 +281,25 @@ func (c *Catalog) migrate(ctx context.Context, d *dbs, mustExist bool) error {
 				return nil, err
 			}
 			if from > len(migrations) {
-				return nil, fmt.Errorf("database schema version %d is newer than this program knows (%d)", from, len(migrations))
+				compat, err := readCompat(ctx, tx)
+				if err != nil {
+					return nil, err
+				}
+				return nil, backend.CheckSchema(from, len(migrations), compat)
 			}
 			if from == len(migrations) {
 				return nil, nil
 			}
 			if _, err := tx.ExecContext(ctx, migrations[from]); err != nil {
 				return nil, fmt.Errorf("migration %d: %w", from+1, err)
+			}
+			if v := from + 1; v > compatSince && exclusiveMigrations[v] {
+				if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'compat_version'`, v); err != nil {
+					return nil, err
+				}
+			}
+			if migrateHook != nil {
+				migrateHook(from + 1)
 			}
 			if _, err := tx.ExecContext(ctx,
 				`INSERT INTO schema_migrations (version, applied_at) VALUES (?, `+nowSQL+`)`, from+1); err != nil {

@@ -292,8 +292,12 @@ func TestMigrationsConcurrentAndIdempotent(t *testing.T) {
 		t.Fatalf("list: %d, %v", len(all), err)
 	}
 
-	// A database from a newer program is refused, not modified.
+	// A database from a newer program that older ones may not use (its
+	// compat version above this program's) is refused, not modified.
 	if _, err := c.d.wdb.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, 0)`, len(migrations)+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.d.wdb.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'compat_version'`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, fileDSN(path), quiet); err == nil || !strings.Contains(err.Error(), "newer") {
