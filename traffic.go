@@ -168,4 +168,3 @@ func ValidateRemoval(reason Reason) error {
 	}
 	return invalid(ErrInvalid, "reason", string(reason), "must be deregistered or check_critical")
 }
-
