@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"syscall"
+	"time"
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
@@ -74,5 +75,24 @@ func TestDrainCommand(t *testing.T) {
 				t.Fatalf("register exit: %v; stderr %s", err, p.stderr)
 			}
 		})
+	}
+}
+
+// TestWatchLineShowsTrafficState: watch's table names the traffic state of
+// an added or updated instance out of rotation, and a removal's reason.
+func TestWatchLineShowsTrafficState(t *testing.T) {
+	at := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ev   switchboard.Event
+		want string
+	}{
+		{switchboard.Event{Kind: switchboard.EventUpdated, Instance: switchboard.Instance{Name: "a", Draining: true}}, "updated/draining"},
+		{switchboard.Event{Kind: switchboard.EventAdded, Instance: switchboard.Instance{Name: "a", Health: switchboard.Health{Status: switchboard.StatusWarning}}}, "added/warning"},
+		{switchboard.Event{Kind: switchboard.EventRemoved, Reason: switchboard.ReasonCheckCritical, Instance: switchboard.Instance{Name: "a"}}, "removed/check_critical "},
+		{switchboard.Event{Kind: switchboard.EventUpdated, Instance: switchboard.Instance{Name: "a"}}, "updated "},
+	} {
+		if line := eventLine(tc.ev, at, at, false); !strings.Contains(line, tc.want) {
+			t.Errorf("%+v: %q, want %q in it", tc.ev, line, tc.want)
+		}
 	}
 }

@@ -155,7 +155,7 @@ type eventPrinter struct {
 // the columns are fixed and longer values are cut (not in wide).
 const (
 	colTime    = 17
-	colEvent   = 20 // removed/deregistered
+	colEvent   = 22 // removed/check_critical
 	colName    = 24
 	colType    = 10
 	colAddress = 21 // 255.255.255.255:65535
@@ -208,8 +208,11 @@ func eventJSON(ev switchboard.Event, at time.Time) ([]byte, error) {
 func eventLine(ev switchboard.Event, at, start time.Time, wide bool) string {
 	in := ev.Instance
 	kind := string(ev.Kind)
-	if ev.Reason != "" {
+	switch st := in.Status(); {
+	case ev.Reason != "":
 		kind += "/" + string(ev.Reason)
+	case ev.Kind != switchboard.EventRemoved && st != switchboard.StatusPassing:
+		kind += "/" + string(st) // out of rotation, or warning
 	}
 	return fit(clock(at, start, "15:04:05.000"), colTime, true) + "  " + fit(kind, colEvent, true) + "  " +
 		fit(dash(in.Name), colName, wide) + "  " + fit(dash(in.Type), colType, wide) + "  " +
