@@ -276,10 +276,12 @@ func (m *mirror) moduleDeleted(obj any) {
 		return
 	}
 	// A module deleted after its Lease had expired (reaped) was already
-	// gone for its watchers: it leaves as expired, as reaped rows do.
+	// gone for its watchers: it leaves as expired, as reaped rows do. One
+	// whose Lease this process has not seen (the Lease informer behind the
+	// module's, on a busy host) is not judged expired: nothing says it was.
 	m.mu.Lock()
 	reason := switchboard.ReasonDeregistered
-	if toInstance(tm, m.leaseOf(tm.Name), m.now()).Stale {
+	if l := m.leaseOf(tm.Name); l != nil && toInstance(tm, l, m.now()).Stale {
 		reason = switchboard.ReasonExpired
 	}
 	delete(m.vanished, tm.Name)
