@@ -42,7 +42,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 		Long: `Run the five roles of a small tracing system (acceptor, writer, router, querier, compactor)
 in this process on one catalog handle, and narrate: they register, find each other by capability
 from the discovery cache, the writer "crashes" (its heartbeats stop: it expires after its TTL), the
-compactor shuts down gracefully (deregistered at once), and the writer's row is reaped at 2 × TTL.
+compactor shuts down gracefully (drained, then deregistered), and the writer's row is reaped at 2 × TTL.
 
 It uses the configured catalog (sqlite::memory: is allowed here), so 'switchboard watch' in another
 terminal sees the same events. With only --ttl, the heartbeat is min(500ms, ttl/3), at least 10ms
@@ -304,12 +304,14 @@ func runDemo(ctx context.Context, g *globals, cat switchboard.Catalog, dsn strin
 	if err != nil {
 		return err
 	}
-	say("   compactor %s at once", ev.Reason)
+	say("   compactor drained (out of rotation at once), then %s after the drain wait", ev.Reason)
 
 	say("5. the others stop; the crashed writer's row is reaped at 2 × ttl")
+	var wg sync.WaitGroup
 	for _, reg := range regs {
-		reg.Close()
+		wg.Go(func() { reg.Close() })
 	}
+	wg.Wait()
 	select {
 	case <-time.After(time.Until(killed.Add(2 * ttl))):
 	case <-ctx.Done():

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -584,8 +585,9 @@ func TestDemo(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", dsn, code, stdout, stderr)
 		}
-		for _, want := range []string{"removed/expired       demo-writer", "removed/deregistered  demo-compactor", "router    -> query_execution     = demo-querier", "demo done"} {
-			if !strings.Contains(stdout, want) {
+		for _, want := range []string{`removed/expired +demo-writer`, `updated/draining +demo-compactor`, `removed/deregistered +demo-compactor`,
+			`router +-> query_execution += demo-querier`, "demo done"} {
+			if !regexp.MustCompile(want).MatchString(stdout) {
 				t.Errorf("%s: output lacks %q:\n%s", dsn, want, stdout)
 			}
 		}
