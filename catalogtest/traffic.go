@@ -283,7 +283,7 @@ func testCheckStartsCritical(t *testing.T, c switchboard.Catalog) {
 		if in.Health.Status != switchboard.StatusCritical || in.Health.Output != "not checked yet" {
 			t.Fatalf("%s: a new row with a check has health %+v, want critical, \"not checked yet\"", how, in.Health)
 		}
-		if in.Health.Since.Before(before) || in.Health.Since.After(after) {
+		if in.Health.Since.Before(before.Truncate(time.Millisecond)) || in.Health.Since.After(after) {
 			t.Fatalf("%s: health since %v, not within the registration (%v to %v by the catalog's clock)", how, in.Health.Since, before, after)
 		}
 		if in.Serving() || in.Status() != switchboard.StatusCritical {

@@ -117,8 +117,19 @@ func Schema(t testing.TB, dsn string) string {
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{name}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("pgtest: drop schema %s: %v", name, err)
+		// A server the test killed may still be letting go of its locks:
+		// a deadlock with it is retried, not reported.
+		for attempt := 1; ; attempt++ {
+			_, err := conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+			var pe *pgconn.PgError
+			if err != nil && errors.As(err, &pe) && pe.Code == "40P01" && attempt < 5 {
+				time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Errorf("pgtest: drop schema %s: %v", name, err)
+			}
+			break
 		}
 	})
 	u, err := url.Parse(dsn)
