@@ -293,22 +293,18 @@ func (r *Registration) Close() error {
 // heartbeats still keep it alive; a catalog that cannot drain, a drain
 // that fails, or a negative DrainWait goes straight to the deletion.
 func (r *Registration) drainBeforeClose() {
-	if r.drainWait < 0 {
-		return
-	}
-	if _, ok := r.cat.(Drainer); !ok {
-		return
-	}
 	r.mu.Lock()
 	drained := r.draining
 	r.mu.Unlock()
-	if drained {
-		return // drained before, by the owner, who chose how long to wait
+	if r.drainWait < 0 || drained {
+		return // no drain wanted, or drained before by the owner, who chose how long to wait
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Drain(ctx); err != nil {
-		r.log.Warn("draining before deregistering failed; deregistering now", "id", r.ID(), "err", err)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			r.log.Warn("draining before deregistering failed; deregistering now", "id", r.ID(), "err", err)
+		}
 		return
 	}
 	r.log.Info("drained; deregistering after the drain wait", "id", r.ID(), "drain_wait", r.drainWait)

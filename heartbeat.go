@@ -274,14 +274,8 @@ func (b *beater) reregister(ctx context.Context, r *Registration) {
 	drain := r.draining
 	r.mu.Unlock()
 	if drain {
-		if d, ok := b.key.cat.(Drainer); ok {
-			if stored, err = d.Drain(ctx, in.ID, true); err == nil {
-				r.mu.Lock()
-				r.inst = stored
-				r.mu.Unlock()
-			} else {
-				r.log.Warn("registered again, but draining it again failed", "id", in.ID, "err", err)
-			}
+		if err := r.setDraining(ctx, true); err != nil {
+			r.log.Warn("registered again, but draining it again failed", "id", in.ID, "err", err)
 		}
 	}
 	r.reregs.Add(1)
