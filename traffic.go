@@ -126,7 +126,7 @@ func validateTraffic(in *Instance) error {
 		return invalid(ErrInvalid, "weight", fmt.Sprint(in.Weight), fmt.Sprintf("must be from 1 to %d", MaxWeight))
 	}
 	if in.Zone != "" && !isCapability(in.Zone) {
-		return invalid(ErrInvalid, "zone", in.Zone, "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+		return invalid(ErrInvalid, "zone", in.Zone, tokenRule)
 	}
 	if in.Check != nil {
 		c, err := in.Check.normalize()

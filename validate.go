@@ -52,7 +52,7 @@ func Normalize(in Instance) (Instance, error) {
 		return Instance{}, invalid(ErrInvalid, "type", "", "must not be empty")
 	}
 	if !isCapability(in.Type) {
-		return Instance{}, invalid(ErrInvalid, "type", in.Type, "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+		return Instance{}, invalid(ErrInvalid, "type", in.Type, tokenRule)
 	}
 	if err := ValidateAddress(in.Address); err != nil {
 		return Instance{}, err
@@ -183,10 +183,14 @@ func ValidateID(id string) error {
 // [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}.
 func ValidateCapability(c string) error {
 	if !isCapability(c) {
-		return invalid(ErrInvalid, "capability", c, "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+		return invalid(ErrInvalid, "capability", c, tokenRule)
 	}
 	return nil
 }
+
+// tokenRule is what isCapability accepts, as an error says it: a type, a
+// capability and a zone are such tokens.
+const tokenRule = "must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,62}"
 
 func isCapability(c string) bool {
 	if c == "" || len(c) > MaxCapabilityLen {
