@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -146,21 +147,14 @@ func ParseCheckTarget(s string) (CheckTarget, error) {
 			return bad("the grpc service name is one path segment: grpc://host:port/package.Service")
 		}
 	}
-	if _, _, err := SplitHostPort(joinHostPort(t.Host, t.Port)); err != nil {
+	if _, _, err := SplitHostPort(t.Address()); err != nil {
 		return bad("port must be a number from 1 to 65535")
 	}
 	return t, nil
 }
 
-func joinHostPort(host, port string) string {
-	if strings.Contains(host, ":") {
-		return "[" + host + "]:" + port
-	}
-	return host + ":" + port
-}
-
 // Address is the target's host:port (IPv6 in brackets).
-func (t CheckTarget) Address() string { return joinHostPort(t.Host, t.Port) }
+func (t CheckTarget) Address() string { return net.JoinHostPort(t.Host, t.Port) }
 
 // normalize checks c and fills its defaults.
 func (c Check) normalize() (Check, error) {
