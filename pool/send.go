@@ -19,7 +19,6 @@ import (
 // route is the send-side view of one module, immutable once published.
 type route struct {
 	targets []*conn  // dialable instances' connections, ordered by instance id
-	weights []int    // the instances' weights, as targets
 	sched   []uint32 // weighted round-robin cycle of indexes into targets
 	zsched  []uint32 // the same over the targets of the pool's zone; nil when they are too few
 	addrs   []*conn  // the distinct connections of targets
