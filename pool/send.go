@@ -196,12 +196,10 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 		}
 		return out, false, err
 	}
-	if ctx.Err() == nil && !c.isClosed() {
-		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+		if ctx.Err() == nil && !c.isClosed() {
 			p.transportFailed(c)
 		}
-	}
-	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {
 			// grpc-go reports a failed security handshake as Unavailable,
 			// like a peer that is down; it is not: no retry will help.
