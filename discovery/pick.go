@@ -137,10 +137,7 @@ func (p *Picker) PickFrom(s *Snapshot) (switchboard.Instance, bool) {
 	} else {
 		b, _ = s.names.get(p.q.Name)
 	}
-	if in := b.pick(p.opts.Policy, &p.opts.Zone); in != nil {
-		return *in, true
-	}
-	return switchboard.Instance{}, false
+	return b.pickOne(p.opts.Policy, &p.opts.Zone)
 }
 
 // pickState is what the picks of a name or a capability share across its
@@ -153,6 +150,14 @@ type pickState struct {
 }
 
 var noZone ZonePreference
+
+// pickOne returns a copy of b.pick's instance; false when none serves.
+func (b *bucket) pickOne(policy Policy, z *ZonePreference) (switchboard.Instance, bool) {
+	if in := b.pick(policy, z); in != nil {
+		return *in, true
+	}
+	return switchboard.Instance{}, false
+}
 
 // pick picks a serving member of b by policy, preferring zone z; nil when
 // none serves.

@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"iter"
-	"math/rand/v2"
 
 	"github.com/switchboard-io/switchboard"
 )
@@ -139,25 +138,11 @@ func (s *Snapshot) Stale() (bool, error) { return s.stale, s.err }
 // The cursor is the capability's, shared by every version: in a stable set
 // every member is picked once per cycle. (A Picker with RoundRobin.)
 func (s *Snapshot) PickRoundRobin(cp string) (switchboard.Instance, bool) {
-	b := s.capability(cp)
-	if b != nil && b.off == 0 {
-		return *b.at(int((b.picks.rr.Add(1) - 1) % uint64(b.n))), true
-	}
-	if in := b.pick(RoundRobin, &noZone); in != nil {
-		return *in, true
-	}
-	return switchboard.Instance{}, false
+	return s.capability(cp).pickOne(RoundRobin, &noZone)
 }
 
 // PickRandom returns a uniformly random serving instance with capability
 // cp, whatever its weight. (A Picker with Random.)
 func (s *Snapshot) PickRandom(cp string) (switchboard.Instance, bool) {
-	b := s.capability(cp)
-	if b != nil && b.off == 0 {
-		return *b.at(rand.IntN(b.n)), true
-	}
-	if in := b.pick(Random, &noZone); in != nil {
-		return *in, true
-	}
-	return switchboard.Instance{}, false
+	return s.capability(cp).pickOne(Random, &noZone)
 }

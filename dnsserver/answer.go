@@ -161,7 +161,8 @@ const (
 	byType
 )
 
-// members returns the instances of a label in one version of the cache.
+// members returns the instances of a label in one version of the cache:
+// those Serves accepts, as the cache's lookups answer only those.
 func (a *answer) members(l string, g group) []switchboard.Instance {
 	if l == "" || len(l) > switchboard.MaxNameLen {
 		return nil
@@ -205,14 +206,7 @@ func (a *answer) members(l string, g group) []switchboard.Instance {
 // them too). A name no instance is served under is NXDOMAIN.
 func (a *answer) group(l string, g group, srvOnly bool) {
 	list := a.members(l, g)
-	found := false
-	for i := range list {
-		if Serves(&list[i]) {
-			found = true
-			break
-		}
-	}
-	if !found {
+	if len(list) == 0 {
 		a.nx = true
 		return
 	}
@@ -282,9 +276,9 @@ func (t target) wants(qt uint16) bool {
 	return qt == dns.TypeANY || qt == dns.TypeA && v4 || qt == dns.TypeAAAA && !v4
 }
 
-// pick returns, in random order, at most limit of the served instances of
-// list whose targets ok accepts: a window of the list from a random place
-// (so each is answered as often as the others), shuffled.
+// pick returns, in random order, at most limit of the instances of list
+// whose targets ok accepts: a window of the list from a random place (so
+// each is answered as often as the others), shuffled.
 func (a *answer) pick(list []switchboard.Instance, ok func(target) bool, out []target) []target {
 	n := len(list)
 	if n == 0 {
@@ -292,11 +286,7 @@ func (a *answer) pick(list []switchboard.Instance, ok func(target) bool, out []t
 	}
 	start := rand.IntN(n)
 	for i := 0; i < n && len(out) < a.limit; i++ {
-		in := &list[(start+i)%n]
-		if !Serves(in) {
-			continue
-		}
-		if t := targetOf(in); ok(t) {
+		if t := targetOf(&list[(start+i)%n]); ok(t) {
 			out = append(out, t)
 		}
 	}

@@ -19,16 +19,18 @@
 //
 // Which instances are answered is decided by one predicate, Serves, which is
 // switchboard.Instance.Serving: an instance is answered when it is live (not
-// stale), not draining and its check (if any) is not critical. A name whose
-// instances are all left out is NXDOMAIN, as one with none. Among the
-// instances Serves accepts, the address decides the records: an IPv4
-// address gives A, an IPv6 one AAAA, both give SRV whose target is
-// <hex>.addr.<domain> (with its A or AAAA in the additional section). An
-// SRV record's weight is the instance's weight (Instance.TrafficWeight, 1
-// to 10,000, 100 by default), so a client that follows RFC 2782 spreads its
-// calls as weighted picks do; every record has priority 1. A and AAAA
-// answers do not weigh: the instances are answered equally often. An instance addressed by a host name is left out of the A and
-// AAAA answers of service, capability and type names (a name cannot hold a
+// stale), not draining and its check (if any) is not critical. The cache's
+// lookups by name, capability and type answer only those already; an
+// instance asked for by id is checked with Serves. A name whose instances
+// are all left out is NXDOMAIN, as one with none. Among the instances
+// Serves accepts, the address decides the records: an IPv4 address gives
+// A, an IPv6 one AAAA, both give SRV whose target is <hex>.addr.<domain>
+// (with its A or AAAA in the additional section). An SRV record's weight
+// is the instance's weight (Instance.TrafficWeight, 1 to 10,000, 100 by
+// default), so a client that follows RFC 2782 spreads its calls as
+// weighted picks do; every record has priority 1. A and AAAA answers do
+// not weigh: the instances are answered equally often. An instance
+// addressed by a host name is left out of the A and AAAA answers of service, capability and type names (a name cannot hold a
 // CNAME beside other records); its SRV record targets the host name itself,
 // and its <id>.instance name answers a CNAME to it. An instance addressed
 // nats://subject has no IP address and no port: it is in no A, AAAA or SRV

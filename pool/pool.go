@@ -504,7 +504,8 @@ func (p *Pool) publish(module string) {
 		}
 		sort.Strings(ids)
 		rt := &route{}
-		var local []int // indexes of the targets in the pool's zone
+		var weights []int // the targets' weights
+		var local []int   // indexes of the targets in the pool's zone
 		for _, id := range ids {
 			t := insts[id]
 			if c, ok := p.conns[t.addr]; ok {
@@ -512,7 +513,7 @@ func (p *Pool) publish(module string) {
 					local = append(local, len(rt.targets))
 				}
 				rt.targets = append(rt.targets, c)
-				rt.weights = append(rt.weights, t.weight)
+				weights = append(weights, t.weight)
 				if !slices.Contains(rt.addrs, c) {
 					rt.addrs = append(rt.addrs, c)
 				}
@@ -520,14 +521,14 @@ func (p *Pool) publish(module string) {
 				rt.others = append(rt.others, t.addr)
 			}
 		}
-		rt.sched = wrr.Schedule(rt.weights)
+		rt.sched = wrr.Schedule(weights)
 		// Processes that start together do not all begin with the same
 		// instance.
 		rt.next.Store(rand.Uint64N(uint64(max(len(rt.sched), 1))))
 		if len(local) >= p.zoneMin && len(local) < len(rt.targets) {
 			w := make([]int, len(local))
 			for i, j := range local {
-				w[i] = rt.weights[j]
+				w[i] = weights[j]
 			}
 			rt.zsched = wrr.Schedule(w)
 			for i, k := range rt.zsched {

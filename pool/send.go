@@ -19,7 +19,6 @@ import (
 // route is the send-side view of one module, immutable once published.
 type route struct {
 	targets []*conn  // dialable instances' connections, ordered by instance id
-	weights []int    // the instances' weights, as targets
 	sched   []uint32 // weighted round-robin cycle of indexes into targets
 	zsched  []uint32 // the same over the targets of the pool's zone; nil when they are too few
 	addrs   []*conn  // the distinct connections of targets
@@ -197,12 +196,10 @@ func (p *Pool) sendOn(ctx context.Context, c *conn, msg *router.Message, module 
 		}
 		return out, false, err
 	}
-	if ctx.Err() == nil && !c.isClosed() {
-		if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
+		if ctx.Err() == nil && !c.isClosed() {
 			p.transportFailed(c)
 		}
-	}
-	if e := router.AsError(err); e != nil && e.Code == router.CodeUnavailable {
 		if herr, final := c.hs.Load().Err(); herr != nil {
 			// grpc-go reports a failed security handshake as Unavailable,
 			// like a peer that is down; it is not: no retry will help.

@@ -467,15 +467,15 @@ func (r *cacheResolver) update() {
 	r.queue = r.spare[:0]
 	stale, staleErr := r.cacheStale, r.cacheErr
 	r.mu.Unlock()
-	changed := !r.pushed
+	// A queued delta changed what an instance contributes: whether the
+	// set did is known once it is compared with the last one pushed.
+	changed := !r.pushed || len(deltas) > 0
 	for _, d := range deltas {
 		if d.old.addr != "" {
 			r.sub(d.old)
-			changed = true
 		}
 		if d.new.addr != "" {
 			r.add(d.new)
-			changed = true
 		}
 	}
 	r.spare = deltas

@@ -13,10 +13,12 @@ const MaxLen = 4096
 // Schedule returns one cycle of picks over len(weights) targets: target i
 // appears in proportion to weights[i] (a weight below 1 counts as 1), the
 // appearances of each spread evenly over the cycle (earliest deadline
-// first, the interleaving smooth weighted round robin produces). Weights
-// are divided by their greatest common divisor; a cycle that would still be
-// longer than max(MaxLen, len(weights)) is scaled down proportionally, each
-// target keeping at least one slot. Nil for no target.
+// first: as smooth as nginx's smooth weighted round robin, though not
+// always in its order; weights 5, 1, 1 give a a a b c a a where nginx
+// gives a a b a c a a). Weights are divided by their greatest common
+// divisor; a cycle that would still be longer than max(MaxLen,
+// len(weights)) is scaled down proportionally, each target keeping at
+// least one slot. Nil for no target.
 func Schedule(weights []int) []uint32 {
 	n := len(weights)
 	if n == 0 {

@@ -67,3 +67,11 @@ func TestScheduleIsSmooth(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleOrder pins the earliest-deadline-first order, which is not
+// nginx's for weights 5, 1, 1 (as Schedule's comment says).
+func TestScheduleOrder(t *testing.T) {
+	if got, want := Schedule([]int{5, 1, 1}), []uint32{0, 0, 0, 1, 2, 0, 0}; !slices.Equal(got, want) {
+		t.Fatalf("Schedule(5, 1, 1) = %v, want %v", got, want)
+	}
+}
