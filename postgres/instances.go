@@ -66,7 +66,7 @@ func (r *row) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	}
 	in.RegisteredAt = in.RegisteredAt.UTC()
 	in.LastSeen = in.LastSeen.UTC()
-	in.Check = readCheck(in.ID, r.checkSpec, ml)
+	in.Check = backend.ReadCheck(in.ID, r.checkSpec, ml)
 	in.Health.Status = healthStatus(r.healthStatus)
 	in.Health.Since = time.Time{}
 	if r.healthSince != nil {

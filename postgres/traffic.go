@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,8 +10,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
-	"github.com/switchboard-io/switchboard/internal/storedmeta"
-	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // The traffic state of a row (migration 7): weight, zone and check_spec
@@ -143,22 +140,6 @@ const keptHealthSQL = `health_status = CASE WHEN ` + checkRemovedSQL + ` THEN ''
 	health_since = CASE WHEN ` + checkRemovedSQL + ` THEN NULL ELSE instances.health_since END`
 
 const checkRemovedSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NULL)`
-
-// readCheck decodes a stored check_spec (the JSON text; nil: no check). A
-// document this package did not write (another tool's) that does not read
-// as a check is read as no check, and logged through ml as metadata of
-// another form is.
-func readCheck(id string, spec []byte, ml *storedmeta.Log) *switchboard.Check {
-	if spec == nil {
-		return nil
-	}
-	var ck switchboard.Check
-	if err := json.Unmarshal(spec, &ck); err != nil {
-		ml.Note(id, fmt.Sprintf("check %q does not read as a check (%v): read as no check", textcut.Cut(string(spec), 80), err))
-		return nil
-	}
-	return &ck
-}
 
 // healthStatus is a stored health_status: one of the statuses' own
 // constants (no allocation), or the text as stored.

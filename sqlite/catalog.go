@@ -42,7 +42,8 @@ func scanRow(s scanner, before ...any) (row, error) {
 
 // instance decodes r; now (µs, catalog clock) decides Stale. Metadata in
 // another form than this package writes is read as
-// storedmeta.Read says and logged through ml (nil: not logged).
+// storedmeta.Read says, a check as backend.ReadCheck says, and either is
+// logged through ml (nil: not logged).
 func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, error) {
 	in := switchboard.Instance{
 		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
@@ -60,9 +61,7 @@ func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, erro
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
 	}
-	if err := r.traffic.decode(&in); err != nil {
-		return in, fmt.Errorf("instance %q: %w", r.id, err)
-	}
+	r.traffic.decode(&in, ml)
 	return in, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // trafficCols are the traffic state's columns (migration 9), in the order
@@ -80,17 +81,15 @@ func (t *traffic) state(in *switchboard.Instance) {
 	}
 }
 
-// decode fills in's traffic fields from t, the check included.
-func (t *traffic) decode(in *switchboard.Instance) error {
+// decode fills in's traffic fields from t, the check included (a check
+// another tool wrote that does not read as one is read as none and noted
+// through ml: backend.ReadCheck).
+func (t *traffic) decode(in *switchboard.Instance, ml *storedmeta.Log) {
 	t.state(in)
 	in.Check = nil
 	if t.check.Valid {
-		in.Check = new(switchboard.Check)
-		if err := json.Unmarshal([]byte(t.check.String), in.Check); err != nil {
-			return fmt.Errorf("check_spec: %w", err)
-		}
+		in.Check = backend.ReadCheck(in.ID, []byte(t.check.String), ml)
 	}
-	return nil
 }
 
 // Drain sets or clears the draining state of id: one change-log entry (an

@@ -1,10 +1,13 @@
 package backend
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
@@ -30,4 +33,21 @@ func ValidateHealth(h switchboard.Health) (switchboard.Health, error) {
 	}
 	h.Output = textcut.Fit(out, switchboard.MaxHealthOutput)
 	return h, nil
+}
+
+// ReadCheck decodes a stored check (its JSON text, as Register stores it;
+// nil: no check) of the row of instance id. A document the backends did
+// not write (another tool's) that does not read as a check is read as no
+// check, not refused, so that one such row does not fail every read; it is
+// noted through ml as metadata of another form is.
+func ReadCheck(id string, spec []byte, ml *storedmeta.Log) *switchboard.Check {
+	if spec == nil {
+		return nil
+	}
+	var ck switchboard.Check
+	if err := json.Unmarshal(spec, &ck); err != nil {
+		ml.Note(id, fmt.Sprintf("check %q does not read as a check (%v): read as no check", textcut.Cut(string(spec), 80), err))
+		return nil
+	}
+	return &ck
 }
