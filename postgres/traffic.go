@@ -14,9 +14,9 @@ import (
 
 // The traffic state of a row (migration 7): weight, zone and check_spec
 // are written by Register; draining only by Drain; health_status,
-// health_output and health_since by SetHealth (and by Register for a new
-// row with a check, which starts critical, and for a row whose check a
-// registration removes, whose health it clears). Drain and SetHealth log
+// health_output and health_since by SetHealth (and by Register when the
+// row does not keep a check, as backend.KeepsHealth says: a new row or a
+// check added starts critical, a check removed clears the health). Drain and SetHealth log
 // their change as an upsert, exactly as a registration that changed the
 // row: the entry's trigger gives the row its new revision, and watchers in
 // every process hear of it the same way.
@@ -131,15 +131,16 @@ const newHealthSQL = `CASE WHEN $12::jsonb IS NULL THEN '' ELSE 'critical' END,
 	CASE WHEN $12::jsonb IS NULL THEN '' ELSE '` + backend.NotCheckedYet + `' END,
 	CASE WHEN $12::jsonb IS NULL THEN NULL ELSE now() END`
 
-// keptHealthSQL sets the health of a re-registered row: kept (only
-// SetHealth writes it), unless the registration removes the row's check,
-// which then clears it, since nothing would ever judge the row again.
+// keptHealthSQL sets the health of a re-registered row as
+// backend.KeepsHealth says: kept while the row keeps a check (only
+// SetHealth writes it), otherwise a new row's (EXCLUDED's, newHealthSQL):
+// a check added starts critical, and one removed takes its health with it.
 // Draining is never set here.
-const keptHealthSQL = `health_status = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_status END,
-	health_output = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_output END,
-	health_since = CASE WHEN ` + checkRemovedSQL + ` THEN NULL ELSE instances.health_since END`
+const keptHealthSQL = `health_status = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_status ELSE EXCLUDED.health_status END,
+	health_output = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_output ELSE EXCLUDED.health_output END,
+	health_since = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_since ELSE EXCLUDED.health_since END`
 
-const checkRemovedSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NULL)`
+const keepsHealthSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NOT NULL)`
 
 // healthStatus is a stored health_status: one of the statuses' own
 // constants (no allocation), or the text as stored.

@@ -191,10 +191,10 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return out, nil
 }
 
-// reRegister updates the existing row of want.id: only last_seen when the
-// content is the same, everything otherwise (logged as an upsert); the
-// draining state and the check's health stay as stored (see
-// traffic.keep). It returns the change-log entry it wrote (0: none), and
+// reRegister updates the existing row of want.id (whose traffic state is
+// a new row's: traffic.fresh): only last_seen when the content is the
+// same, everything otherwise (logged as an upsert); the draining state and
+// the check's health stay as stored (see traffic.keep). It returns the change-log entry it wrote (0: none), and
 // sets want's registered_at, revision and kept traffic state as stored
 // afterwards.
 func reRegister(ctx context.Context, tx *txn, now int64, want *row) (seq int64, err error) {
@@ -202,7 +202,7 @@ func reRegister(ctx context.Context, tx *txn, now int64, want *row) (seq int64, 
 	if err != nil {
 		return 0, err
 	}
-	want.traffic.keep(old.traffic, now)
+	want.traffic.keep(old.traffic)
 	want.registeredAt = old.registeredAt
 	seq, want.revision, err = reRegisterRow(ctx, tx, now, *want, old)
 	return seq, err

@@ -58,17 +58,13 @@ func (t *traffic) fresh(now int64) {
 	}
 }
 
-// keep carries over what a re-registration does not write: the draining
-// state, and the health while the row keeps a check (a check added starts
-// as on a new row; one removed takes its health with it).
-func (t *traffic) keep(old traffic, now int64) {
+// keep carries over, onto t set by fresh, what a re-registration does not
+// write: the draining state, and the health as backend.KeepsHealth says
+// (kept while the row keeps a check; otherwise fresh's).
+func (t *traffic) keep(old traffic) {
 	t.draining = old.draining
-	switch {
-	case t.check.Valid && old.check.Valid:
+	if backend.KeepsHealth(old.check.Valid, t.check.Valid) {
 		t.healthStatus, t.healthOutput, t.healthSince = old.healthStatus, old.healthOutput, old.healthSince
-	default:
-		t.fresh(now)
-		t.draining = old.draining
 	}
 }
 

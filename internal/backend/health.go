@@ -15,6 +15,14 @@ import (
 // check starts with (critical, until its first probes pass).
 const NotCheckedYet = "not checked yet"
 
+// KeepsHealth is the rule of every backend that stores checks for the
+// health of a re-registered row: kept while the row keeps a check (it had
+// one and the registration has one, the same or another; only SetHealth
+// writes it), and otherwise a new row's: none without a check, and with
+// one (a check added) critical, NotCheckedYet, since the registration,
+// since nothing has judged it yet. The draining state is always kept.
+func KeepsHealth(hadCheck, hasCheck bool) bool { return hadCheck && hasCheck }
+
 // ValidateHealth checks a check result before SetHealth stores it (a status
 // of passing, warning or critical: a runner always reports one) and returns
 // it as every backend stores it: its output with NUL bytes replaced by
