@@ -28,17 +28,11 @@ func Traffic(t *testing.T, open Open) { traffic(t, open, false) }
 func TrafficWithoutChecks(t *testing.T, open Open) { traffic(t, open, true) }
 
 func traffic(t *testing.T, open Open, noChecks bool) {
-	checks := struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{"CheckStartsCritical", testCheckStartsCritical}
+	checks := testCase{"CheckStartsCritical", testCheckStartsCritical}
 	if noChecks {
-		checks.name, checks.fn = "ChecksRefused", testChecksRefused
+		checks = testCase{"ChecksRefused", testChecksRefused}
 	}
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{
+	runCases(t, open, []testCase{
 		{"WeightAndZone", testWeightZone},
 		{"InvalidTrafficWritesNothing", testInvalidTraffic},
 		{"RegisterSetsNoTrafficState", testRegisterSetsNoState},
@@ -50,14 +44,7 @@ func traffic(t *testing.T, open Open, noChecks bool) {
 		{"HealthOutputCut", testHealthOutputCut},
 		{"DrainingAndCritical", testDrainingCritical},
 		{"RemoveReason", testRemoveReason},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := open(t)
-			t.Cleanup(func() { c.Close() })
-			tc.fn(t, c)
-		})
-	}
+	})
 }
 
 func drainer(t *testing.T, c switchboard.Catalog) switchboard.Drainer {
