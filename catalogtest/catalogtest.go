@@ -23,10 +23,7 @@ type Open func(t *testing.T) switchboard.Catalog
 
 // Run runs the whole conformance suite, each case on its own fresh catalog.
 func Run(t *testing.T, open Open) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{
+	runCases(t, open, []testCase{
 		{"RegisterUpsert", testRegisterUpsert},
 		{"InvalidInputWritesNothing", testInvalidInput},
 		{"Filters", testFilters},
@@ -49,7 +46,17 @@ func Run(t *testing.T, open Open) {
 		{"WatchReapAfterExpiry", testWatchReap},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Close", testClose},
-	}
+	})
+}
+
+// testCase is one case of a suite: a name and a test of one fresh catalog.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, c switchboard.Catalog)
+}
+
+// runCases runs each case as a subtest on its own fresh catalog from open.
+func runCases(t *testing.T, open Open, cases []testCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := open(t)

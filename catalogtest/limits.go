@@ -16,22 +16,12 @@ import (
 // FieldError naming the field, and nothing stored changes. open must give
 // catalogs with the default switchboard.Options.MaxTTL.
 func RunLimits(t *testing.T, open Open) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{
+	runCases(t, open, []testCase{
 		{"Capabilities", testCapabilityLimit},
 		{"MaxTTL", testMaxTTL},
 		{"HeartbeatIDs", testHeartbeatIDs},
 		{"LeaseNames", testLeaseLimits},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := open(t)
-			t.Cleanup(func() { c.Close() })
-			tc.fn(t, c)
-		})
-	}
+	})
 }
 
 // wantField fails unless err is a FieldError on field wrapping ErrInvalid.

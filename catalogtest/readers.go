@@ -19,14 +19,11 @@ func MultiGet(t *testing.T, c interface {
 }) {
 	t.Helper()
 	ctx := t.Context()
-	var ids []string
 	for i := range 3 {
-		in, err := c.Register(ctx, switchboard.Instance{ID: fmt.Sprintf("gm-%d", i), Name: "gm", Type: "t", Address: "127.0.0.1:1",
-			TTL: time.Hour, Metadata: map[string]string{"k": "v"}})
-		if err != nil {
+		if _, err := c.Register(ctx, switchboard.Instance{ID: fmt.Sprintf("gm-%d", i), Name: "gm", Type: "t", Address: "127.0.0.1:1",
+			TTL: time.Hour, Metadata: map[string]string{"k": "v"}}); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, in.ID)
 	}
 	if _, err := c.Register(ctx, switchboard.Instance{ID: "gm-stale", Name: "gm", Type: "t", Address: "127.0.0.1:1", TTL: time.Millisecond}); err != nil {
 		t.Fatal(err)

@@ -28,17 +28,11 @@ func Traffic(t *testing.T, open Open) { traffic(t, open, false) }
 func TrafficWithoutChecks(t *testing.T, open Open) { traffic(t, open, true) }
 
 func traffic(t *testing.T, open Open, noChecks bool) {
-	checks := struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{"CheckStartsCritical", testCheckStartsCritical}
+	checks := testCase{"CheckStartsCritical", testCheckStartsCritical}
 	if noChecks {
-		checks.name, checks.fn = "ChecksRefused", testChecksRefused
+		checks = testCase{"ChecksRefused", testChecksRefused}
 	}
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, c switchboard.Catalog)
-	}{
+	runCases(t, open, []testCase{
 		{"WeightAndZone", testWeightZone},
 		{"InvalidTrafficWritesNothing", testInvalidTraffic},
 		{"RegisterSetsNoTrafficState", testRegisterSetsNoState},
@@ -50,14 +44,7 @@ func traffic(t *testing.T, open Open, noChecks bool) {
 		{"HealthOutputCut", testHealthOutputCut},
 		{"DrainingAndCritical", testDrainingCritical},
 		{"RemoveReason", testRemoveReason},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := open(t)
-			t.Cleanup(func() { c.Close() })
-			tc.fn(t, c)
-		})
-	}
+	})
 }
 
 func drainer(t *testing.T, c switchboard.Catalog) switchboard.Drainer {
@@ -353,8 +340,10 @@ func testChecksRefused(t *testing.T, c switchboard.Catalog) {
 
 // testRegisterKeepsState: a re-registration, changed or not, keeps the
 // stored Draining and Health, whatever it carries; one that removes the
-// check clears Health (nothing would judge the row again). withCheck
-// false (a catalog that stores no checks) registers the row without one.
+// check clears Health (nothing would judge the row again), and one that
+// adds a check to a row without one starts it critical, as a new row.
+// withCheck false (a catalog that stores no checks) registers the row
+// without one.
 func testRegisterKeepsState(t *testing.T, c switchboard.Catalog, withCheck bool) {
 	d, canDrain := c.(switchboard.Drainer)
 	h, canJudge := c.(switchboard.HealthSetter)
@@ -430,4 +419,25 @@ func testRegisterKeepsState(t *testing.T, c switchboard.Catalog, withCheck bool)
 	}
 	check("Register", got)
 	everyRead(t, c, a.ID, check)
+	// A check added again starts as on a new row: nothing has judged it.
+	in.Check = first.Check
+	before, err := c.Now(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = mustRegister(t, c, in)
+	after, err := c.Now(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := func(how string, in switchboard.Instance) {
+		t.Helper()
+		if in.Check == nil || in.Health.Status != switchboard.StatusCritical || in.Health.Output != "not checked yet" ||
+			in.Health.Since.Before(before.Truncate(time.Millisecond)) || in.Health.Since.After(after) || in.Draining != want.Draining {
+			t.Fatalf("%s: after a check was added: check %+v, health %+v, draining %v; want critical, \"not checked yet\" since the registration (%v to %v), draining %v",
+				how, in.Check, in.Health, in.Draining, before, after, want.Draining)
+		}
+	}
+	fresh("Register", got)
+	everyRead(t, c, a.ID, fresh)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
@@ -187,7 +188,7 @@ func decodeRow(vals [][]byte, in *switchboard.Instance, it *interner, ml *stored
 		if len(spec) == 0 || spec[0] != jsonbWireVersion {
 			return fmt.Errorf("check_spec: %w", errWire)
 		}
-		in.Check = readCheck(in.ID, spec[1:], ml)
+		in.Check = backend.ReadCheck(in.ID, spec[1:], ml)
 	}
 	in.Health.Since = time.Time{}
 	if vals[19] != nil {

@@ -66,7 +66,7 @@ func (r *row) instance(ml *storedmeta.Log) (switchboard.Instance, error) {
 	}
 	in.RegisteredAt = in.RegisteredAt.UTC()
 	in.LastSeen = in.LastSeen.UTC()
-	in.Check = readCheck(in.ID, r.checkSpec, ml)
+	in.Check = backend.ReadCheck(in.ID, r.checkSpec, ml)
 	in.Health.Status = healthStatus(r.healthStatus)
 	in.Health.Since = time.Time{}
 	if r.healthSince != nil {
@@ -139,8 +139,9 @@ const renewUnchangedSQL = `UPDATE instances SET last_seen = now()
 // Register validates and upserts in; see switchboard.Catalog. It stores the
 // weight, zone and check, never Draining or Health: a new row with a check
 // starts critical, "not checked yet"; a re-registration keeps the stored
-// draining state and health, unless it removes the row's check, which
-// clears the health (newHealthSQL, keptHealthSQL). A change-log
+// draining state, and the health while the row keeps a check (one added
+// starts as on a new row, one removed clears it: backend.KeepsHealth,
+// newHealthSQL, keptHealthSQL). A change-log
 // entry (and a NOTIFY) is written only when something other than last_seen
 // changed, or when the row had gone stale (or nearly: the same margin as
 // Heartbeat's) so this registration revives it: watchers that saw it expire

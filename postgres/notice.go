@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
 )
 
@@ -88,7 +89,7 @@ func decodeNotice(payload string) (hub.Batch, error) {
 			in.Health.Since = r.HealthSince.UTC()
 		}
 		if len(r.Check) > 0 && string(r.Check) != "null" {
-			in.Check = readCheck(n.ID, r.Check, nil)
+			in.Check = backend.ReadCheck(n.ID, r.Check, nil)
 		}
 		if len(r.Metadata) > 0 {
 			in.Metadata = r.Metadata

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,15 +10,13 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
-	"github.com/switchboard-io/switchboard/internal/storedmeta"
-	"github.com/switchboard-io/switchboard/internal/textcut"
 )
 
 // The traffic state of a row (migration 7): weight, zone and check_spec
 // are written by Register; draining only by Drain; health_status,
-// health_output and health_since by SetHealth (and by Register for a new
-// row with a check, which starts critical, and for a row whose check a
-// registration removes, whose health it clears). Drain and SetHealth log
+// health_output and health_since by SetHealth (and by Register when the
+// row does not keep a check, as backend.KeepsHealth says: a new row or a
+// check added starts critical, a check removed clears the health). Drain and SetHealth log
 // their change as an upsert, exactly as a registration that changed the
 // row: the entry's trigger gives the row its new revision, and watchers in
 // every process hear of it the same way.
@@ -134,31 +131,16 @@ const newHealthSQL = `CASE WHEN $12::jsonb IS NULL THEN '' ELSE 'critical' END,
 	CASE WHEN $12::jsonb IS NULL THEN '' ELSE '` + backend.NotCheckedYet + `' END,
 	CASE WHEN $12::jsonb IS NULL THEN NULL ELSE now() END`
 
-// keptHealthSQL sets the health of a re-registered row: kept (only
-// SetHealth writes it), unless the registration removes the row's check,
-// which then clears it, since nothing would ever judge the row again.
+// keptHealthSQL sets the health of a re-registered row as
+// backend.KeepsHealth says: kept while the row keeps a check (only
+// SetHealth writes it), otherwise a new row's (EXCLUDED's, newHealthSQL):
+// a check added starts critical, and one removed takes its health with it.
 // Draining is never set here.
-const keptHealthSQL = `health_status = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_status END,
-	health_output = CASE WHEN ` + checkRemovedSQL + ` THEN '' ELSE instances.health_output END,
-	health_since = CASE WHEN ` + checkRemovedSQL + ` THEN NULL ELSE instances.health_since END`
+const keptHealthSQL = `health_status = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_status ELSE EXCLUDED.health_status END,
+	health_output = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_output ELSE EXCLUDED.health_output END,
+	health_since = CASE WHEN ` + keepsHealthSQL + ` THEN instances.health_since ELSE EXCLUDED.health_since END`
 
-const checkRemovedSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NULL)`
-
-// readCheck decodes a stored check_spec (the JSON text; nil: no check). A
-// document this package did not write (another tool's) that does not read
-// as a check is read as no check, and logged through ml as metadata of
-// another form is.
-func readCheck(id string, spec []byte, ml *storedmeta.Log) *switchboard.Check {
-	if spec == nil {
-		return nil
-	}
-	var ck switchboard.Check
-	if err := json.Unmarshal(spec, &ck); err != nil {
-		ml.Note(id, fmt.Sprintf("check %q does not read as a check (%v): read as no check", textcut.Cut(string(spec), 80), err))
-		return nil
-	}
-	return &ck
-}
+const keepsHealthSQL = `(instances.check_spec IS NOT NULL AND EXCLUDED.check_spec IS NOT NULL)`
 
 // healthStatus is a stored health_status: one of the statuses' own
 // constants (no allocation), or the text as stored.

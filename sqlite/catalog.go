@@ -42,7 +42,8 @@ func scanRow(s scanner, before ...any) (row, error) {
 
 // instance decodes r; now (µs, catalog clock) decides Stale. Metadata in
 // another form than this package writes is read as
-// storedmeta.Read says and logged through ml (nil: not logged).
+// storedmeta.Read says, a check as backend.ReadCheck says, and either is
+// logged through ml (nil: not logged).
 func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, error) {
 	in := switchboard.Instance{
 		ID: r.id, Name: r.name, Type: r.typ, Address: r.address, Version: r.version,
@@ -60,9 +61,7 @@ func (r row) instance(now int64, ml *storedmeta.Log) (switchboard.Instance, erro
 	if r.components.Valid {
 		in.Components = json.RawMessage(r.components.String)
 	}
-	if err := r.traffic.decode(&in); err != nil {
-		return in, fmt.Errorf("instance %q: %w", r.id, err)
-	}
+	r.traffic.decode(&in, ml)
 	return in, nil
 }
 
@@ -192,10 +191,10 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 	return out, nil
 }
 
-// reRegister updates the existing row of want.id: only last_seen when the
-// content is the same, everything otherwise (logged as an upsert); the
-// draining state and the check's health stay as stored (see
-// traffic.keep). It returns the change-log entry it wrote (0: none), and
+// reRegister updates the existing row of want.id (whose traffic state is
+// a new row's: traffic.fresh): only last_seen when the content is the
+// same, everything otherwise (logged as an upsert); the draining state and
+// the check's health stay as stored (see traffic.keep). It returns the change-log entry it wrote (0: none), and
 // sets want's registered_at, revision and kept traffic state as stored
 // afterwards.
 func reRegister(ctx context.Context, tx *txn, now int64, want *row) (seq int64, err error) {
@@ -203,7 +202,7 @@ func reRegister(ctx context.Context, tx *txn, now int64, want *row) (seq int64, 
 	if err != nil {
 		return 0, err
 	}
-	want.traffic.keep(old.traffic, now)
+	want.traffic.keep(old.traffic)
 	want.registeredAt = old.registeredAt
 	seq, want.revision, err = reRegisterRow(ctx, tx, now, *want, old)
 	return seq, err

@@ -3,17 +3,14 @@
 package sqlite
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
@@ -174,32 +171,7 @@ func TestKilledMigrationRollsBack(t *testing.T) {
 	mustRegister(t, c, sample("kept"))
 	c.Close()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), halfMigrateEnv+"="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(out).ReadString('\n')
-		line <- s
-	}()
-	select {
-	case s := <-line:
-		if strings.TrimSpace(s) != "migrating" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("migrating child: %q", s)
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the child did not reach the migration")
-	}
+	cmd := startChild(t, halfMigrateEnv, path, "migrating")
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,4 +51,63 @@ func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 	}
 
 	testkit.CheckForeignMetadata(t, ctx, c, func() switchboard.Catalog { return openPolling(t, path, time.Hour) }, ws, &logs, good.ID, odd.ID, notObject.ID)
+}
+
+// TestCheckOfAnotherToolIsRead: a row whose check another tool wrote in a
+// form that does not read as a check must not fail every read either (as
+// on PostgreSQL): List and Get read it as no check, the other rows as
+// stored, and the handle logs it once.
+func TestCheckOfAnotherToolIsRead(t *testing.T) {
+	ctx := tctx(t)
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	var logs testkit.SyncBuffer
+	opts := quiet
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := Open(ctx, fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	check := &switchboard.Check{Target: "tcp://127.0.0.1:1", Interval: time.Second}
+	for _, id := range []string{"good", "odd", "not-object"} {
+		in := sample(id)
+		in.Check = check
+		mustRegister(t, c, in)
+	}
+	raw := rawDB(t, path, "_pragma=busy_timeout(5000)")
+	for _, stmt := range []string{
+		`UPDATE instances SET check_spec = '{"interval": 5}' WHERE id = 'odd'`,
+		`UPDATE instances SET check_spec = '[]' WHERE id = 'not-object'`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	wantCheck := func(how string, in switchboard.Instance) {
+		t.Helper()
+		if in.ID == "good" {
+			if in.Check == nil || in.Check.Target != check.Target {
+				t.Fatalf("%s: good's check %+v, want it as stored", how, in.Check)
+			}
+		} else if in.Check != nil {
+			t.Fatalf("%s: %s's check %+v, want none", how, in.ID, in.Check)
+		}
+	}
+	list, err := c.List(ctx, switchboard.Query{All: true})
+	if err != nil || len(list) != 3 {
+		t.Fatalf("List: %+v %v", list, err)
+	}
+	for _, in := range list {
+		wantCheck("List", in)
+	}
+	for _, id := range []string{"good", "odd", "not-object"} {
+		in, err := c.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("Get %s: %v", id, err)
+		}
+		wantCheck("Get", in)
+	}
+	if n := strings.Count(logs.String(), "does not read as a check"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
+	}
 }

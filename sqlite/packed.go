@@ -57,7 +57,8 @@ func (p *packedRow) dest() []any {
 
 // decode fills in from p; now (µs, catalog clock) decides Stale. Metadata
 // in another form than this package writes is read as
-// storedmeta.Read says and logged through ml (nil: not logged).
+// storedmeta.Read says, a check as backend.ReadCheck says, and either is
+// logged through ml (nil: not logged).
 func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.Log, now int64) error {
 	var ttlMS, registeredAt int64
 	if err := unpack(p.packed, in, sh, ml, &ttlMS, &registeredAt); err != nil {
@@ -72,9 +73,7 @@ func (p *packedRow) decode(in *switchboard.Instance, sh *sharer, ml *storedmeta.
 	if p.components.Valid {
 		in.Components = json.RawMessage(p.components.String)
 	}
-	if err := p.traffic.decode(in); err != nil {
-		return fmt.Errorf("instance %q: %w", in.ID, err)
-	}
+	p.traffic.decode(in, ml)
 	return nil
 }
 

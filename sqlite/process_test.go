@@ -41,13 +41,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// holdLock starts another process that takes path's write lock, then stops
-// it (SIGSTOP) while it holds the lock. The returned function resumes and
-// kills it.
-func holdLock(t *testing.T, path string) (resume func()) {
+// startChild runs the test binary as a child process with env set to
+// value (TestMain makes it the child that env names) and waits for its
+// first line of output to be say. It fails t, killing the child, when the
+// line is another or does not come in a minute.
+func startChild(t *testing.T, env, value, say string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holdLockEnv+"="+path)
+	cmd.Env = append(os.Environ(), env+"="+value)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -62,16 +63,25 @@ func holdLock(t *testing.T, path string) (resume func()) {
 	}()
 	select {
 	case s := <-line:
-		if strings.TrimSpace(s) != "locked" {
+		if strings.TrimSpace(s) != say {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("lock holder: %q", s)
+			t.Fatalf("child %s: said %q, want %q", env, s, say)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatal("the lock holder did not take the lock")
+		t.Fatalf("child %s did not say %q", env, say)
 	}
+	return cmd
+}
+
+// holdLock starts another process that takes path's write lock, then stops
+// it (SIGSTOP) while it holds the lock. The returned function resumes and
+// kills it.
+func holdLock(t *testing.T, path string) (resume func()) {
+	t.Helper()
+	cmd := startChild(t, holdLockEnv, path, "locked")
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
 	"github.com/switchboard-io/switchboard/internal/hub"
+	"github.com/switchboard-io/switchboard/internal/storedmeta"
 )
 
 // trafficCols are the traffic state's columns (migration 9), in the order
@@ -57,17 +58,13 @@ func (t *traffic) fresh(now int64) {
 	}
 }
 
-// keep carries over what a re-registration does not write: the draining
-// state, and the health while the row keeps a check (a check added starts
-// as on a new row; one removed takes its health with it).
-func (t *traffic) keep(old traffic, now int64) {
+// keep carries over, onto t set by fresh, what a re-registration does not
+// write: the draining state, and the health as backend.KeepsHealth says
+// (kept while the row keeps a check; otherwise fresh's).
+func (t *traffic) keep(old traffic) {
 	t.draining = old.draining
-	switch {
-	case t.check.Valid && old.check.Valid:
+	if backend.KeepsHealth(old.check.Valid, t.check.Valid) {
 		t.healthStatus, t.healthOutput, t.healthSince = old.healthStatus, old.healthOutput, old.healthSince
-	default:
-		t.fresh(now)
-		t.draining = old.draining
 	}
 }
 
@@ -80,17 +77,15 @@ func (t *traffic) state(in *switchboard.Instance) {
 	}
 }
 
-// decode fills in's traffic fields from t, the check included.
-func (t *traffic) decode(in *switchboard.Instance) error {
+// decode fills in's traffic fields from t, the check included (a check
+// another tool wrote that does not read as one is read as none and noted
+// through ml: backend.ReadCheck).
+func (t *traffic) decode(in *switchboard.Instance, ml *storedmeta.Log) {
 	t.state(in)
 	in.Check = nil
 	if t.check.Valid {
-		in.Check = new(switchboard.Check)
-		if err := json.Unmarshal([]byte(t.check.String), in.Check); err != nil {
-			return fmt.Errorf("check_spec: %w", err)
-		}
+		in.Check = backend.ReadCheck(in.ID, []byte(t.check.String), ml)
 	}
-	return nil
 }
 
 // Drain sets or clears the draining state of id: one change-log entry (an

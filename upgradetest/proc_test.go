@@ -13,15 +13,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // proc is a long-running switchboard process (serve, register, watch).
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    []string // stdout lines
-	stderr bytes.Buffer
+	mu     sync.Mutex // guards out
+	out    []string   // stdout lines
+	stderr testkit.SyncBuffer
 	done   chan struct{}
 	err    error
 }
@@ -32,7 +34,7 @@ func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stderr = &syncWriter{mu: &p.mu, b: &p.stderr}
+	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,28 +67,13 @@ func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	return p
 }
 
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *syncWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(b)
-}
-
 func (p *proc) lines() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.out...)
 }
 
-func (p *proc) errText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *proc) errText() string { return p.stderr.String() }
 
 // stop sends sig and waits for the process to exit; it fails t when the
 // process does not exit 0 (SIGTERM and SIGINT end register and watch

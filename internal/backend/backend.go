@@ -1,7 +1,9 @@
 // Package backend holds the input rules every catalog backend applies the
 // same way before it writes (a TTL against the catalog's maximum, the ids of
-// one heartbeat, a lease TTL), so that the same call is valid or refused
-// alike on SQLite, PostgreSQL, kube:// and remote, with the same error.
+// one heartbeat, a lease TTL, a check result), so that the same call is
+// valid or refused alike on SQLite, PostgreSQL, kube:// and remote, with the
+// same error; and the rules the SQL backends share for what they store (how
+// a stored check is read, the schema's compat version).
 // Library users do not need it: Catalog methods apply it.
 package backend
 

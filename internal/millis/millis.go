@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Max is the longest TTL in whole milliseconds that a time.Duration
+// maxMillis is the longest TTL in whole milliseconds that a time.Duration
 // holds (about 292 years).
-const Max = int64(math.MaxInt64 / time.Millisecond)
+const maxMillis = int64(math.MaxInt64 / time.Millisecond)
 
 // Round returns a TTL rounded up to whole milliseconds (past the largest
 // whole-millisecond Duration it is cut to that); zero and negative TTLs are
@@ -24,11 +24,11 @@ func Round(d time.Duration) time.Duration {
 }
 
 // Ceil is a positive TTL in whole milliseconds, rounded up, at most
-// Max. It rounds without adding first: d + 999,999 ns overflows near
+// maxMillis. It rounds without adding first: d + 999,999 ns overflows near
 // the largest Duration.
 func Ceil(d time.Duration) int64 {
 	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 && ms < Max {
+	if d%time.Millisecond != 0 && ms < maxMillis {
 		ms++
 	}
 	return ms
