@@ -159,12 +159,3 @@ type Remover interface {
 	// no row.
 	Remove(ctx context.Context, id string, reason Reason) error
 }
-
-// ValidateRemoval checks the reason of a Remover.Remove.
-func ValidateRemoval(reason Reason) error {
-	switch reason {
-	case ReasonDeregistered, ReasonCheckCritical:
-		return nil
-	}
-	return invalid(ErrInvalid, "reason", string(reason), "must be deregistered or check_critical")
-}

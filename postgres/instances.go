@@ -400,7 +400,7 @@ func (c *Catalog) Deregister(ctx context.Context, id string) error {
 // Remove implements switchboard.Remover: Deregister with reason logged as
 // the removal's.
 func (c *Catalog) Remove(ctx context.Context, id string, reason switchboard.Reason) error {
-	if err := switchboard.ValidateRemoval(reason); err != nil {
+	if err := backend.ValidateRemoval(reason); err != nil {
 		return err
 	}
 	return c.remove(ctx, "remove", id, reason)

@@ -59,3 +59,13 @@ func ReadCheck(id string, spec []byte, ml *storedmeta.Log) *switchboard.Check {
 	}
 	return &ck
 }
+
+// ValidateRemoval checks the reason of a switchboard.Remover's Remove:
+// deregistered or check_critical.
+func ValidateRemoval(reason switchboard.Reason) error {
+	switch reason {
+	case switchboard.ReasonDeregistered, switchboard.ReasonCheckCritical:
+		return nil
+	}
+	return switchboard.NewFieldError(switchboard.ErrInvalid, "reason", string(reason), "must be deregistered or check_critical")
+}
