@@ -108,15 +108,12 @@ type Runner struct {
 	running   atomic.Bool
 }
 
-// loop is the probing of one instance's check.
+// loop is the probing of one instance's check; what the instance says
+// (its check, TTL, metadata) is read from Runner.instances.
 type loop struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
-	check    switchboard.Check
-	address  string
 	shard    int
-	ttl      time.Duration
-	only     bool      // MetadataCheckOnly
 	refused  bool      // by the policy: not probed, not renewed
 	lastBeat time.Time // local
 }
@@ -299,10 +296,12 @@ func (r *Runner) shardContext(ctx context.Context, i int) context.Context {
 func (r *Runner) put(ctx context.Context, in switchboard.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.instances[in.ID]
 	r.instances[in.ID] = in
-	if l := r.loops[in.ID]; l != nil {
-		if l.check == *in.Check && l.address == in.Address {
-			l.ttl, l.only = in.TTL, in.Metadata[MetadataCheckOnly] == "true"
+	if r.loops[in.ID] != nil {
+		// The loop probes old's check at old's address; a new TTL or new
+		// metadata the heartbeat reads from r.instances.
+		if old.Check != nil && *old.Check == *in.Check && old.Address == in.Address {
 			return
 		}
 		r.stopLoop(in.ID)
@@ -325,13 +324,12 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 		return
 	}
 	lctx, cancel := context.WithCancel(r.shardContext(ctx, i))
-	l := &loop{cancel: cancel, done: make(chan struct{}), check: *in.Check, address: in.Address, shard: i,
-		ttl: in.TTL, only: in.Metadata[MetadataCheckOnly] == "true"}
+	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i}
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
 	go func() {
 		defer close(l.done)
-		r.probeLoop(lctx, l, in, i)
+		r.probeLoop(lctx, l, in)
 	}()
 }
 
@@ -364,7 +362,7 @@ func (r *Runner) stopAll() {
 // probeLoop probes in's check every interval, the first time at a random
 // point of the first interval, so that the probes of many checks spread
 // over time instead of bunching at the top of each second.
-func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance, shard int) {
+func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance) {
 	c := *in.Check
 	kind := c.Kind()
 	status, since := in.Health.Status, in.Health.Since
@@ -397,7 +395,7 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 		}
 		timer.Reset(time.Until(next))
 		r.mu.Lock()
-		ok := r.holds(shard)
+		ok := r.holds(l.shard)
 		r.mu.Unlock()
 		if !ok {
 			return
@@ -514,11 +512,12 @@ func (r *Runner) heartbeat(ctx context.Context) {
 		var ids []string
 		r.mu.Lock()
 		for id, l := range r.loops {
-			ttl := l.ttl
+			in := r.instances[id]
+			ttl := in.TTL
 			if ttl <= 0 {
 				ttl = switchboard.DefaultTTL
 			}
-			if l.only && !l.refused && r.holds(l.shard) && now.Sub(l.lastBeat) >= ttl/3 {
+			if in.Metadata[MetadataCheckOnly] == "true" && !l.refused && r.holds(l.shard) && now.Sub(l.lastBeat) >= ttl/3 {
 				ids = append(ids, id)
 				l.lastBeat = now
 			}
