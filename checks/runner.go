@@ -114,7 +114,7 @@ type loop struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	shard    int
-	refused  bool      // by the policy: not probed, not renewed
+	refused  bool      // by the policy: not probed, not renewed (set once, at start)
 	lastBeat time.Time // local
 }
 
@@ -324,11 +324,18 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 		return
 	}
 	lctx, cancel := context.WithCancel(r.shardContext(ctx, i))
-	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i}
+	// The policy is asked here, under r.mu, so that the heartbeat never
+	// renews a row whose check it refuses.
+	refusal := r.opts.Policy.Check(in)
+	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i, refused: refusal != nil}
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
 	go func() {
 		defer close(l.done)
+		if refusal != nil {
+			r.refused(lctx, in, refusal)
+			return
+		}
 		r.probeLoop(lctx, l, in)
 	}()
 }
@@ -367,13 +374,6 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 	kind := c.Kind()
 	status, since := in.Health.Status, in.Health.Since
 	fails, oks := 0, 0
-	if err := r.opts.Policy.Check(in); err != nil {
-		r.mu.Lock()
-		l.refused = true
-		r.mu.Unlock()
-		r.refused(ctx, in, err)
-		return
-	}
 	timer := time.NewTimer(rand.N(c.Interval))
 	defer timer.Stop()
 	next := time.Now()
