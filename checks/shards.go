@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 	}
 	var free []int
 	for i := 0; i < r.opts.Shards; i++ {
-		if !taken[i] && !contains(held, i) {
+		if !taken[i] && !slices.Contains(held, i) {
 			free = append(free, i)
 		}
 	}
@@ -135,15 +136,6 @@ func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 		}
 	}
 	return next
-}
-
-func contains(s []int, i int) bool {
-	for _, x := range s {
-		if x == i {
-			return true
-		}
-	}
-	return false
 }
 
 // renewAll renews the shards held, several at once; a shard whose lease
