@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -170,21 +171,13 @@ func (tg *target) set(code int) {
 func (tg *target) counts() map[string]int64 {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range tg.served {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(tg.served)
 }
 
 func (tg *target) pathCounts() map[string]int64 {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range tg.paths {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(tg.paths)
 }
 
 // addr is the target's host:port.
