@@ -80,7 +80,13 @@ func TestServeChecks(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	registerChecked(t, cat, "db-1", srv.URL+"/health", addr)
 	waitForCond(t, "the check to pass", func() bool { return health(t, cat, "db-1") == switchboard.StatusPassing })
-	m := metricsOf(t, url)
+	// The runner counts a status change once the catalog has stored it:
+	// the count may come a moment after the status is seen.
+	var m string
+	waitForCond(t, "the status change to be counted", func() bool {
+		m = metricsOf(t, url)
+		return strings.Contains(m, `switchboard_check_status_changes_total{kind="http",status="passing"}`)
+	})
 	for _, want := range []string{`switchboard_check_duration_seconds_count{kind="http"}`, `switchboard_check_status_changes_total{kind="http",status="passing"} 1`,
 		"switchboard_checks_running 1", "switchboard_check_shards_held 64", "switchboard_catalog_reachable"} {
 		if !strings.Contains(m, want) {
