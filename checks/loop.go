@@ -17,7 +17,7 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 	c := *in.Check
 	kind := c.Kind()
 	status, since := in.Health.Status, in.Health.Since
-	fails, oks := 0, 0
+	var run streak
 	timer := time.NewTimer(rand.N(c.Interval))
 	defer timer.Stop()
 	next := time.Now()
@@ -56,26 +56,7 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 		if r.opts.probed != nil {
 			r.opts.probed(r.opts.Identity, in.ID, start, end)
 		}
-		var to switchboard.Status
-		if res.Status == switchboard.StatusCritical {
-			fails, oks = fails+1, 0
-			if status != switchboard.StatusCritical && fails >= c.Failures {
-				to = switchboard.StatusCritical
-			}
-		} else {
-			fails, oks = 0, oks+1
-			switch {
-			case status == switchboard.StatusCritical:
-				if oks >= c.Successes {
-					to = res.Status
-				}
-			case status == "" && res.Status == switchboard.StatusPassing:
-				// No status is passing already.
-			case status != res.Status:
-				to = res.Status
-			}
-		}
-		if to != "" {
+		if to := run.next(c, status, res.Status); to != "" {
 			stored, err := r.setHealth(ctx, in.ID, to, res.Output)
 			switch {
 			case errors.Is(err, switchboard.ErrNotFound):
@@ -96,6 +77,31 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 			}
 		}
 	}
+}
+
+// streak counts a check's last probes alike: failed ones, or good ones.
+type streak struct{ fails, oks int }
+
+// next counts a probe's result res and returns the status it moves the
+// check's status to ("": none): critical after c.Failures failed probes
+// in a row; from critical, res after c.Successes good ones in a row;
+// between passing and warning at once. No status is passing already.
+func (s *streak) next(c switchboard.Check, status, res switchboard.Status) switchboard.Status {
+	if res == switchboard.StatusCritical {
+		s.fails, s.oks = s.fails+1, 0
+		if status != switchboard.StatusCritical && s.fails >= c.Failures {
+			return switchboard.StatusCritical
+		}
+		return ""
+	}
+	s.fails, s.oks = 0, s.oks+1
+	switch {
+	case status == switchboard.StatusCritical && s.oks < c.Successes:
+		return ""
+	case status == "" && res == switchboard.StatusPassing, status == res:
+		return ""
+	}
+	return res
 }
 
 // setHealth records a status change (the catalog cuts the output to
