@@ -18,9 +18,11 @@ func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance
 	kind := c.Kind()
 	status, since := in.Health.Status, in.Health.Since
 	var run streak
-	timer := time.NewTimer(rand.N(c.Interval))
+	// next is the slot waited for: the first at a random point of the
+	// first interval, which sets this check's phase.
+	next := time.Now().Add(rand.N(c.Interval))
+	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
-	next := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
