@@ -17,8 +17,9 @@ import (
 // BenchmarkRunner1000: one runner probing 1,000 HTTP checks at a 1 s
 // interval (1,000 probes a second) on a SQLite catalog, against one local
 // target in the same process. Each iteration measures three intervals,
-// once every row passes (the first probes' results written). It reports the probes a second the target served, the CPU the
-// process used (runner and target together) in cores, and the herd: the
+// once every row passes (the first probes' results written). It reports
+// the probes a second the target served, the CPU the process used
+// (runner and target together) in cores, and the herd: the
 // busiest 100 ms of the window over the mean of its 100 ms buckets (1 is
 // perfectly even; a herd at the top of each second would be near 10).
 func BenchmarkRunner1000(b *testing.B) {

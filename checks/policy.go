@@ -83,15 +83,12 @@ func (p Policy) Check(in switchboard.Instance) error {
 	if err != nil {
 		return err
 	}
-	if own, _, err := switchboard.SplitHostPort(in.Address); err == nil && sameHost(strings.Trim(own, "[]"), t.Host) {
+	own, _, err := switchboard.SplitHostPort(in.Address)
+	if err == nil && sameHost(strings.Trim(own, "[]"), t.Host) || p.allows(t.Host) {
 		return nil
 	}
-	if p.allows(t.Host) {
-		return nil
-	}
-	own := "none: the instance's address is no host:port"
-	if h, _, err := switchboard.SplitHostPort(in.Address); err == nil {
-		own = h
+	if err != nil {
+		own = "none: the instance's address is no host:port"
 	}
 	return switchboard.NewFieldError(switchboard.ErrInvalid, "check.target", in.Check.Target,
 		fmt.Sprintf("host %s is neither the instance's own host (%s) nor allowed by checks.allow", t.Host, own))

@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,16 +107,13 @@ type Runner struct {
 	running   atomic.Bool
 }
 
-// loop is the probing of one instance's check.
+// loop is the probing of one instance's check; what the instance says
+// (its check, TTL, metadata) is read from Runner.instances.
 type loop struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
-	check    switchboard.Check
-	address  string
 	shard    int
-	ttl      time.Duration
-	only     bool      // MetadataCheckOnly
-	refused  bool      // by the policy: not probed, not renewed
+	refused  bool      // by the policy: not probed, not renewed (set once, at start)
 	lastBeat time.Time // local
 }
 
@@ -299,10 +295,12 @@ func (r *Runner) shardContext(ctx context.Context, i int) context.Context {
 func (r *Runner) put(ctx context.Context, in switchboard.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.instances[in.ID]
 	r.instances[in.ID] = in
-	if l := r.loops[in.ID]; l != nil {
-		if l.check == *in.Check && l.address == in.Address {
-			l.ttl, l.only = in.TTL, in.Metadata[MetadataCheckOnly] == "true"
+	if r.loops[in.ID] != nil {
+		// The loop probes old's check at old's address; a new TTL or new
+		// metadata the heartbeat reads from r.instances.
+		if old.Check != nil && *old.Check == *in.Check && old.Address == in.Address {
 			return
 		}
 		r.stopLoop(in.ID)
@@ -325,13 +323,19 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 		return
 	}
 	lctx, cancel := context.WithCancel(r.shardContext(ctx, i))
-	l := &loop{cancel: cancel, done: make(chan struct{}), check: *in.Check, address: in.Address, shard: i,
-		ttl: in.TTL, only: in.Metadata[MetadataCheckOnly] == "true"}
+	// The policy is asked here, under r.mu, so that the heartbeat never
+	// renews a row whose check it refuses.
+	refusal := r.opts.Policy.Check(in)
+	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i, refused: refusal != nil}
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
 	go func() {
 		defer close(l.done)
-		r.probeLoop(lctx, l, in, i)
+		if refusal != nil {
+			r.refused(lctx, in, refusal)
+			return
+		}
+		r.probeLoop(lctx, l, in)
 	}()
 }
 
@@ -358,186 +362,5 @@ func (r *Runner) stopAll() {
 	r.mu.Unlock()
 	for _, d := range done {
 		<-d
-	}
-}
-
-// probeLoop probes in's check every interval, the first time at a random
-// point of the first interval, so that the probes of many checks spread
-// over time instead of bunching at the top of each second.
-func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance, shard int) {
-	c := *in.Check
-	kind := c.Kind()
-	status, since := in.Health.Status, in.Health.Since
-	fails, oks := 0, 0
-	if err := r.opts.Policy.Check(in); err != nil {
-		r.mu.Lock()
-		l.refused = true
-		r.mu.Unlock()
-		r.refused(ctx, in, err)
-		return
-	}
-	timer := time.NewTimer(rand.N(c.Interval))
-	defer timer.Stop()
-	next := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		// Probes keep to their own schedule (interval after interval from
-		// a random phase) rather than to the end of the last probe, so
-		// they do not drift into step with one another; a probe held up
-		// (a slow write of its last result) skips to the next slot of its
-		// own phase, so that checks held up together do not resume
-		// together.
-		next = next.Add(c.Interval)
-		if now := time.Now(); next.Before(now) {
-			next = next.Add(now.Sub(next).Truncate(c.Interval) + c.Interval)
-		}
-		timer.Reset(time.Until(next))
-		r.mu.Lock()
-		ok := r.holds(shard)
-		r.mu.Unlock()
-		if !ok {
-			return
-		}
-		start := time.Now()
-		res := r.opts.Prober.Probe(ctx, c)
-		end := time.Now()
-		if ctx.Err() != nil {
-			// Stopped during the probe (the shard was given up): its
-			// result is not this runner's to record.
-			return
-		}
-		r.opts.Metrics.probed(kind, end.Sub(start), res)
-		if r.opts.probed != nil {
-			r.opts.probed(r.opts.Identity, in.ID, start, end)
-		}
-		var to switchboard.Status
-		if res.Status == switchboard.StatusCritical {
-			fails, oks = fails+1, 0
-			if status != switchboard.StatusCritical && fails >= c.Failures {
-				to = switchboard.StatusCritical
-			}
-		} else {
-			fails, oks = 0, oks+1
-			switch {
-			case status == switchboard.StatusCritical:
-				if oks >= c.Successes {
-					to = res.Status
-				}
-			case status == "" && res.Status == switchboard.StatusPassing:
-				// No status is passing already.
-			case status != res.Status:
-				to = res.Status
-			}
-		}
-		if to != "" {
-			stored, err := r.setHealth(ctx, in.ID, to, res.Output)
-			switch {
-			case errors.Is(err, switchboard.ErrNotFound):
-				return
-			case err != nil:
-				if ctx.Err() == nil {
-					r.log.Warn("checks: recording a status change failed; retrying after the next probe", "id", in.ID, "status", to, "err", err)
-				}
-				continue
-			}
-			r.opts.Metrics.changed(kind, to)
-			r.log.Info("checks: status changed", "id", in.ID, "name", in.Name, "from", status, "to", to, "output", res.Output)
-			status, since = to, stored.Health.Since
-		}
-		if status == switchboard.StatusCritical && !since.IsZero() && r.catalogNow().Sub(since) >= c.DeregisterAfter {
-			if r.deregister(ctx, in, since) {
-				return
-			}
-		}
-	}
-}
-
-// setHealth records a status change (the catalog cuts the output to
-// switchboard.MaxHealthOutput bytes).
-func (r *Runner) setHealth(ctx context.Context, id string, s switchboard.Status, output string) (switchboard.Instance, error) {
-	return r.hs.SetHealth(ctx, id, switchboard.Health{Status: s, Output: output})
-}
-
-// deregister deletes a row critical since since, for longer than its
-// check's DeregisterAfter (watchers see the removal's reason
-// check_critical on a catalog that records it, a Remover); it reports
-// whether the row is gone.
-func (r *Runner) deregister(ctx context.Context, in switchboard.Instance, since time.Time) bool {
-	var err error
-	if rm, ok := r.cat.(switchboard.Remover); ok {
-		err = rm.Remove(ctx, in.ID, switchboard.ReasonCheckCritical)
-	} else {
-		err = r.cat.Deregister(ctx, in.ID)
-	}
-	if err != nil && !errors.Is(err, switchboard.ErrNotFound) {
-		if ctx.Err() == nil {
-			r.log.Warn("checks: deleting a row critical past its deregister_after failed; retrying after the next probe", "id", in.ID, "err", err)
-		}
-		return false
-	}
-	r.log.Info("checks: deleted a row critical past its deregister_after", "id", in.ID, "name", in.Name,
-		"critical_since", since, "deregister_after", in.Check.DeregisterAfter)
-	return true
-}
-
-// refused records that the policy refuses in's check: the instance turns
-// critical (once), and its check is not probed.
-func (r *Runner) refused(ctx context.Context, in switchboard.Instance, err error) {
-	out := "not probed: " + err.Error()
-	if in.Health.Status == switchboard.StatusCritical && in.Health.Output == out {
-		return
-	}
-	r.log.Warn("checks: a check's target is refused by the policy; not probing it", "id", in.ID, "err", err)
-	if _, err := r.setHealth(ctx, in.ID, switchboard.StatusCritical, out); err != nil && ctx.Err() == nil && !errors.Is(err, switchboard.ErrNotFound) {
-		r.log.Warn("checks: recording a refused check failed", "id", in.ID, "err", err)
-	}
-}
-
-// heartbeat renews the rows whose liveness is their check's alone
-// (MetadataCheckOnly) among those this runner probes, each a third of
-// its TTL apart, in one call per round. A row whose check the policy
-// refuses is not renewed: it expires.
-func (r *Runner) heartbeat(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		var ids []string
-		r.mu.Lock()
-		for id, l := range r.loops {
-			ttl := l.ttl
-			if ttl <= 0 {
-				ttl = switchboard.DefaultTTL
-			}
-			if l.only && !l.refused && r.holds(l.shard) && now.Sub(l.lastBeat) >= ttl/3 {
-				ids = append(ids, id)
-				l.lastBeat = now
-			}
-		}
-		r.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		for chunk := range slices.Chunk(ids, switchboard.MaxHeartbeatIDs) {
-			if _, err := r.cat.Heartbeat(ctx, chunk...); err != nil && ctx.Err() == nil {
-				r.log.Warn("checks: heartbeating check-only rows failed", "rows", len(chunk), "err", err)
-				r.mu.Lock()
-				for _, id := range chunk {
-					if l := r.loops[id]; l != nil {
-						l.lastBeat = time.Time{}
-					}
-				}
-				r.mu.Unlock()
-			}
-		}
 	}
 }

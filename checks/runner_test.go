@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -170,21 +171,13 @@ func (tg *target) set(code int) {
 func (tg *target) counts() map[string]int64 {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range tg.served {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(tg.served)
 }
 
 func (tg *target) pathCounts() map[string]int64 {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range tg.paths {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(tg.paths)
 }
 
 // addr is the target's host:port.
@@ -333,12 +326,22 @@ func TestRunnerDeregisterAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, cat, Options{LeaseTTL: 3 * time.Second})
-	for ev := range events {
-		if ev.Kind == switchboard.EventRemoved {
-			if ev.Reason != switchboard.ReasonCheckCritical {
-				t.Errorf("removed with reason %q, want %q", ev.Reason, switchboard.ReasonCheckCritical)
+	deadline := time.After(time.Minute)
+wait:
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatal("the watch ended before the row was removed")
 			}
-			break
+			if ev.Kind == switchboard.EventRemoved {
+				if ev.Reason != switchboard.ReasonCheckCritical {
+					t.Errorf("removed with reason %q, want %q", ev.Reason, switchboard.ReasonCheckCritical)
+				}
+				break wait
+			}
+		case <-deadline:
+			t.Fatal("the row critical past its deregister_after was not removed within a minute")
 		}
 	}
 	if _, err := cat.Get(context.Background(), "gone-1"); !errors.Is(err, switchboard.ErrNotFound) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,28 +75,7 @@ func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 		}
 		return 0
 	}
-	live, self := 0, false
-	taken := map[int]bool{}
-	soonest := time.Time{}
-	for _, l := range leases {
-		alive := l.Holder != "" && l.ExpiresAt.After(now)
-		if alive && l.Holder != id && (strings.HasPrefix(l.Name, memberLeasePrefix) || strings.HasPrefix(l.Name, shardLeasePrefix)) &&
-			(soonest.IsZero() || l.ExpiresAt.Before(soonest)) {
-			soonest = l.ExpiresAt
-		}
-		switch {
-		case strings.HasPrefix(l.Name, memberLeasePrefix) && alive:
-			live++
-			self = self || l.Holder == id
-		case strings.HasPrefix(l.Name, shardLeasePrefix) && alive && l.Holder != id:
-			if i, err := strconv.Atoi(strings.TrimPrefix(l.Name, shardLeasePrefix)); err == nil {
-				taken[i] = true
-			}
-		}
-	}
-	if !self {
-		live++
-	}
+	live, taken, soonest := count(leases, id, now)
 	if !soonest.IsZero() {
 		next = max(soonest.Sub(now)-time.Since(before)+expirySlack, expirySlack)
 	}
@@ -111,7 +91,7 @@ func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 	}
 	var free []int
 	for i := 0; i < r.opts.Shards; i++ {
-		if !taken[i] && !contains(held, i) {
+		if !taken[i] && !slices.Contains(held, i) {
 			free = append(free, i)
 		}
 	}
@@ -137,18 +117,41 @@ func (r *Runner) balance(ctx context.Context) (next time.Duration) {
 	return next
 }
 
-func contains(s []int, i int) bool {
-	for _, x := range s {
-		if x == i {
-			return true
-		}
-	}
-	return false
-}
-
 // renewAll renews the shards held, several at once; a shard whose lease
 // is lost is dropped at once, one whose renewal fails otherwise is kept
 // until its deadline (its watchdog stops its checks then).
+// count reads the runners' leases alive at now: how many runners are
+// live (this one, id, included), the shards others hold, and the soonest
+// any of the others' leases could expire (zero: none).
+func count(leases []switchboard.Lease, id string, now time.Time) (live int, taken map[int]bool, soonest time.Time) {
+	taken = map[int]bool{}
+	self := false
+	for _, l := range leases {
+		member := strings.HasPrefix(l.Name, memberLeasePrefix)
+		shard, isShard := strings.CutPrefix(l.Name, shardLeasePrefix)
+		if !member && !isShard || l.Holder == "" || !l.ExpiresAt.After(now) {
+			continue
+		}
+		if member {
+			live++
+			self = self || l.Holder == id
+		}
+		if l.Holder == id {
+			continue
+		}
+		if soonest.IsZero() || l.ExpiresAt.Before(soonest) {
+			soonest = l.ExpiresAt
+		}
+		if i, err := strconv.Atoi(shard); isShard && err == nil {
+			taken[i] = true
+		}
+	}
+	if !self {
+		live++
+	}
+	return live, taken, soonest
+}
+
 func (r *Runner) renewAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, renewers)

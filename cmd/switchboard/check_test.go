@@ -28,8 +28,10 @@ func TestRegisterCheck(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", bad, code, stderr)
 		}
 	}
-	if code, out, _ := cli(t, "ls", "--dsn", dsn, "--all", "--json"); code == 0 && out != "[]\n" {
-		t.Fatalf("a refused registration stored something: %q", out)
+	// Nothing stored: ls finds no catalog at all (as now: the refusals came
+	// before the file was made), or an empty one.
+	if code, out, stderr := cli(t, "ls", "--dsn", dsn, "--all", "--json"); (code != 0 || out != "[]\n") && !strings.Contains(stderr, "no catalog at") {
+		t.Fatalf("a refused registration stored something: exit %d, %q, %q", code, out, stderr)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -22,7 +22,8 @@ func serveChecks(ctx context.Context, g *globals, c config.Config, cat switchboa
 	m := checks.NewMetrics()
 	reg.MustRegister(m.Collectors()...)
 	withMetrics = func(h http.Handler) http.Handler { return metricsWith(h, reg) }
-	r, err := checks.New(cat, checks.Options{Policy: c.Checks.Policy(), Metrics: m, Logger: g.log})
+	policy := c.Checks.Policy()
+	r, err := checks.New(cat, checks.Options{Policy: policy, Metrics: m, Logger: g.log})
 	if err != nil {
 		g.log.Warn("serve: not running checks", "err", err)
 		return func() {}, withMetrics
@@ -36,6 +37,6 @@ func serveChecks(ctx context.Context, g *globals, c config.Config, cat switchboa
 			g.log.Warn("serve: the check runner stopped", "err", err)
 		}
 	}()
-	g.log.Info("serve: running checks", "identity", r.Identity(), "allow", c.Checks.Policy().String())
+	g.log.Info("serve: running checks", "identity", r.Identity(), "allow", policy.String())
 	return func() { cancel(); wg.Wait() }, withMetrics
 }

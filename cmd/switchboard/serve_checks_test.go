@@ -17,18 +17,6 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// serveURL starts serve with args and returns it with its URL.
-func serveURL(t *testing.T, args ...string) (*proc, string) {
-	t.Helper()
-	p := start(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	for {
-		if _, rest, ok := strings.Cut(p.line(t), "listening on "); ok {
-			url, _, _ := strings.Cut(rest, " ")
-			return p, url
-		}
-	}
-}
-
 // metricsOf reads a server's /metrics.
 func metricsOf(t *testing.T, url string) string {
 	t.Helper()
@@ -73,17 +61,6 @@ func registerChecked(t *testing.T, cat switchboard.Catalog, id, target, addr str
 	}
 }
 
-// waitLong waits for cond up to a minute: a failover waits for leases of
-// the server's default TTL (15s) to expire.
-func waitLong(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func health(t *testing.T, cat switchboard.Catalog, id string) switchboard.Status {
 	in, err := cat.Get(context.Background(), id)
 	if err != nil {
@@ -98,12 +75,18 @@ func health(t *testing.T, cat switchboard.Catalog, id string) switchboard.Status
 func TestServeChecks(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	srv, _ := checkTarget(t)
-	p, url := serveURL(t, "--dsn", dsn)
+	p, url := serveProc(t, "--dsn", dsn)
 	cat := openCatalog(t, dsn)
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	registerChecked(t, cat, "db-1", srv.URL+"/health", addr)
 	waitForCond(t, "the check to pass", func() bool { return health(t, cat, "db-1") == switchboard.StatusPassing })
-	m := metricsOf(t, url)
+	// The runner counts a status change once the catalog has stored it:
+	// the count may come a moment after the status is seen.
+	var m string
+	waitForCond(t, "the status change to be counted", func() bool {
+		m = metricsOf(t, url)
+		return strings.Contains(m, `switchboard_check_status_changes_total{kind="http",status="passing"}`)
+	})
 	for _, want := range []string{`switchboard_check_duration_seconds_count{kind="http"}`, `switchboard_check_status_changes_total{kind="http",status="passing"} 1`,
 		"switchboard_checks_running 1", "switchboard_check_shards_held 64", "switchboard_catalog_reachable"} {
 		if !strings.Contains(m, want) {
@@ -115,7 +98,7 @@ func TestServeChecks(t *testing.T) {
 		t.Fatalf("serve exit: %v %s", err, p.stderr)
 	}
 
-	_, url = serveURL(t, "--dsn", dsn, "--checks=false")
+	_, url = serveProc(t, "--dsn", dsn, "--checks=false")
 	if m := metricsOf(t, url); strings.Contains(m, "switchboard_check") {
 		t.Errorf("--checks=false: /metrics has check metrics:\n%s", m)
 	}
@@ -129,15 +112,17 @@ func TestServeChecks(t *testing.T) {
 func TestServeChecksFailover(t *testing.T) {
 	dsn, _ := dsnIn(t)
 	srv, failing := checkTarget(t)
-	a, urlA := serveURL(t, "--dsn", dsn)
-	b, urlB := serveURL(t, "--dsn", dsn)
+	a, urlA := serveProc(t, "--dsn", dsn)
+	b, urlB := serveProc(t, "--dsn", dsn)
 	cat := openCatalog(t, dsn)
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	const n = 12
 	for i := range n {
 		registerChecked(t, cat, fmt.Sprintf("db-%d", i), fmt.Sprintf("%s/%d", srv.URL, i), addr)
 	}
-	waitLong(t, "both servers to run some checks, each check on one", func() bool {
+	// waitUntil waits up to a minute: a failover waits for leases of the
+	// server's default TTL (15s) to expire.
+	waitUntil(t, "both servers to run some checks, each check on one", func() bool {
 		ra, rb := running(t, urlA), running(t, urlB)
 		return ra > 0 && rb > 0 && ra+rb == n
 	})
@@ -158,9 +143,9 @@ func TestServeChecksFailover(t *testing.T) {
 			t.Logf("server b's log:\n%s\nmetrics:\n%s", b.stderr, metricsOf(t, urlB))
 		}
 	}()
-	waitLong(t, "the other server to run every check", func() bool { return running(t, urlB) == n })
+	waitUntil(t, "the other server to run every check", func() bool { return running(t, urlB) == n })
 	t.Logf("server b ran every check %s after a was killed", time.Since(killed).Round(time.Millisecond))
-	waitLong(t, "every instance to turn critical", func() bool {
+	waitUntil(t, "every instance to turn critical", func() bool {
 		for i := range n {
 			if health(t, cat, fmt.Sprintf("db-%d", i)) != switchboard.StatusCritical {
 				return false
