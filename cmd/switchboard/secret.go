@@ -57,15 +57,15 @@ func (g *globals) instanceSecret(cmd *cobra.Command, c config.Config) (string, e
 }
 
 // secretTransport sends secret as the instance secret of the requests that
-// register or delete one instance and carry none of their own (the client
-// has one only for the rows it registered itself).
+// register, drain, undrain or delete one instance and carry none of their
+// own (the client has one only for the rows it registered itself).
 type secretTransport struct {
 	base   http.RoundTripper
 	secret string
 }
 
 func (t *secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get(schema.SecretHeader) == "" && (r.Method == http.MethodPut || r.Method == http.MethodDelete) &&
+	if r.Header.Get(schema.SecretHeader) == "" && r.Method != http.MethodGet &&
 		strings.Contains(r.URL.Path, "/v1/instances") && !strings.HasSuffix(r.URL.Path, "/heartbeat") {
 		r = r.Clone(r.Context())
 		r.Header.Set(schema.SecretHeader, t.secret)
