@@ -314,7 +314,7 @@ func (c *Config) readTokenFiles() error {
 		if c.HTTP.Tokens != "" {
 			return &switchboard.FieldError{Field: "http.tokens_file", Value: f, Reason: "http.tokens is set too: set the tokens or their file, not both"}
 		}
-		toks, err := ReadTokensFile(f)
+		toks, err := readTokensFile(f)
 		if err != nil {
 			return &switchboard.FieldError{Field: "http.tokens_file", Value: f, Reason: err.Error()}
 		}
@@ -324,12 +324,12 @@ func (c *Config) readTokenFiles() error {
 	return c.HTTP.validateTokens()
 }
 
-// ReadTokensFile returns the tokens in the file at path: one a line,
+// readTokensFile returns the tokens in the file at path: one a line,
 // without surrounding blanks; blank lines and lines starting with # are
 // skipped. A file that cannot be read, holds no token, or a token with a
 // comma, a blank or a control character inside, is an error saying which
 // line.
-func ReadTokensFile(path string) ([]string, error) {
+func readTokensFile(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the tokens file: %w", err)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -19,20 +18,9 @@ func (s *Server) handleDrain(draining bool) handler {
 		if !ok {
 			return &apiError{status: http.StatusNotImplemented, body: ErrorBody{Error: "this server's catalog cannot drain instances", Code: "not_implemented"}}
 		}
-		o, err := s.owner(r.Context(), id)
+		other, err := s.mayChange(r, id)
 		if err != nil {
 			return err
-		}
-		if !o.found {
-			return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
-		}
-		other := false
-		if err := checkSecret(id, o.hash, r.Header.Get(SecretHeader)); err != nil {
-			if roleOf(r) != roleAdmin {
-				s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", id))
-				return err
-			}
-			other = true
 		}
 		in, err := d.Drain(r.Context(), id, draining)
 		if err != nil {

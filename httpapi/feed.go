@@ -41,7 +41,6 @@ type feed struct {
 	state        map[string]*state
 	stateBytes   int64             // the sizes of every state in state
 	hashes       map[string]string // id -> secret hash, from the reserved metadata key
-	tags         map[string]string // id -> its owner's credential tag (in its secret's hash)
 	owned        map[string]int    // credential tag -> its rows not stale
 	ring         []entry           // ring[i] has seq first+i
 	ringBytes    int64             // the sizes of every entry in ring
@@ -62,6 +61,9 @@ type feed struct {
 type state struct {
 	inst switchboard.Instance // secret hash stripped
 	json []byte
+	// owner is the tag of the credential that registered the row, which
+	// its secret's hash carries ("" for none).
+	owner string
 }
 
 // entry is one event of the feed. For added/updated/removed, prev and next
@@ -84,7 +86,7 @@ func newFeed(log *slog.Logger, limit int, maxBytes int64, observe func(*switchbo
 	rand.Read(b[:])
 	return &feed{
 		log: log, epoch: hex.EncodeToString(b[:]), limit: limit, maxBytes: maxBytes, observe: observe,
-		state: map[string]*state{}, hashes: map[string]string{}, tags: map[string]string{}, owned: map[string]int{}, first: 1, healthy: true,
+		state: map[string]*state{}, hashes: map[string]string{}, owned: map[string]int{}, first: 1, healthy: true,
 		wake: make(chan struct{}), readyCh: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -114,10 +116,9 @@ func (f *feed) run(ctx context.Context, cat switchboard.Catalog) {
 
 var errMirrorStopped = errors.New("the server's catalog watch has stopped")
 
-// makeState returns in's state, without the reserved metadata key, and
-// what it held: its secret's hash, and the tag of its owner (the
-// credential that registered it) that the hash carries.
-func makeState(in switchboard.Instance) (st *state, hash, tag string) {
+// makeState returns in's state, without the reserved metadata key (the
+// owner its hash carries kept), and the secret's hash the key held.
+func makeState(in switchboard.Instance) (st *state, hash string) {
 	hash = in.Metadata[secretKey]
 	if hash != "" {
 		in = in.Clone()
@@ -127,26 +128,30 @@ func makeState(in switchboard.Instance) (st *state, hash, tag string) {
 	if err != nil {
 		b = []byte(`{}`)
 	}
-	return &state{inst: in, json: b}, hash, secretTag(hash)
+	return &state{inst: in, json: b, owner: secretTag(hash)}, hash
 }
 
-// own moves id's row, as counted by owned, from what it was (prev) to what
-// it is (next, nil when gone; tag its owner's tag): a row counts to its
-// owner while it is not stale (f.mu held).
-func (f *feed) own(id string, prev, next *state, tag string) {
-	if old := f.tags[id]; old != "" && prev != nil && !prev.inst.Stale {
-		if f.owned[old]--; f.owned[old] <= 0 {
-			delete(f.owned, old)
+// own moves a row, as counted by owned, from what it was (prev) to what
+// it is (next, nil when gone): a row counts to its owner while it is not
+// stale (f.mu held).
+func (f *feed) own(prev, next *state) {
+	if o := prev.countsTo(); o != "" {
+		if f.owned[o]--; f.owned[o] <= 0 {
+			delete(f.owned, o)
 		}
 	}
-	if next == nil || tag == "" {
-		delete(f.tags, id)
-		return
+	if o := next.countsTo(); o != "" {
+		f.owned[o]++
 	}
-	f.tags[id] = tag
-	if !next.inst.Stale {
-		f.owned[tag]++
+}
+
+// countsTo is the owner st counts to in owned: "" when it is nil, stale,
+// or has none.
+func (st *state) countsTo() string {
+	if st == nil || st.inst.Stale {
+		return ""
 	}
+	return st.owner
 }
 
 // ownedBy returns how many rows not stale the mirror holds that tag's
@@ -166,11 +171,11 @@ func (f *feed) apply(ev switchboard.Event) {
 	e := entry{kind: ev.Kind, reason: ev.Reason, pos: f.pos}
 	switch ev.Kind {
 	case switchboard.EventAdded, switchboard.EventUpdated:
-		st, hash, tag := makeState(ev.Instance)
+		st, hash := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.next = f.state[id], st
 		f.stateBytes += st.bytes() - e.prev.bytes()
-		f.own(id, e.prev, st, tag)
+		f.own(e.prev, st)
 		f.state[id] = st
 		if hash != "" {
 			f.hashes[id] = hash
@@ -181,11 +186,11 @@ func (f *feed) apply(ev switchboard.Event) {
 			f.observe(&st.inst)
 		}
 	case switchboard.EventRemoved:
-		st, _, _ := makeState(ev.Instance)
+		st, _ := makeState(ev.Instance)
 		id := st.inst.ID
 		e.prev, e.gone = f.state[id], st
 		f.stateBytes -= e.prev.bytes()
-		f.own(id, e.prev, nil, "")
+		f.own(e.prev, nil)
 		delete(f.state, id)
 		delete(f.hashes, id)
 	case switchboard.EventSynced:
@@ -260,7 +265,7 @@ func (st *state) bytes() int64 {
 		return 0
 	}
 	in := &st.inst
-	n := stateOverhead + len(st.json) + len(in.ID) + len(in.Name) + len(in.Type) + len(in.Address) +
+	n := stateOverhead + len(st.json) + len(st.owner) + len(in.ID) + len(in.Name) + len(in.Type) + len(in.Address) +
 		len(in.Version) + len(in.Components)
 	for _, c := range in.Capabilities {
 		n += 16 + len(c)

@@ -303,22 +303,34 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
+// mayChange checks that r may change instance id's row, as a deletion or
+// a drain does: with the row's secret, or as the administrator; other
+// reports the administrator acting on a row that is not its own (to be
+// audited once done). A row that is gone is not found; a refusal is
+// audited.
+func (s *Server) mayChange(r *http.Request, id string) (other bool, err error) {
 	o, err := s.owner(r.Context(), id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !o.found {
-		return fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
+		return false, fmt.Errorf("instance %q: %w", id, switchboard.ErrNotFound)
 	}
-	other := false // the administrator deleting a row that is not its own
 	if err := checkSecret(id, o.hash, r.Header.Get(SecretHeader)); err != nil {
 		if roleOf(r) != roleAdmin {
 			s.audit(r, slog.LevelWarn, "audit: credential refused", slog.String("credential", "instance secret"), slog.String("id", id))
-			return err
+			return false, err
 		}
-		other = true
+		return true, nil
+	}
+	return false, nil
+}
+
+func (s *Server) handleDeregister(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	other, err := s.mayChange(r, id)
+	if err != nil {
+		return err
 	}
 	if err := s.cat.Deregister(r.Context(), id); err != nil {
 		return err

@@ -194,7 +194,7 @@ func (s *Server) streamResumed(r *http.Request, bw *bufio.Writer, flush func() e
 				}
 				writeErrorEvent(bw, id, msg)
 			default:
-				st, _, _ := makeState(ev.Instance) // the secret's hash stays on the server
+				st, _ := makeState(ev.Instance) // the secret's hash stays on the server
 				writeEvent(bw, id, string(ev.Kind), eventJSON(ev.Kind, ev.Reason, st))
 			}
 			if len(ch) > 0 {

@@ -139,7 +139,7 @@ func (k *Catalog) check() error {
 
 // apiErr turns an API failure into a message that says what to do.
 func apiErr(what string, err error) error {
-	if isNotFound(err) && strings.Contains(err.Error(), "the server could not find the requested resource") {
+	if isNotFound(err) && strings.Contains(err.Error(), noResource) {
 		return fmt.Errorf("kube: %s: %w", what, errNoCRD)
 	}
 	return fmt.Errorf("kube: %s: %w", what, err)
@@ -236,7 +236,7 @@ func (k *Catalog) SetStatus(ctx context.Context, name string, st v1alpha1.TinyMo
 		_, err = k.c.updateModuleStatus(ctx, tm)
 		return err
 	})
-	if isNotFound(err) && !strings.Contains(err.Error(), "the server could not find the requested resource") {
+	if objectMissing(err) {
 		return fmt.Errorf("kube: status of %q: %w", name, switchboard.ErrNotFound)
 	}
 	if err != nil {
@@ -406,7 +406,7 @@ func (k *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 		return switchboard.Instance{}, fmt.Errorf("kube: %q: %w", id, switchboard.ErrNotFound)
 	}
 	tm, err := k.c.getModule(ctx, id)
-	if isNotFound(err) && !strings.Contains(err.Error(), "the server could not find the requested resource") {
+	if objectMissing(err) {
 		return switchboard.Instance{}, fmt.Errorf("kube: %q: %w", id, switchboard.ErrNotFound)
 	} else if err != nil {
 		return switchboard.Instance{}, apiErr("get "+id, err)
@@ -414,12 +414,18 @@ func (k *Catalog) Get(ctx context.Context, id string) (switchboard.Instance, err
 	if !listed(tm) {
 		return switchboard.Instance{}, fmt.Errorf("kube: %q has published no address yet: %w", id, switchboard.ErrNotFound)
 	}
-	l, err := k.c.getLease(ctx, id+LeaseSuffix)
+	return k.withLease(ctx, "get", tm)
+}
+
+// withLease returns the instance of tm with the state of its Lease (none
+// when it has none); op names the call in an error.
+func (k *Catalog) withLease(ctx context.Context, op string, tm *v1alpha1.TinyModule) (switchboard.Instance, error) {
+	l, err := k.c.getLease(ctx, tm.Name+LeaseSuffix)
 	if isNotFound(err) {
 		l, err = nil, nil
 	}
 	if err != nil {
-		return switchboard.Instance{}, apiErr("get "+id+": lease", err)
+		return switchboard.Instance{}, apiErr(op+" "+tm.Name+": lease", err)
 	}
 	return toInstance(tm, l, k.now()), nil
 }

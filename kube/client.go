@@ -163,5 +163,15 @@ func (c *client) getLease(ctx context.Context, name string) (*coordinationv1.Lea
 // isNotFound reports a 404 from the API server.
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
+// noResource is what the API server's 404 says when the resource itself is
+// unknown (no CRD installed), not one object of it.
+const noResource = "the server could not find the requested resource"
+
+// objectMissing reports a 404 for one object: not the 404 of a resource
+// the API server does not serve (which apiErr names).
+func objectMissing(err error) bool {
+	return isNotFound(err) && !strings.Contains(err.Error(), noResource)
+}
+
 // errNoCRD says the TinyModule CRD is not installed.
 var errNoCRD = errors.New("the TinyModule CRD (tinymodules.operator.tinysystems.io) is not installed: kubectl apply -f deploy/crd/")

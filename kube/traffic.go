@@ -67,7 +67,7 @@ func (k *Catalog) Drain(ctx context.Context, id string, draining bool) (switchbo
 		return notFound()
 	}
 	tm, err := k.c.getModule(ctx, id)
-	if isNotFound(err) && !strings.Contains(err.Error(), "the server could not find the requested resource") {
+	if objectMissing(err) {
 		return notFound()
 	} else if err != nil {
 		return switchboard.Instance{}, apiErr("drain "+id, err)
@@ -96,12 +96,5 @@ func (k *Catalog) Drain(ctx context.Context, id string, draining bool) (switchbo
 			return switchboard.Instance{}, fmt.Errorf("kube: drain %s: spec.draining: %w", id, errOldCRD)
 		}
 	}
-	l, err := k.c.getLease(ctx, id+LeaseSuffix)
-	if isNotFound(err) {
-		l, err = nil, nil
-	}
-	if err != nil {
-		return switchboard.Instance{}, apiErr("drain "+id+": lease", err)
-	}
-	return toInstance(tm, l, k.now()), nil
+	return k.withLease(ctx, "drain", tm)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -30,22 +29,13 @@ use this for rows whose process is gone. Exit 1 when there is no such id.`,
   switchboard ls --name writer --json | jq -r '.[].id' | xargs -n1 switchboard deregister`,
 		Args: oneArg("ID (the instance id, as printed by register or ls)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := switchboard.ValidateID(args[0]); err != nil {
-				return usage(err)
-			}
-			c, cat, err := g.existingCatalog(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer cat.Close()
-			if err := cat.Deregister(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, switchboard.ErrNotFound) {
-					return fmt.Errorf("no instance with id %q in %s", args[0], switchboard.RedactDSN(c.Discovery.DSN))
+			return g.onInstance(cmd.Context(), args[0], func(cat switchboard.Catalog, _ string) error {
+				if err := cat.Deregister(cmd.Context(), args[0]); err != nil {
+					return err
 				}
-				return ownerError(err, args[0], switchboard.RedactDSN(c.Discovery.DSN), g.secret != "" || g.env(envSecret) != "")
-			}
-			fmt.Fprintf(g.stdout, "deregistered %s\n", args[0])
-			return nil
+				fmt.Fprintf(g.stdout, "deregistered %s\n", args[0])
+				return nil
+			})
 		},
 		Annotations: map[string]string{annEnv: envDSNHelp + "\n" + envSecretHelp},
 	}

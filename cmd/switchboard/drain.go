@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -25,28 +24,18 @@ Draining a drained instance changes nothing. Over a server DSN it needs the inst
   switchboard drain 3f6c2a9e-8a57-4d0b-9d1e-2b7c1f0e4a11 --undo`,
 		Args: oneArg("ID (the instance id, as printed by register or ls)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := switchboard.ValidateID(args[0]); err != nil {
-				return usage(err)
-			}
-			c, cat, err := g.existingCatalog(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer cat.Close()
-			where := switchboard.RedactDSN(c.Discovery.DSN)
-			d, ok := cat.(switchboard.Drainer)
-			if !ok {
-				return fmt.Errorf("the catalog at %s cannot drain instances", where)
-			}
-			in, err := d.Drain(cmd.Context(), args[0], !undo)
-			if err != nil {
-				if errors.Is(err, switchboard.ErrNotFound) {
-					return fmt.Errorf("no instance with id %q in %s", args[0], where)
+			return g.onInstance(cmd.Context(), args[0], func(cat switchboard.Catalog, where string) error {
+				d, ok := cat.(switchboard.Drainer)
+				if !ok {
+					return fmt.Errorf("the catalog at %s cannot drain instances", where)
 				}
-				return ownerError(err, args[0], where, g.secret != "" || g.env(envSecret) != "")
-			}
-			fmt.Fprintf(g.stdout, "%s %s (status %s)\n", map[bool]string{true: "drained", false: "undrained"}[!undo], args[0], in.Status())
-			return nil
+				in, err := d.Drain(cmd.Context(), args[0], !undo)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "%s %s (status %s)\n", map[bool]string{true: "drained", false: "undrained"}[!undo], args[0], in.Status())
+				return nil
+			})
 		},
 		Annotations: map[string]string{annEnv: envDSNHelp + "\n" + envSecretHelp},
 	}

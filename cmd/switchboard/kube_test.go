@@ -17,10 +17,10 @@ import (
 	"github.com/switchboard-io/switchboard/kube/kubetestenv"
 )
 
-// TestLsKube: `switchboard ls --dsn kube://NAMESPACE --json` lists the
-// TinyModules of a namespace on a real API server (KUBECONFIG points at it),
-// live ones by default and stale ones with --all.
-func TestLsKube(t *testing.T) {
+// kubeCatalog opens a catalog on a namespace of its own of a real API
+// server, and a context for the test's calls to it (a minute).
+func kubeCatalog(t *testing.T) (*kube.Catalog, string, context.Context) {
+	t.Helper()
 	cfg, ns := kubetestenv.Setup(t)
 	cat, err := kube.New(cfg, ns, switchboard.Options{})
 	if err != nil {
@@ -28,7 +28,15 @@ func TestLsKube(t *testing.T) {
 	}
 	t.Cleanup(func() { cat.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return cat, ns, ctx
+}
+
+// TestLsKube: `switchboard ls --dsn kube://NAMESPACE --json` lists the
+// TinyModules of a namespace on a real API server (KUBECONFIG points at it),
+// live ones by default and stale ones with --all.
+func TestLsKube(t *testing.T) {
+	cat, ns, ctx := kubeCatalog(t)
 	for _, in := range []switchboard.Instance{
 		{Name: "common-module", Type: kube.TypeModule, Address: "10.0.0.7:8483", Version: "1.2.0", TTL: time.Hour},
 		{Name: "http-module", Type: kube.TypeModule, Address: "nats://tinymodule.http-module.msg", Version: "0.9.1", TTL: time.Hour},
@@ -78,14 +86,7 @@ func TestLsKube(t *testing.T) {
 // TinyModule (spec.draining) and --undo puts it back; ls shows the state;
 // an id with no TinyModule exits 1.
 func TestDrainKube(t *testing.T) {
-	cfg, ns := kubetestenv.Setup(t)
-	cat, err := kube.New(cfg, ns, switchboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	cat, ns, ctx := kubeCatalog(t)
 	if _, err := cat.Register(ctx, switchboard.Instance{Name: "common-module", Type: kube.TypeModule, Address: "10.0.0.7:8483",
 		TTL: time.Hour, Weight: 300, Zone: "eu-west-1a"}); err != nil {
 		t.Fatal(err)

@@ -131,6 +131,12 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 	}
 	q := &queueMember{listen: func() (*natswire.Receiver, error) { return w.Listen(module, r.Dispatch) }, recv: recv}
 	defer q.close()
+	// A drain (by hand, or Close's own on Ctrl-C) takes this replica out
+	// of the module's queue group; an undrain puts it back. The drain is
+	// followed until Close has deregistered (deferred calls run last to
+	// first).
+	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFollow()
 	reg, err := switchboard.Bootstrap(ctx, cat, switchboard.Instance{Name: module, Type: pool.ModuleType,
 		Address: natswire.Address(module), Version: moduleVersion(), TTL: c.Discovery.TTL,
 		Weight: c.Discovery.Weight, Zone: c.Discovery.Zone},
@@ -139,10 +145,6 @@ func echoOverNATS(ctx context.Context, g *globals, c config.Config, cat switchbo
 		return true, err
 	}
 	defer reg.Close()
-	// A drain (by hand, or Close's own on Ctrl-C) takes this replica out
-	// of the module's queue group; an undrain puts it back.
-	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopFollow()
 	go followDrain(follow, g, cat, reg.Instance(), q.setDrained)
 	line, err := json.Marshal(reg.Instance())
 	if err != nil {

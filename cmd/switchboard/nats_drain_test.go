@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,5 +52,36 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within a minute", what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestNATSCtrlCLeavesQueueGroupWhileDraining: on Ctrl-C a NATS echo
+// drains before it deregisters, and that drain, like one by hand, takes
+// it out of its module's queue group while its row stays, draining, for
+// the drain wait.
+func TestNATSCtrlCLeavesQueueGroupWhileDraining(t *testing.T) {
+	dsn, _ := dsnIn(t)
+	module := uniqueModule("sbdrainc")
+	t.Setenv("TINY_NATS_URL", "nats://127.0.0.1:4222")
+	// The drain wait outlasts the test: the process is killed at its end.
+	echo := start(t, "echo", "--dsn", dsn, "--name", module, "--log-level", "info", "--drain-wait", "10m")
+	var in switchboard.Instance
+	if err := json.Unmarshal([]byte(echo.line(t)), &in); err != nil {
+		t.Fatal(err)
+	}
+	to := "f." + module + ".n:in"
+	send := func() int {
+		code, _, _ := cli(t, "send", "--dsn", dsn, "--to", to, "--data", "ping")
+		return code
+	}
+	if code := send(); code != 0 {
+		t.Fatalf("send before Ctrl-C: exit %d", code)
+	}
+	echo.cmd.Process.Signal(syscall.SIGINT)
+	waitUntil(t, "the replica draining on Ctrl-C leaves the queue group", func() bool { return send() != 0 })
+	code, out, _ := cli(t, "ls", "--dsn", dsn, "--json", "--name", module)
+	var list []switchboard.Instance
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || !list[0].Draining {
+		t.Fatalf("during the drain wait, ls: exit %d %q; want the row, draining", code, out)
 	}
 }

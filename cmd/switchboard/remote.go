@@ -41,8 +41,8 @@ func openDSN(ctx context.Context, c config.Config, opts switchboard.Options) (sw
 }
 
 // openDSNWith is openDSN; over a server DSN, secret (when not "") is sent
-// as the instance secret of registrations and deregistrations (see
-// secretTransport).
+// as the instance secret of registrations, drains and deregistrations
+// (see secretTransport).
 func openDSNWith(ctx context.Context, c config.Config, opts switchboard.Options, secret string) (switchboard.Catalog, error) {
 	d, err := switchboard.ParseDSN(c.Discovery.DSN)
 	if err != nil || (d.Scheme != "http" && d.Scheme != "https") {

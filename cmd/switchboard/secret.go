@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,15 +58,15 @@ func (g *globals) instanceSecret(cmd *cobra.Command, c config.Config) (string, e
 }
 
 // secretTransport sends secret as the instance secret of the requests that
-// register or delete one instance and carry none of their own (the client
-// has one only for the rows it registered itself).
+// register, drain, undrain or delete one instance and carry none of their
+// own (the client has one only for the rows it registered itself).
 type secretTransport struct {
 	base   http.RoundTripper
 	secret string
 }
 
 func (t *secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get(schema.SecretHeader) == "" && (r.Method == http.MethodPut || r.Method == http.MethodDelete) &&
+	if r.Header.Get(schema.SecretHeader) == "" && r.Method != http.MethodGet &&
 		strings.Contains(r.URL.Path, "/v1/instances") && !strings.HasSuffix(r.URL.Path, "/heartbeat") {
 		r = r.Clone(r.Context())
 		r.Header.Set(schema.SecretHeader, t.secret)
@@ -73,9 +74,32 @@ func (t *secretTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// ownerError explains a deregistration the server refused for want of the
-// instance's secret, naming the ways to do it; other errors are returned
-// as they are.
+// onInstance runs op on the catalog for the instance id (a deregistration,
+// a drain), where naming the catalog: a bad id is a usage error, a missing
+// row says there is no such id, and a refusal for want of the instance's
+// secret is explained (ownerError).
+func (g *globals) onInstance(ctx context.Context, id string, op func(cat switchboard.Catalog, where string) error) error {
+	if err := switchboard.ValidateID(id); err != nil {
+		return usage(err)
+	}
+	c, cat, err := g.existingCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	where := switchboard.RedactDSN(c.Discovery.DSN)
+	switch err := op(cat, where); {
+	case errors.Is(err, switchboard.ErrNotFound):
+		return fmt.Errorf("no instance with id %q in %s", id, where)
+	case err != nil:
+		return ownerError(err, id, where, g.secret != "" || g.env(envSecret) != "")
+	}
+	return nil
+}
+
+// ownerError explains an operation on one instance the server refused for
+// want of the instance's secret, naming the ways to do it; other errors
+// are returned as they are.
 func ownerError(err error, id, server string, sent bool) error {
 	var ae *remote.APIError
 	if !errors.As(err, &ae) || !strings.Contains(ae.Error(), "secret") {

@@ -10,7 +10,7 @@ import (
 // deregister over a server of a row another client registered: without
 // its secret the one line says which options exist; --secret (or
 // SWITCHBOARD_INSTANCE_SECRET) with the secret register --secret chose
-// deletes it; a wrong one says so; --secret with a catalog opened directly,
+// drains and undrains it, then deletes it; a wrong one says so; --secret with a catalog opened directly,
 // or a secret the server would refuse, is invalid input.
 func TestDeregisterWithSecret(t *testing.T) {
 	t.Setenv("SWITCHBOARD_HTTP_TOKEN", "client-token-0123")
@@ -41,6 +41,8 @@ func TestDeregisterWithSecret(t *testing.T) {
 			`switchboard: --secret "(hidden)": must be 16 to 256 printable ASCII characters, without spaces; run 'switchboard deregister --help'` + "\n"},
 		{[]string{"deregister", "--dsn", dsn, "owned-2", "--secret", chosen}, "", 2, "",
 			`switchboard: --secret "(hidden)": instance secrets belong to a switchboard server: use it with --dsn http://… or https://… (a catalog opened directly has none); run 'switchboard deregister --help'` + "\n"},
+		{[]string{"drain", "--dsn", url, "owned-2", "--secret", chosen}, "", 0, "drained owned-2 (status draining)\n", ""},
+		{[]string{"drain", "--dsn", url, "owned-2", "--undo"}, chosen, 0, "undrained owned-2 (status passing)\n", ""},
 		{[]string{"deregister", "--dsn", url, "owned-2"}, chosen, 0, "deregistered owned-2\n", ""},
 	} {
 		t.Setenv("SWITCHBOARD_INSTANCE_SECRET", tc.env)

@@ -1,0 +1,4 @@
+package config
+
+// ReadTokensFile is readTokensFile, for the fuzz test.
+var ReadTokensFile = readTokensFile
