@@ -289,24 +289,34 @@ func (r *Registration) Close() error {
 	return r.err
 }
 
-// drainBeforeClose drains the instance and waits the drain time, while
-// heartbeats still keep it alive; a catalog that cannot drain, a drain
-// that fails, or a negative DrainWait goes straight to the deletion.
-func (r *Registration) drainBeforeClose() {
+// DrainAndWait drains the instance and keeps it registered for the drain
+// wait (BootstrapOptions.DrainWait), heartbeats going on, so that callers
+// move away and calls in flight finish; then Close deregisters it at once.
+// A server that must keep answering while its instance drains calls it
+// before it stops serving. It does nothing when the drain wait is
+// negative or the instance was drained already, and returns Drain's error
+// (errors.ErrUnsupported on a catalog that cannot drain) without waiting.
+func (r *Registration) DrainAndWait() error {
 	r.mu.Lock()
 	drained := r.draining
 	r.mu.Unlock()
 	if r.drainWait < 0 || drained {
-		return // no drain wanted, or drained before by the owner, who chose how long to wait
+		return nil // no drain wanted, or drained before by the owner, who chose how long to wait
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Drain(ctx); err != nil {
-		if !errors.Is(err, errors.ErrUnsupported) {
-			r.log.Warn("draining before deregistering failed; deregistering now", "id", r.ID(), "err", err)
-		}
-		return
+		return err
 	}
 	r.log.Info("drained; deregistering after the drain wait", "id", r.ID(), "drain_wait", r.drainWait)
 	time.Sleep(r.drainWait)
+	return nil
+}
+
+// drainBeforeClose is Close's DrainAndWait: a catalog that cannot drain,
+// or a drain that fails, goes straight to the deletion.
+func (r *Registration) drainBeforeClose() {
+	if err := r.DrainAndWait(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		r.log.Warn("draining before deregistering failed; deregistering now", "id", r.ID(), "err", err)
+	}
 }

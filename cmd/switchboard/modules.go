@@ -99,7 +99,7 @@ come from the configuration; with only a TTL set, the heartbeat is min(3s, ttl/3
 				"catalog", switchboard.RedactDSN(c.Discovery.DSN), "id", reg.Instance().ID)
 			// On Ctrl-C the module drains first and keeps serving while
 			// callers move away, then stops; Close then deregisters.
-			serving := drainThenStop(ctx, g, reg, c)
+			serving := drainThenStop(ctx, g, reg)
 			return grpcwire.ServeEcho(serving, lis, module, grpcwire.ServerOptions{Logger: g.log, TLS: tlsm, TracerProvider: tr.Provider()})
 		},
 	}

@@ -54,26 +54,18 @@ func drainWait(c config.Config) time.Duration {
 }
 
 // drainThenStop returns a context that ends after ctx does and the
-// registration has drained for the drain wait (at once when the wait is
-// 0 or the drain fails): what a server should run under, so that it keeps
-// answering while callers see the drain and move away.
-func drainThenStop(ctx context.Context, g *globals, reg *switchboard.Registration, c config.Config) context.Context {
+// registration has drained for its drain wait (Registration.DrainAndWait;
+// at once when the wait is 0 or the drain fails): what a server should
+// run under, so that it keeps answering while callers see the drain and
+// move away.
+func drainThenStop(ctx context.Context, g *globals, reg *switchboard.Registration) context.Context {
 	serving, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer stop()
 		<-ctx.Done()
-		wait := c.Discovery.DrainWait
-		if wait <= 0 {
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := reg.Drain(dctx); err != nil {
+		if err := reg.DrainAndWait(); err != nil {
 			g.log.Warn("draining before stopping failed; stopping now", "id", reg.ID(), "err", err)
-			return
 		}
-		g.log.Info("drained; serving in-flight and late calls for the drain wait", "id", reg.ID(), "drain_wait", wait)
-		time.Sleep(wait)
 	}()
 	return serving
 }
