@@ -169,6 +169,28 @@ func (q Query) Matches(in *Instance) bool {
 	return true
 }
 
+// Selects reports whether a List or Watch of q holds in, taken as stale
+// or not (a watcher judges staleness by its own clock): in matches q and,
+// unless q.All, is neither stale nor critical.
+func (q Query) Selects(in *Instance, stale bool) bool {
+	return (q.All || !stale && in.Health.Status != StatusCritical) && q.Matches(in)
+}
+
+// RemovalReason is the reason a watcher is given when an instance its
+// query selected stops being selected while its row stays: its TTL passed
+// (stale: ReasonExpired), its check turned critical (ReasonCheckFailed),
+// or it no longer matches the query (ReasonDeregistered, as far as that
+// watcher can tell). A nil in is ReasonDeregistered.
+func RemovalReason(in *Instance, stale bool) Reason {
+	switch {
+	case stale:
+		return ReasonExpired
+	case in != nil && in.Health.Status == StatusCritical:
+		return ReasonCheckFailed
+	}
+	return ReasonDeregistered
+}
+
 // EventKind says what happened to an instance.
 type EventKind string
 

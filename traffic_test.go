@@ -151,3 +151,46 @@ func TestServingAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestQuerySelects: what List and Watch of a query hold, and why an
+// instance that stops being selected leaves.
+func TestQuerySelects(t *testing.T) {
+	live := switchboard.Instance{Name: "a", Type: "writer"}
+	critical := live
+	critical.Health.Status = switchboard.StatusCritical
+	drained := live
+	drained.Draining = true
+	for _, tc := range []struct {
+		q     switchboard.Query
+		in    switchboard.Instance
+		stale bool
+		want  bool
+	}{
+		{switchboard.Query{}, live, false, true},
+		{switchboard.Query{}, live, true, false},
+		{switchboard.Query{}, critical, false, false},
+		{switchboard.Query{}, drained, false, true},
+		{switchboard.Query{All: true}, critical, true, true},
+		{switchboard.Query{Name: "b"}, live, false, false},
+		{switchboard.Query{Name: "b", All: true}, live, false, false},
+	} {
+		if got := tc.q.Selects(&tc.in, tc.stale); got != tc.want {
+			t.Errorf("%+v selects %+v (stale %v) = %v", tc.q, tc.in, tc.stale, got)
+		}
+	}
+	for _, tc := range []struct {
+		in    *switchboard.Instance
+		stale bool
+		want  switchboard.Reason
+	}{
+		{&live, true, switchboard.ReasonExpired},
+		{&critical, true, switchboard.ReasonExpired},
+		{&critical, false, switchboard.ReasonCheckFailed},
+		{&live, false, switchboard.ReasonDeregistered},
+		{nil, false, switchboard.ReasonDeregistered},
+	} {
+		if got := switchboard.RemovalReason(tc.in, tc.stale); got != tc.want {
+			t.Errorf("RemovalReason(%+v, %v) = %s, want %s", tc.in, tc.stale, got, tc.want)
+		}
+	}
+}

@@ -386,7 +386,7 @@ func (f *feed) lastError() error {
 type view struct{ q switchboard.Query }
 
 func (v view) visible(st *state) bool {
-	return st != nil && (v.q.All || !st.inst.Stale && st.inst.Health.Status != switchboard.StatusCritical) && v.q.Matches(&st.inst)
+	return st != nil && v.q.Selects(&st.inst, st.inst.Stale)
 }
 
 // translate turns one feed entry into the event this subscriber gets, if
@@ -407,16 +407,10 @@ func (v view) translate(e *entry) (kind switchboard.EventKind, reason switchboar
 	case was && is:
 		return switchboard.EventUpdated, "", e.next, true
 	case was && !is:
-		switch {
-		case e.kind == switchboard.EventRemoved:
+		if e.kind == switchboard.EventRemoved {
 			return switchboard.EventRemoved, e.reason, e.gone, true
-		case e.next.inst.Stale:
-			return switchboard.EventRemoved, switchboard.ReasonExpired, e.next, true
-		case e.next.inst.Health.Status == switchboard.StatusCritical:
-			return switchboard.EventRemoved, switchboard.ReasonCheckFailed, e.next, true
-		default:
-			return switchboard.EventRemoved, switchboard.ReasonDeregistered, e.next, true
 		}
+		return switchboard.EventRemoved, switchboard.RemovalReason(&e.next.inst, e.next.inst.Stale), e.next, true
 	}
 	return "", "", nil, false
 }

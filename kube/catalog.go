@@ -442,7 +442,7 @@ func (k *Catalog) List(ctx context.Context, q switchboard.Query) ([]switchboard.
 	}
 	out := make([]switchboard.Instance, 0, len(all))
 	for _, in := range all {
-		if q.Matches(&in) && (q.All || !in.Stale) {
+		if q.Selects(&in, in.Stale) {
 			out = append(out, in)
 		}
 	}

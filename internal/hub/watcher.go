@@ -70,21 +70,7 @@ func newSub(q switchboard.Query) *sub {
 	return &sub{q: q, wake: make(chan struct{}, 1), out: make(chan switchboard.Event, 64)}
 }
 
-func (s *sub) visible(in *switchboard.Instance, expired bool) bool {
-	return (s.q.All || !expired && in.Health.Status != switchboard.StatusCritical) && s.q.Matches(in)
-}
-
-// removalReason says why an instance the watcher saw (and still matches
-// its query) left its view: its TTL passed, or its check turned critical.
-func removalReason(in *switchboard.Instance, expired bool) switchboard.Reason {
-	switch {
-	case expired:
-		return switchboard.ReasonExpired
-	case in != nil && in.Health.Status == switchboard.StatusCritical:
-		return switchboard.ReasonCheckFailed
-	}
-	return switchboard.ReasonDeregistered
-}
+func (s *sub) visible(in *switchboard.Instance, expired bool) bool { return s.q.Selects(in, expired) }
 
 // change queues the event of one instance (id), which the watcher could
 // (was) or could not see before it; removal says the event removes it from
@@ -195,7 +181,7 @@ func (h *Hub) catchUp(s *sub) []switchboard.Event {
 		case p.was && is:
 			out = append(out, switchboard.Event{Kind: switchboard.EventUpdated, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && e != nil:
-			r := removalReason(e.inst, e.expired) // or no longer matches the query
+			r := switchboard.RemovalReason(e.inst, e.expired) // or no longer matches the query
 			out = append(out, switchboard.Event{Kind: switchboard.EventRemoved, Reason: r, Instance: e.view(), Revision: e.inst.Revision})
 		case p.was && p.removal != nil:
 			out = append(out, *p.removal)
@@ -314,7 +300,7 @@ func (h *Hub) transition(old *switchboard.Instance, oldExpired bool, cur *switch
 		case was && !is:
 			r := reason
 			if r == "" {
-				r = removalReason(cur, curExpired)
+				r = switchboard.RemovalReason(cur, curExpired)
 			}
 			in := old
 			if cur != nil {
