@@ -77,6 +77,10 @@ type Registration struct {
 	// heartbeat loop drains a row it has to write again.
 	draining  bool
 	drainWait time.Duration
+	// stopping is the DrainAndWait under way or done (nil before the
+	// first and after an Undrain): Close and a server stopping on the same
+	// signal share one drain and one wait instead of racing two.
+	stopping *drainCall
 	// claim is this registration's entry in claims (zero when it holds
 	// none: a claim's catalog is never nil).
 	claim claimKey
@@ -248,6 +252,9 @@ func (r *Registration) setDraining(ctx context.Context, draining bool) error {
 	}
 	r.mu.Lock()
 	r.draining = draining
+	if !draining {
+		r.stopping = nil // undrained: a later DrainAndWait drains again
+	}
 	r.mu.Unlock()
 	stored, err := d.Drain(ctx, r.ID(), draining)
 	if err != nil {
@@ -296,21 +303,38 @@ func (r *Registration) Close() error {
 // before it stops serving. It does nothing when the drain wait is
 // negative or the instance was drained already, and returns Drain's error
 // (errors.ErrUnsupported on a catalog that cannot drain) without waiting.
+// Callers at the same time (Close on the end of Bootstrap's context and a
+// server stopping on the same signal) share one drain and one wait: the
+// later ones wait for it and return its error.
 func (r *Registration) DrainAndWait() error {
 	r.mu.Lock()
-	drained := r.draining
-	r.mu.Unlock()
-	if r.drainWait < 0 || drained {
+	if c := r.stopping; c != nil {
+		r.mu.Unlock()
+		<-c.done // a second caller waits for the same drain to end
+		return c.err
+	}
+	if r.drainWait < 0 || r.draining {
+		r.mu.Unlock()
 		return nil // no drain wanted, or drained before by the owner, who chose how long to wait
 	}
+	c := &drainCall{done: make(chan struct{})}
+	r.stopping = c
+	r.mu.Unlock()
+	defer close(c.done)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.Drain(ctx); err != nil {
-		return err
+	if c.err = r.Drain(ctx); c.err != nil {
+		return c.err
 	}
 	r.log.Info("drained; deregistering after the drain wait", "id", r.ID(), "drain_wait", r.drainWait)
 	time.Sleep(r.drainWait)
 	return nil
+}
+
+// drainCall is one DrainAndWait: done closes when it has returned err.
+type drainCall struct {
+	done chan struct{}
+	err  error
 }
 
 // drainBeforeClose is Close's DrainAndWait: a catalog that cannot drain,

@@ -88,3 +88,55 @@ func TestRegistrationDrain(t *testing.T) {
 		t.Fatalf("drain on a catalog that cannot: %v", err)
 	}
 }
+
+// gatedDrainer holds every Drain until gate closes, so that a test can
+// call DrainAndWait again while one is under way.
+type gatedDrainer struct {
+	switchboard.Catalog
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedDrainer) Drain(ctx context.Context, id string, draining bool) (switchboard.Instance, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Catalog.(switchboard.Drainer).Drain(ctx, id, draining)
+}
+
+// Close on the end of Bootstrap's context and a server stopping on the
+// same signal both call DrainAndWait: they share one drain and one wait.
+// The second neither returns before the drain wait is over (its server
+// would stop while callers still arrive) nor drains a row Close deleted.
+func TestDrainAndWaitShared(t *testing.T) {
+	ctx := context.Background()
+	cat := &gatedDrainer{Catalog: testkit.OpenSQLite(t), entered: make(chan struct{}, 2), gate: make(chan struct{})}
+	reg, err := switchboard.Bootstrap(ctx, cat, service("g"), switchboard.BootstrapOptions{DisableReaper: true, DrainWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- reg.DrainAndWait() }()
+	<-cat.entered // the first is inside Drain
+	second := make(chan error, 1)
+	go func() { second <- reg.DrainAndWait() }()
+	closed := make(chan error, 1)
+	go func() { closed <- reg.Close() }()
+	select {
+	case err := <-second:
+		t.Fatalf("second DrainAndWait returned %v while the first was still draining", err)
+	case err := <-closed:
+		t.Fatalf("Close returned %v while the drain was under way", err)
+	case <-cat.entered:
+		t.Fatal("a second Drain was sent")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(cat.gate)
+	for name, ch := range map[string]chan error{"first": first, "second": second, "close": closed} {
+		if err := <-ch; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if got, err := cat.Get(ctx, reg.ID()); !errors.Is(err, switchboard.ErrNotFound) {
+		t.Fatalf("after Close: %+v, %v", got, err)
+	}
+}
