@@ -15,7 +15,7 @@
 //	POST   /v1/reap?reachable_for=        reap with the caller's post-outage grace (below)
 //	GET    /v1/watch?<filters>            Server-Sent Events (below)
 //	GET    /v1/now                        the catalog's clock → {"now":"…"}
-//	GET    /v1/info                       backend, redacted DSN, health, counts, self-preservation, default_ttl (the catalog's default TTL, "10s"; absent when it does not say)
+//	GET    /v1/info                       version, backend, redacted DSN, health, counts, self-preservation, default_ttl (the catalog's default TTL, "10s"; absent when it does not say)
 //	GET    /v1/leases?limit=&after=       [lease, …] by name, a page at a time (X-Next-After names the next page's start)
 //	POST   /v1/leases/acquire             {"name","holder","ttl","secret"?} → lease with its "secret"; 409 lease_held
 //	POST   /v1/leases/renew               {"name","holder","token","ttl","secret"} → lease; 409 lease_lost

@@ -10,7 +10,7 @@ import (
 )
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) error {
-	var in Info
+	in := Info{Version: s.opts.Version}
 	if d, err := switchboard.ParseDSN(s.opts.DSN); err == nil {
 		in.Backend = d.Scheme
 	}

@@ -54,3 +54,26 @@ func TestInfoDefaultTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestInfoVersion: /v1/info names the server's release when it is
+// configured (a client names it when the server refuses a newer field),
+// and leaves the field out otherwise.
+func TestInfoVersion(t *testing.T) {
+	for _, want := range []string{"switchboard v1.2.3 (revision abc)", ""} {
+		cat, err := switchboard.Open(context.Background(), "sqlite://"+t.TempDir()+"/c.db", switchboard.Options{Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		s := serveOn(t, cat, httpapi.Options{Version: want})
+		code, b := call(t, "GET", s.url+"/v1/info", nil)
+		var raw map[string]any
+		if code != 200 || json.Unmarshal(b, &raw) != nil {
+			t.Fatalf("/v1/info: %d %s", code, b)
+		}
+		got, present := raw["version"]
+		if present != (want != "") || present && got != want {
+			t.Errorf("/v1/info version %v (present %v), want %q", got, present, want)
+		}
+	}
+}

@@ -85,6 +85,10 @@ type Options struct {
 	// DSN is the catalog's DSN, reported by /v1/info with its password
 	// redacted.
 	DSN string
+	// Version is the server's release, reported by /v1/info (serve passes
+	// its `switchboard version` line): a client that sent a field this
+	// server does not know names it in its error.
+	Version string
 	// HeartbeatWindow is how long the server gathers heartbeats from all
 	// clients before renewing them in one statement (default 250 ms). While
 	// a renewal is in flight, the next ones gather anyway. A renewal waits

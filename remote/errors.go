@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
@@ -106,6 +108,33 @@ func (e *APIError) As(target any) bool {
 	}
 	*fe = switchboard.NewFieldError(kind, e.Field, e.Value, reason)
 	return true
+}
+
+// olderServer turns a server's refusal of a field of body it does not
+// know (a release older than the field; this client sends such a field
+// only when the caller set it) into an error that says so and names the
+// server's release, asked from /v1/info: the caller learns to upgrade the
+// server, or to leave the field unset, instead of hunting a typo. Any
+// other error is returned as it is.
+func (c *Client) olderServer(ctx context.Context, err error, body map[string]json.RawMessage) error {
+	var e *APIError
+	if !errors.As(err, &e) || e.Code != schema.CodeInvalid || e.Field == "" ||
+		!strings.HasPrefix(e.ErrorBody.Error, "unknown field ") {
+		return err
+	}
+	sent, ok := body[e.Field]
+	if !ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var info schema.Info
+	release := "a release older than this client that does not report its version"
+	if _, ierr := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil); ierr == nil && info.Version != "" {
+		release = info.Version
+	}
+	return switchboard.NewFieldError(switchboard.ErrInvalid, e.Field, string(sent),
+		fmt.Sprintf("the server does not know this field: it runs %s; upgrade the server, or leave %s unset", release, e.Field))
 }
 
 func decodeError(resp *http.Response) error {

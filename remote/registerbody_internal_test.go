@@ -1,9 +1,17 @@
 package remote
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
 // A registration's body leaves out what servers only write (a server of a
@@ -33,5 +41,40 @@ func TestRegisterBodyLeavesOutputOnlyFields(t *testing.T) {
 	}
 	if string(m["weight"]) != "5" || string(m["zone"]) != `"eu-1"` || m["check"] == nil {
 		t.Errorf("body lost what the caller set: weight %s zone %s check %s", m["weight"], m["zone"], m["check"])
+	}
+}
+
+// A server older than a field the caller set refuses it as unknown (as
+// releases from before weights did); the client's error names the field,
+// the server's release as /v1/info reports it (or that it reports none),
+// and what to do, and stays an ErrInvalid FieldError.
+func TestRegisterOnOlderServerNamesItsRelease(t *testing.T) {
+	for _, version := range []string{"", "switchboard v0.9.0 (revision abc)"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/instances":
+				w.WriteHeader(http.StatusBadRequest)
+				json.NewEncoder(w).Encode(schema.ErrorBody{Error: `unknown field "weight"`, Field: "weight", Code: schema.CodeInvalid})
+			case "/v1/info":
+				json.NewEncoder(w).Encode(schema.Info{Healthy: true, Version: version})
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		c := openList(t, srv.URL)
+		_, err := c.Register(context.Background(), switchboard.Instance{Name: "a", Type: "writer", Address: "127.0.0.1:1", Weight: 5, TTL: 10 * time.Second})
+		srv.Close()
+		var fe *switchboard.FieldError
+		if !errors.As(err, &fe) || fe.Field != "weight" || fe.Value != "5" || !errors.Is(err, switchboard.ErrInvalid) {
+			t.Fatalf("server %q: want an invalid weight FieldError, got %v", version, err)
+		}
+		want := version
+		if want == "" {
+			want = "does not report its version"
+		}
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "upgrade the server, or leave weight unset") {
+			t.Errorf("server %q: error does not name the release and the way out: %v", version, err)
+		}
 	}
 }

@@ -266,7 +266,7 @@ func (c *Client) Register(ctx context.Context, in switchboard.Instance) (switchb
 	}
 	var out schema.RegisterResponse
 	if err := c.do(ctx, http.MethodPut, "/v1/instances", body, &out, schema.SecretHeader, c.secret(in.ID)); err != nil {
-		return switchboard.Instance{}, err
+		return switchboard.Instance{}, c.olderServer(ctx, err, body)
 	}
 	c.mu.Lock()
 	c.secrets[out.Instance.ID] = out.Secret

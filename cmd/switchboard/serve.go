@@ -190,7 +190,7 @@ func runServe(ctx context.Context, g *globals, cat switchboard.Catalog, ln net.L
 		MaxLeaseTTL: c.HTTP.MaxLeaseTTL, MaxInstances: c.HTTP.MaxInstances, MaxInstanceBytes: int64(c.HTTP.MaxInstancesMiB) << 20,
 		MaxLeases: c.HTTP.MaxLeases, MaxWatchers: c.HTTP.MaxWatchers,
 		MaxInstancesPerToken: c.HTTP.MaxInstancesPerToken, MaxLeasesPerToken: c.HTTP.MaxLeasesPerToken, MaxWatchersPerToken: c.HTTP.MaxWatchersPerToken,
-		DSN: c.Discovery.DSN, Logger: g.log, UI: dashboard.Handler(), CheckPolicy: c.Checks.Policy().Check})
+		DSN: c.Discovery.DSN, Version: appVersion(), Logger: g.log, UI: dashboard.Handler(), CheckPolicy: c.Checks.Policy().Check})
 	var handler http.Handler = api
 	if c.DNS.Listen != "" {
 		stopDNS, withMetrics, err := serveDNS(ctx, g, c, cat)

@@ -149,6 +149,9 @@ type LeaseRequest struct {
 
 // Info is the body of GET /v1/info: what the server serves and how it is.
 type Info struct {
+	// Version is the server's release ("switchboard v1.2.0 (revision …)"),
+	// absent from servers older than the field and when not configured.
+	Version string `json:"version,omitempty"`
 	Backend string `json:"backend"` // the catalog's DSN scheme: sqlite, postgres, …
 	DSN     string `json:"dsn"`     // with any password redacted
 	Healthy bool   `json:"healthy"` // the server's mirror of the catalog is current
