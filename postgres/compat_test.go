@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
@@ -171,5 +174,89 @@ UPDATE change_log SET compat_version = 99;
 	got, err := c2.List(ctx, switchboard.Query{})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("list after the retried migration: %v, %v", got, err)
+	}
+}
+
+// An exclusive migration waits, rather than racing them, until no live row
+// was registered by a program that knows only earlier schema versions: it
+// says what it waits for, applies nothing meanwhile, and runs once those
+// rows are gone. Rows this program registers record its schema version
+// (on an insert, an update and an unchanged renewal alike); rows of
+// programs from before the column record 0.
+func TestExclusiveMigrationWaitsForOlderWriters(t *testing.T) {
+	c, conn, dsn := newCatalog(t)
+	ctx := ctxT(t)
+	known := len(migrations) - 1
+	for _, id := range []string{"old-writer", "new-writer", "new-writer"} {
+		exec(t, conn, `UPDATE instances SET schema_version = 0 WHERE id = 'new-writer'`)
+		in := inst("w", "127.0.0.1:1")
+		in.ID, in.TTL = id, time.Minute
+		if _, err := c.Register(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := count(t, conn, `SELECT schema_version FROM instances WHERE id = 'new-writer'`); v != known {
+		t.Fatalf("an unchanged re-registration left schema %d, want %d", v, known)
+	}
+	exec(t, conn, `UPDATE instances SET schema_version = 0 WHERE id = 'old-writer'`)
+
+	saved, savedRetry := migrations, backend.ExclusiveRetry
+	v := len(saved)
+	t.Cleanup(func() { migrations = saved; delete(exclusiveMigrations, v); backend.ExclusiveRetry = savedRetry })
+	migrations = append(saved[:len(saved):len(saved)], `CREATE TABLE exclusive_one (x int);`)
+	exclusiveMigrations[v] = true
+	backend.ExclusiveRetry = 10 * time.Millisecond
+	// Rows of this program's schema are older writers for migration v too;
+	// new-writer stands for a row the program that knows v registered.
+	exec(t, conn, fmt.Sprintf(`UPDATE instances SET schema_version = %d WHERE id = 'new-writer'`, v))
+	d, err := switchboard.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// waiting starts an open that logs to its own buffer.
+	waiting := func(ctx context.Context) <-chan error {
+		logs := &testkit.SyncBuffer{}
+		opened := make(chan error, 1)
+		go func() {
+			c2, err := Open(ctx, d, switchboard.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			if err == nil {
+				c2.Close()
+			}
+			opened <- err
+		}()
+		testkit.WaitUntil(t, "the open to say what it waits for", func() bool {
+			return strings.Contains(logs.String(), "waiting to migrate") && strings.Contains(logs.String(), "old-writer")
+		})
+		return opened
+	}
+
+	// Given up by its context, the open names the migration and the row.
+	short, cancel := context.WithCancel(ctx)
+	opened := waiting(short)
+	cancel()
+	err = <-opened
+	var ow *backend.OlderWriters
+	if !errors.As(err, &ow) || ow.Migration != v || ow.Count != 1 || len(ow.IDs) != 1 || ow.IDs[0] != "old-writer" ||
+		!strings.Contains(err.Error(), "needs exclusive use") {
+		t.Fatalf("open beside an older writer: %v", err)
+	}
+
+	opened = waiting(ctx)
+	tables := `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'exclusive_one'`
+	if count(t, conn, tables) != 0 {
+		t.Fatal("the exclusive migration ran beside a live older writer")
+	}
+	if err := c.Deregister(ctx, "old-writer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open once the older writer left: %v", err)
+	}
+	if count(t, conn, tables) != 1 {
+		t.Fatal("the exclusive migration did not run")
+	}
+	if got := count(t, conn, compatSQL); got != v {
+		t.Fatalf("compat version %d, want %d", got, v)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -155,6 +156,12 @@ ALTER TABLE instances
 -- additive, so a program of version 4 still can.
 ALTER TABLE change_log ADD COLUMN compat_version integer NOT NULL DEFAULT 4;
 `,
+	9: `
+-- The schema version of the program that last registered each row (0: one
+-- from before this column), additive: an exclusive migration waits until no
+-- live row was registered by a program that cannot run beside it.
+ALTER TABLE instances ADD COLUMN schema_version integer NOT NULL DEFAULT 0;
+`,
 }
 
 // compatSince is the migration that records the compat version; later
@@ -243,8 +250,10 @@ func schemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 // error, the process or its connection gone) is rolled back whole by the
 // server, and the next start applies it again. A catalog newer than this
 // program knows is used as it is when its compat version allows this
-// program, and otherwise refused before anything is written.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+// program, and otherwise refused before anything is written. An exclusive
+// migration waits (backend.AwaitExclusive, under the lock) until no live
+// row was registered by a program that cannot run beside it.
+func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
@@ -271,26 +280,46 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return checkNewer(ctx, conn, current)
 	}
 	for v := current + 1; v < len(migrations); v++ {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
-				return err
-			}
-			if v > compatSince && exclusiveMigrations[v] {
-				if _, err := tx.Exec(ctx, `UPDATE change_log SET compat_version = $1`, v); err != nil {
+		err := backend.AwaitExclusive(ctx, log, func() error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if v > compatSince && exclusiveMigrations[v] {
+					if err := olderWriters(ctx, tx, v); err != nil {
+						return err
+					}
+				}
+				if _, err := tx.Exec(ctx, migrations[v]); err != nil {
 					return err
 				}
-			}
-			if migrateHook != nil {
-				migrateHook(v)
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
-			return err
+				if v > compatSince && exclusiveMigrations[v] {
+					if _, err := tx.Exec(ctx, `UPDATE change_log SET compat_version = $1`, v); err != nil {
+						return err
+					}
+				}
+				if migrateHook != nil {
+					migrateHook(v)
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+				return err
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("postgres: migrate to version %d: %w", v, err)
 		}
 	}
 	return nil
+}
+
+// olderWriters is an *backend.OlderWriters when live rows were registered
+// by programs that know only schema versions below migration v (exclusive),
+// which may not run until they are gone; nil otherwise.
+func olderWriters(ctx context.Context, tx pgx.Tx, v int) error {
+	ow := &backend.OlderWriters{Migration: v}
+	err := tx.QueryRow(ctx, `SELECT count(*), coalesce((array_agg(id ORDER BY id))[1:3], '{}')
+		FROM instances WHERE schema_version < $1 AND now() - last_seen <= ttl`, v).Scan(&ow.Count, &ow.IDs)
+	if err != nil || ow.Count == 0 {
+		return err
+	}
+	return ow
 }
 
 // recreate creates the catalog's schema again when err says one of its
@@ -305,7 +334,7 @@ func (c *Catalog) recreate(ctx context.Context, err error) bool {
 	if !errors.As(err, &pe) || pe.Code != undefinedTable || c.opts.MustExist {
 		return false
 	}
-	if merr := migrate(ctx, c.pool); merr != nil {
+	if merr := migrate(ctx, c.pool, c.log); merr != nil {
 		c.log.Warn("catalog tables are gone; creating them again failed", "err", switchboard.RedactError(merr, c.dsn))
 		return false
 	}

@@ -36,14 +36,14 @@ func TestRenewUnchangedPlansByID(t *testing.T) {
 	defer conn.Close(ctx)
 	for _, q := range []string{
 		`SET plan_cache_mode = force_generic_plan`,
-		`PREPARE renew (text, text, text, text, text[], text, jsonb, text, interval, integer, text, jsonb) AS ` + renewUnchangedSQL,
+		`PREPARE renew (text, text, text, text, text[], text, jsonb, text, interval, integer, text, jsonb, integer) AS ` + renewUnchangedSQL,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE renew ('replica-007', 'replicated', 'writer', '10.0.0.7:4317',
-		'{storage}', '1.0.0', '{}', NULL, '10 seconds', 100, '', NULL)`, pgx.QueryExecModeSimpleProtocol)
+		'{storage}', '1.0.0', '{}', NULL, '10 seconds', 100, '', NULL, 9)`, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

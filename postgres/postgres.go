@@ -128,7 +128,7 @@ func Open(ctx context.Context, dsn switchboard.DSN, opts switchboard.Options) (*
 		}
 	}
 	if !current {
-		if err := migrate(ctx, pool); err != nil {
+		if err := migrate(ctx, pool, opts.Logger); err != nil {
 			pool.Close()
 			return nil, switchboard.RedactError(err, dsn.Raw)
 		}

@@ -154,11 +154,11 @@ func (c *Catalog) Register(ctx context.Context, in switchboard.Instance) (switch
 		w.traffic.fresh(now)
 		res, err := tx.ExecContext(ctx, `INSERT INTO instances
 			(id, name, type, address, capabilities, version, metadata, components, ttl_ms, registered_at, last_seen, packed,
-			 weight, zone, check_spec, health_status, health_output, health_since)
+			 weight, zone, check_spec, health_status, health_output, health_since, schema_version)
 			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-				json_array(?1, ?2, ?3, ?4, json(?5), ?6, json(?7), ?9, ?10), ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT (id) DO NOTHING`,
+				json_array(?1, ?2, ?3, ?4, json(?5), ?6, json(?7), ?9, ?10), ?12, ?13, ?14, ?15, ?16, ?17, ?18) ON CONFLICT (id) DO NOTHING`,
 			w.id, w.name, w.typ, w.address, w.caps, w.version, w.metadata,
-			w.components, w.ttlMS, now, now, w.weight, w.zone, w.check, w.healthStatus, w.healthOutput, w.healthSince)
+			w.components, w.ttlMS, now, now, w.weight, w.zone, w.check, w.healthStatus, w.healthOutput, w.healthSince, len(migrations))
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func reRegisterRow(ctx context.Context, tx *txn, now int64, want, old row) (seq,
 	if old.sameContent(want) {
 		// A row (nearly) stale is logged by the instances_revived trigger,
 		// which gives it a new revision (changes_revision).
-		if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ? WHERE id = ?`, now, want.id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET last_seen = ?, schema_version = ? WHERE id = ?`, now, len(migrations), want.id); err != nil {
 			return 0, 0, err
 		}
 		revision = old.revision
@@ -225,10 +225,11 @@ func reRegisterRow(ctx context.Context, tx *txn, now int64, want, old row) (seq,
 		name = ?1, type = ?2, address = ?3, capabilities = ?4, version = ?5, metadata = ?6,
 		components = ?7, ttl_ms = ?8, last_seen = ?9,
 		packed = json_array(?10, ?1, ?2, ?3, json(?4), ?5, json(?6), ?8, ?11),
-		weight = ?12, zone = ?13, check_spec = ?14, health_status = ?15, health_output = ?16, health_since = ?17 WHERE id = ?10`,
+		weight = ?12, zone = ?13, check_spec = ?14, health_status = ?15, health_output = ?16, health_since = ?17,
+		schema_version = ?18 WHERE id = ?10`,
 		want.name, want.typ, want.address, want.caps, want.version, want.metadata,
 		want.components, want.ttlMS, now, want.id, old.registeredAt,
-		want.weight, want.zone, want.check, want.healthStatus, want.healthOutput, want.healthSince); err != nil {
+		want.weight, want.zone, want.check, want.healthStatus, want.healthOutput, want.healthSince, len(migrations)); err != nil {
 		return 0, 0, err
 	}
 	if old.caps != want.caps {

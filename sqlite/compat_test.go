@@ -8,12 +8,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/internal/backend"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // rawExec runs statements on the file at path outside any Catalog, as a
@@ -216,5 +219,84 @@ func TestExclusiveMigrationRaisesCompat(t *testing.T) {
 	c.Close()
 	if v := rawInt(t, path, `SELECT value FROM meta WHERE key = 'compat_version'`); v != len(saved)+2 {
 		t.Fatalf("compat version %d after an exclusive migration, want %d", v, len(saved)+2)
+	}
+}
+
+// An exclusive migration waits, rather than racing them, until no live row
+// was registered by a program that knows only earlier schema versions: it
+// says what it waits for, applies nothing meanwhile, and runs once those
+// rows are gone (here: deregistered). Rows this program registers record
+// its schema version; rows of programs from before the column record 0.
+func TestExclusiveMigrationWaitsForOlderWriters(t *testing.T) {
+	c, path := newFile(t)
+	mustRegister(t, c, sample("old-writer"))
+	mustRegister(t, c, sample("new-writer"))
+	// old-writer as a program from before schema_version leaves it.
+	rawExec(t, path, `UPDATE instances SET schema_version = 0 WHERE id = 'old-writer'`)
+	if v := rawInt(t, path, `SELECT schema_version FROM instances WHERE id = 'new-writer'`); v != len(migrations) {
+		t.Fatalf("a row this program registered records schema %d, want %d", v, len(migrations))
+	}
+	// An unchanged re-registration records it too.
+	rawExec(t, path, `UPDATE instances SET schema_version = 0 WHERE id = 'new-writer'`)
+	mustRegister(t, c, sample("new-writer"))
+	if v := rawInt(t, path, `SELECT schema_version FROM instances WHERE id = 'new-writer'`); v != len(migrations) {
+		t.Fatalf("an unchanged re-registration left schema %d, want %d", v, len(migrations))
+	}
+
+	saved, savedRetry := migrations, backend.ExclusiveRetry
+	v := len(saved) + 1
+	t.Cleanup(func() { migrations = saved; delete(exclusiveMigrations, v); backend.ExclusiveRetry = savedRetry })
+	migrations = append(migrations[:len(saved):len(saved)], `CREATE TABLE exclusive_one (x INTEGER);`)
+	exclusiveMigrations[v] = true
+	backend.ExclusiveRetry = 10 * time.Millisecond
+	// Rows of this program's schema are older writers for migration v too;
+	// new-writer stands for a row the program that knows v registered.
+	rawExec(t, path, fmt.Sprintf(`UPDATE instances SET schema_version = %d WHERE id = 'new-writer'`, v))
+
+	// waiting starts an open that logs to its own buffer.
+	waiting := func(ctx context.Context) <-chan error {
+		logs := &testkit.SyncBuffer{}
+		opts := quiet
+		opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		opened := make(chan error, 1)
+		go func() {
+			c2, err := Open(ctx, fileDSN(path), opts)
+			if err == nil {
+				c2.Close()
+			}
+			opened <- err
+		}()
+		testkit.WaitUntil(t, "the open to say what it waits for", func() bool {
+			return strings.Contains(logs.String(), "waiting to migrate") && strings.Contains(logs.String(), "old-writer")
+		})
+		return opened
+	}
+
+	// Given up by its context, the open names the migration and the row.
+	ctx, cancel := context.WithCancel(tctx(t))
+	opened := waiting(ctx)
+	cancel()
+	err := <-opened
+	var ow *backend.OlderWriters
+	if !errors.As(err, &ow) || ow.Migration != v || ow.Count != 1 || len(ow.IDs) != 1 || ow.IDs[0] != "old-writer" ||
+		!strings.Contains(err.Error(), "needs exclusive use") {
+		t.Fatalf("open beside an older writer: %v", err)
+	}
+
+	opened = waiting(tctx(t))
+	if n := rawInt(t, path, `SELECT count(*) FROM sqlite_master WHERE name = 'exclusive_one'`); n != 0 {
+		t.Fatal("the exclusive migration ran beside a live older writer")
+	}
+	if err := c.Deregister(tctx(t), "old-writer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open once the older writer left: %v", err)
+	}
+	if n := rawInt(t, path, `SELECT count(*) FROM sqlite_master WHERE name = 'exclusive_one'`); n != 1 {
+		t.Fatal("the exclusive migration did not run")
+	}
+	if got := rawInt(t, path, `SELECT value FROM meta WHERE key = 'compat_version'`); got != v {
+		t.Fatalf("compat version %d, want %d", got, v)
 	}
 }

@@ -172,6 +172,11 @@ var migrations = []string{
 	// oldest schema version whose programs may still read and write it.
 	// Migrations 7 to 10 are additive, so a program of version 6 still can.
 	`INSERT INTO meta (key, value) VALUES ('compat_version', 6);`,
+	// 11: the schema version of the program that last registered each row
+	// (0: one from before this column), additive: an exclusive migration
+	// waits until no live row was registered by a program that cannot run
+	// beside it (olderWriters).
+	`ALTER TABLE instances ADD COLUMN schema_version INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // compatSince is the migration that records the compat version; later
@@ -192,6 +197,36 @@ var exclusiveMigrations = map[int]bool{1: true, 6: true}
 // migrateHook, when set (by tests), runs inside each migration's
 // transaction after its statements and before its version is recorded.
 var migrateHook func(version int)
+
+// olderWriters is an *backend.OlderWriters when live rows were registered
+// by programs that know only schema versions below migration v (exclusive),
+// which may not run until they are gone; nil otherwise. A catalog from
+// before schema_version (11) has none to tell, and no exclusive migration
+// to wait for.
+func olderWriters(ctx context.Context, tx *txn, v int) error {
+	const older = ` FROM instances WHERE schema_version < ? AND last_seen + ttl_ms * 1000 > ` + nowSQL
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*)`+older, v).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id`+older+` ORDER BY id LIMIT 3`, v)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	ow := &backend.OlderWriters{Migration: v, Count: n}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ow.IDs = append(ow.IDs, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return ow
+}
 
 // readCompat reads the catalog's compat version (0: not recorded).
 func readCompat(ctx context.Context, tx *txn) (int, error) {
@@ -223,7 +258,9 @@ const epochSQL = `SELECT CAST(value AS TEXT) FROM meta WHERE key = 'epoch'`
 // rolled back whole by SQLite, and the next open applies it again. A
 // catalog at a version newer than this program knows is used as it is
 // when its compat version allows this program, and otherwise refused
-// before anything is written (backend.CheckSchema). The version is read again inside the transaction (BEGIN
+// before anything is written (backend.CheckSchema). An exclusive migration
+// waits (backend.AwaitExclusive) until no live row was registered by a
+// program that cannot run beside it. The version is read again inside the transaction (BEGIN
 // IMMEDIATE holds the write lock), so processes opening the same new file at
 // once apply every migration exactly once and none of them fails. With
 // mustExist, a database without the schema is switchboard.ErrNoCatalog
@@ -264,49 +301,56 @@ func (c *Catalog) migrate(ctx context.Context, d *dbs, mustExist bool) error {
 	}
 	for {
 		var applied, from int
-		err := c.writeOn(ctx, d, func(tx *txn) (*hub.Batch, error) {
-			var n int
-			if err := tx.QueryRowContext(ctx,
-				`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
-				return nil, err
-			}
-			if n == 0 {
+		err := backend.AwaitExclusive(ctx, c.log, func() error {
+			return c.writeOn(ctx, d, func(tx *txn) (*hub.Batch, error) {
+				var n int
+				if err := tx.QueryRowContext(ctx,
+					`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+					return nil, err
+				}
+				if n == 0 {
+					if _, err := tx.ExecContext(ctx,
+						`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+						return nil, err
+					}
+				}
+				if err := tx.QueryRowContext(ctx,
+					`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&from); err != nil {
+					return nil, err
+				}
+				if from > len(migrations) {
+					compat, err := readCompat(ctx, tx)
+					if err != nil {
+						return nil, err
+					}
+					return nil, backend.CheckSchema(from, len(migrations), compat)
+				}
+				if from == len(migrations) {
+					return nil, nil
+				}
+				if v := from + 1; v > compatSince && exclusiveMigrations[v] {
+					if err := olderWriters(ctx, tx, v); err != nil {
+						return nil, err
+					}
+				}
+				if _, err := tx.ExecContext(ctx, migrations[from]); err != nil {
+					return nil, fmt.Errorf("migration %d: %w", from+1, err)
+				}
+				if v := from + 1; v > compatSince && exclusiveMigrations[v] {
+					if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'compat_version'`, v); err != nil {
+						return nil, err
+					}
+				}
+				if migrateHook != nil {
+					migrateHook(from + 1)
+				}
 				if _, err := tx.ExecContext(ctx,
-					`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+					`INSERT INTO schema_migrations (version, applied_at) VALUES (?, `+nowSQL+`)`, from+1); err != nil {
 					return nil, err
 				}
-			}
-			if err := tx.QueryRowContext(ctx,
-				`SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&from); err != nil {
-				return nil, err
-			}
-			if from > len(migrations) {
-				compat, err := readCompat(ctx, tx)
-				if err != nil {
-					return nil, err
-				}
-				return nil, backend.CheckSchema(from, len(migrations), compat)
-			}
-			if from == len(migrations) {
+				applied = from + 1
 				return nil, nil
-			}
-			if _, err := tx.ExecContext(ctx, migrations[from]); err != nil {
-				return nil, fmt.Errorf("migration %d: %w", from+1, err)
-			}
-			if v := from + 1; v > compatSince && exclusiveMigrations[v] {
-				if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'compat_version'`, v); err != nil {
-					return nil, err
-				}
-			}
-			if migrateHook != nil {
-				migrateHook(from + 1)
-			}
-			if _, err := tx.ExecContext(ctx,
-				`INSERT INTO schema_migrations (version, applied_at) VALUES (?, `+nowSQL+`)`, from+1); err != nil {
-				return nil, err
-			}
-			applied = from + 1
-			return nil, nil
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("sqlite: migrate %s: %w", c.where(), err)

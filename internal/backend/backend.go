@@ -3,7 +3,8 @@
 // one heartbeat, a lease TTL, a check result), so that the same call is
 // valid or refused alike on SQLite, PostgreSQL, kube:// and remote, with the
 // same error; and the rules the SQL backends share for what they store (how
-// a stored check is read, the schema's compat version).
+// a stored check is read, the schema's compat version, the wait of an
+// exclusive migration for older writers).
 // Library users do not need it: Catalog methods apply it.
 package backend
 

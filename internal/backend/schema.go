@@ -1,6 +1,13 @@
 package backend
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
 
 // Schema compatibility. Every catalog records, beside its schema version,
 // its compat version: the oldest schema version whose programs may still
@@ -42,4 +49,49 @@ func CheckSchema(v, known, compat int) error {
 		return fmt.Errorf("this catalog's schema is version %d, written by a newer switchboard; this program knows up to %d and the catalog needs at least %d: upgrade switchboard", v, known, compat)
 	}
 	return nil
+}
+
+// OlderWriters is an exclusive migration that may not run yet: Count live
+// rows (IDs: some of them) were registered by programs that know only
+// schema versions below Migration, which would go on writing beside it
+// unaware (they checked the schema when they opened the catalog).
+type OlderWriters struct {
+	Migration int
+	Count     int
+	IDs       []string
+}
+
+func (e *OlderWriters) Error() string {
+	return fmt.Sprintf("schema migration %d needs exclusive use of the catalog: %d live instances (%s) were registered "+
+		"by older switchboard releases, which cannot run beside it; stop or upgrade them (or let them expire)",
+		e.Migration, e.Count, strings.Join(e.IDs, ", "))
+}
+
+// ExclusiveRetry is how often AwaitExclusive tries an exclusive migration
+// again while older writers are live.
+var ExclusiveRetry = time.Second
+
+// AwaitExclusive runs step, one migration's transaction, until it returns
+// anything but an *OlderWriters: the exclusive migration waits, rather
+// than racing the older releases' processes, until their rows are gone.
+// Each wait is logged at WARN (the first, then every 30 s) with what it
+// waits for; the end of ctx ends the wait with the last OlderWriters.
+func AwaitExclusive(ctx context.Context, log *slog.Logger, step func() error) error {
+	var logged time.Time
+	for {
+		err := step()
+		var ow *OlderWriters
+		if !errors.As(err, &ow) {
+			return err
+		}
+		if time.Since(logged) >= 30*time.Second {
+			log.Warn("waiting to migrate: "+ow.Error(), "migration", ow.Migration, "instances", ow.Count)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		case <-time.After(ExclusiveRetry):
+		}
+	}
 }
