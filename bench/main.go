@@ -18,6 +18,12 @@
 // With -parts dns it measures `switchboard serve --dns` beside a bare
 // miekg/dns server (dns.go), alone or before the other parts.
 //
+// With -parts checks it measures the active health checks of 10,000
+// check-only instances run by one `switchboard serve` and then by two on
+// one PostgreSQL database (checks.go): the servers' CPU, the probes'
+// spread over time, that each check runs on one server only, and how
+// long a failing target takes to leave discovery at a watcher.
+//
 // Children (the writers, watchers and fleet processes, and the floor's
 // server) are this program run again with SWITCHBOARD_BENCH_ROLE set.
 package main
@@ -51,7 +57,8 @@ type config struct {
 	pgMargin   int
 	pgProcs    int
 
-	dns dnsShape
+	dns    dnsShape
+	checks checksShape
 }
 
 func main() {
@@ -68,7 +75,7 @@ func main() {
 	log.SetPrefix("bench: ")
 	var cfg config
 	var parts, systems, watchers string
-	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet; dns: serve --dns beside a bare miekg/dns server, alone or after the others)")
+	flag.StringVar(&parts, "parts", "churn,latency,fleet", "measurements to run (comma-separated: churn, latency, fleet; dns: serve --dns beside a bare miekg/dns server; checks: 10,000 HTTP checks run by one serve and by two on PostgreSQL; dns and checks alone or before the others)")
 	flag.StringVar(&systems, "systems", "etcd,sqlite,postgres,serve", "systems to measure (comma-separated: etcd, sqlite, postgres, serve: PostgreSQL through switchboard serve, serve-sqlite: SQLite through switchboard serve; floor: a bare Go HTTP server with no catalog; the serve ones and floor fleet only)")
 	flag.StringVar(&cfg.etcdBin, "etcd", "etcd", "the etcd server binary")
 	flag.StringVar(&cfg.sbBin, "switchboard", "", "the switchboard binary, for the serve tier (needed by -systems serve)")
@@ -93,6 +100,11 @@ func main() {
 	flag.IntVar(&cfg.dns.rate, "dns-rate", 10000, "dns: queries a second of the latency measurement")
 	flag.DurationVar(&cfg.dns.window, "dns-window", 10*time.Second, "dns: how long each load runs")
 	flag.IntVar(&cfg.dns.samples, "dns-samples", 200, "dns: registrations timed until answered")
+	flag.IntVar(&cfg.checks.instances, "checks-instances", 10000, "checks: check-only instances, each with an HTTP check")
+	flag.DurationVar(&cfg.checks.interval, "checks-interval", 10*time.Second, "checks: the checks' interval")
+	flag.DurationVar(&cfg.checks.window, "checks-window", 60*time.Second, "checks: measured time of each column (one server, two), at least two intervals")
+	flag.IntVar(&cfg.checks.failing, "checks-failing", 200, "checks: targets turned failing in each column, their removal timed at a watcher")
+	flag.DurationVar(&cfg.checks.ttl, "checks-ttl", 0, "checks: the instances' TTL (0: the server's default)")
 	flag.Parse()
 	cfg.parts, cfg.systems = set(parts), set(systems)
 	cfg.fleet.noReaper = !*reaper
@@ -103,7 +115,7 @@ func main() {
 		}
 		cfg.watchers = append(cfg.watchers, n)
 	}
-	if (cfg.systems["serve"] || cfg.systems["serve-sqlite"] || cfg.parts["dns"]) && cfg.sbBin == "" {
+	if (cfg.systems["serve"] || cfg.systems["serve-sqlite"] || cfg.parts["dns"] || cfg.parts["checks"]) && cfg.sbBin == "" {
 		log.Fatal("-systems serve needs -switchboard (the binary: go build -o DIR/switchboard ./cmd/switchboard)")
 	}
 	if err := run(context.Background(), cfg); err != nil {
@@ -139,6 +151,11 @@ type results struct {
 }
 
 func run(ctx context.Context, cfg config) error {
+	if cfg.parts["checks"] {
+		if err := cfg.checks.validate(); err != nil {
+			return err
+		}
+	}
 	if cfg.parts["dns"] {
 		if cfg.dns.names < 1 || cfg.dns.instances < cfg.dns.names || cfg.dns.sockets < 1 || cfg.dns.rate < cfg.dns.sockets || cfg.dns.window <= 0 {
 			return fmt.Errorf("-dns-*: want names ≥ 1, instances ≥ names, sockets ≥ 1, rate ≥ sockets, a positive window")
@@ -148,10 +165,18 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("dns: %w", err)
 		}
 		printDNS(os.Stdout, res)
-		if len(cfg.parts) == 1 {
-			return nil
-		}
 		fmt.Println()
+	}
+	if cfg.parts["checks"] {
+		res, err := measureChecks(ctx, cfg.sbBin, cfg.checks)
+		if err != nil {
+			return fmt.Errorf("checks: %w", err)
+		}
+		printChecks(os.Stdout, res, checksArgs(os.Args[1:]))
+		fmt.Println()
+	}
+	if !cfg.parts["churn"] && !cfg.parts["latency"] && !cfg.parts["fleet"] {
+		return nil
 	}
 	res, err := measureAll(ctx, cfg)
 	if err != nil {

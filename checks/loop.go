@@ -164,12 +164,7 @@ func (r *Runner) heartbeat(ctx context.Context) {
 		var ids []string
 		r.mu.Lock()
 		for id, l := range r.loops {
-			in := r.instances[id]
-			ttl := in.TTL
-			if ttl <= 0 {
-				ttl = switchboard.DefaultTTL
-			}
-			if in.Metadata[MetadataCheckOnly] == "true" && !l.refused && r.holds(l.shard) && now.Sub(l.lastBeat) >= ttl/3 {
+			if l.renew && now.Sub(l.lastBeat) >= l.every && r.holds(l.shard) {
 				ids = append(ids, id)
 				l.lastBeat = now
 			}

@@ -107,14 +107,30 @@ type Runner struct {
 	running   atomic.Bool
 }
 
-// loop is the probing of one instance's check; what the instance says
-// (its check, TTL, metadata) is read from Runner.instances.
+// loop is the probing of one instance's check. Its check and address are
+// the instance's when the loop started (a change of either starts a new
+// loop); whether the runner renews the row, and how often, follow the
+// instance's latest metadata and TTL (renew, every).
 type loop struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	shard    int
-	refused  bool      // by the policy: not probed, not renewed (set once, at start)
-	lastBeat time.Time // local
+	refused  bool          // by the policy: not probed, not renewed (set once, at start)
+	renew    bool          // check-only and not refused: the runner heartbeats the row
+	every    time.Duration // a third of the row's TTL
+	lastBeat time.Time     // local
+}
+
+// setRow sets what the heartbeat reads of in: whether it renews the row,
+// and how often (r.mu held). The heartbeat scans every loop several times
+// a second, so it reads these two fields rather than the instance's maps.
+func (l *loop) setRow(in switchboard.Instance) {
+	ttl := in.TTL
+	if ttl <= 0 {
+		ttl = switchboard.DefaultTTL
+	}
+	l.renew = in.Metadata[MetadataCheckOnly] == "true" && !l.refused
+	l.every = ttl / 3
 }
 
 // shard is a shard whose lease this runner holds.
@@ -297,10 +313,12 @@ func (r *Runner) put(ctx context.Context, in switchboard.Instance) {
 	defer r.mu.Unlock()
 	old := r.instances[in.ID]
 	r.instances[in.ID] = in
-	if r.loops[in.ID] != nil {
+	if l := r.loops[in.ID]; l != nil {
 		// The loop probes old's check at old's address; a new TTL or new
-		// metadata the heartbeat reads from r.instances.
+		// metadata changes only whether and how often the heartbeat
+		// renews the row.
 		if old.Check != nil && *old.Check == *in.Check && old.Address == in.Address {
+			l.setRow(in)
 			return
 		}
 		r.stopLoop(in.ID)
@@ -327,6 +345,7 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 	// renews a row whose check it refuses.
 	refusal := r.opts.Policy.Check(in)
 	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i, refused: refusal != nil}
+	l.setRow(in)
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
 	go func() {

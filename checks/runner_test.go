@@ -376,6 +376,40 @@ func TestRunnerCheckOnly(t *testing.T) {
 	}
 }
 
+// TestRunnerCheckOnlyChanges: a re-registration with the same check keeps
+// its loop, and what it says of the mark is followed: without it the row
+// is no longer renewed (it goes stale), with it again the row is renewed
+// again.
+func TestRunnerCheckOnlyChanges(t *testing.T) {
+	tg := newTarget(t)
+	cat := testkit.OpenSQLite(t)
+	ctx := context.Background()
+	in := switchboard.Instance{ID: "flip-1", Name: "db", Address: tg.addr(), TTL: time.Second,
+		Metadata: map[string]string{MetadataCheckOnly: "true"}, Check: &switchboard.Check{Target: tg.srv.URL + "/", Interval: time.Second}}
+	register(t, cat, in)
+	run(t, cat, Options{LeaseTTL: 3 * time.Second})
+	testkit.WaitUntil(t, "the check-only row to pass", func() bool {
+		got, err := cat.Get(ctx, "flip-1")
+		return err == nil && got.Health.Status == switchboard.StatusPassing
+	})
+	in.Metadata = nil
+	register(t, cat, in)
+	testkit.WaitUntil(t, "the row without the mark to go stale", func() bool {
+		got, err := cat.Get(ctx, "flip-1")
+		return err == nil && got.Stale
+	})
+	in.Metadata = map[string]string{MetadataCheckOnly: "true"}
+	again := register(t, cat, in)
+	// Three TTLs after registering again, the row is fresh: renewed.
+	for time.Since(again.LastSeen) < 3*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := cat.Get(ctx, "flip-1")
+	if err != nil || got.Stale {
+		t.Errorf("check-only again: %+v, %v; want fresh", got, err)
+	}
+}
+
 // TestRunnerPolicy: a check the runner's policy refuses is not probed; the
 // instance is critical and says why.
 func TestRunnerPolicy(t *testing.T) {
