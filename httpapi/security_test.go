@@ -203,19 +203,21 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 	}
 }
 
-// TestLeaseTheftRefused: a lease taken through the API carries a secret;
-// another client (with the same API token) cannot acquire it as its
-// holder, renew it or release it with the token it read from the list,
-// and errors name neither holder nor token. The owner's renewal still
-// works; a TTL past max_lease_ttl is refused; the admin token releases
-// any lease, audited.
+// TestLeaseTheftRefused: a lease taken through the API with a secret (in
+// the X-Lease-Secret header here) is its holder's alone: another client
+// (with the same API token) cannot acquire it as its holder, renew it or
+// release it with the token it read from the list, and errors name
+// neither holder nor token. The owner's renewal still works; a TTL past
+// max_lease_ttl is refused; the admin token releases any lease, audited.
 func TestLeaseTheftRefused(t *testing.T) {
 	opts := httpapi.Options{Token: clientToken, AdminToken: adminToken, ReapInterval: -1}
 	lb := auditLog(&opts)
 	s := start(t, opts)
-	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-owner","ttl":"1m"}`, asClient...)
+	const ownSecret = "the-owner-s-own-secret-0123456789"
+	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-owner","ttl":"1m"}`,
+		append([]string{httpapi.LeaseSecretHeader, ownSecret}, asClient...)...)
 	var l httpapi.LeaseJSON
-	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-owner" || len(l.Secret) < 32 {
+	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-owner" || l.Secret != ownSecret {
 		t.Fatalf("acquire: %d %s", code, b)
 	}
 	code, b = call(t, "GET", s.url+"/v1/leases", nil, asClient...)
@@ -262,6 +264,39 @@ func TestLeaseTheftRefused(t *testing.T) {
 	rel := lb.lines("audit: lease released")
 	if len(rel) != 1 || rel[0]["by_admin"] != true {
 		t.Fatalf("audit of the admin release: %v", rel)
+	}
+}
+
+// TestLeaseWithoutSecret: an acquire that sends no secret, as a client
+// of an earlier release sends it (that client never sends one back),
+// takes a lease without one: the answer carries none, and the holder with
+// its token renews, acquires again and releases it, as the catalog's own
+// leases are. The list shows neither a secret nor its stored hash.
+func TestLeaseWithoutSecret(t *testing.T) {
+	s := start(t, httpapi.Options{Token: clientToken, ReapInterval: -1})
+	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-old","token":0,"ttl":"1m"}`, asClient...)
+	var l httpapi.LeaseJSON
+	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-old" || strings.Contains(string(b), `"secret"`) {
+		t.Fatalf("acquire without a secret: %d %s; want the lease and no secret", code, b)
+	}
+	code, b = call(t, "GET", s.url+"/v1/leases", nil, asClient...)
+	if code != 200 || strings.Contains(string(b), `\u001f`) || strings.Contains(string(b), "s1$") || !strings.Contains(string(b), `"holder":"pod-old"`) {
+		t.Fatalf("the list: %s", b)
+	}
+	held := map[string]any{"name": "lock", "holder": "pod-old", "token": l.Token, "ttl": "1m"}
+	for _, op := range []string{"renew", "acquire"} {
+		if code, b := call(t, "POST", s.url+"/v1/leases/"+op, held, asClient...); code != 200 || !strings.Contains(string(b), `"token":`+jsonNum(l.Token)) {
+			t.Fatalf("%s by the holder without a secret: %d %s", op, code, b)
+		}
+	}
+	if code, b := call(t, "POST", s.url+"/v1/leases/acquire", with(held, "holder", "pod-other"), asClient...); code != 409 {
+		t.Fatalf("another holder's acquire of the held lease: %d %s; want 409", code, b)
+	}
+	if code, b := call(t, "POST", s.url+"/v1/leases/release", held, asClient...); code != 204 {
+		t.Fatalf("release by the holder without a secret: %d %s", code, b)
+	}
+	if code, b := call(t, "POST", s.url+"/v1/leases/acquire", with(held, "holder", "pod-other"), asClient...); code != 200 {
+		t.Fatalf("acquire of the released lease: %d %s", code, b)
 	}
 }
 
