@@ -49,5 +49,6 @@ const (
 	CodeUnsupportedMedia = schema.CodeUnsupportedMedia
 	CodeTooMany          = schema.CodeTooMany
 	SecretHeader         = schema.SecretHeader
+	LeaseSecretHeader    = schema.LeaseSecretHeader
 	LeaseNextHeader      = schema.LeaseNextHeader
 )

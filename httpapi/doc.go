@@ -95,14 +95,19 @@
 // anyone may register the id again and gets a new secret. Rows registered directly on the backend have no
 // secret.
 //
-// A lease acquired through the API gets a secret too, stored hashed in the
-// catalog's holder column after the holder's name (never shown): renewing,
-// releasing, and acquiring it again as the same holder while it is held
-// need it, so a client that read the lease's holder and token from the
-// list cannot take it over. A lease's TTL is at most Options.MaxLeaseTTL
-// (1 h). Lease errors never name another holder or its token. A holder
-// longer than 921 bytes leaves no room in the column for the secret: its
-// lease is taken without one, as leases stored by earlier releases are.
+// A lease is acquired through the API with a secret of the client's own
+// (the body's secret, or the X-Lease-Secret header, which servers of
+// earlier releases ignore), stored hashed in the catalog's holder column
+// after the holder's name (never shown): renewing, releasing, and
+// acquiring it again as the same holder while it is held need it, so a
+// client that read the lease's holder and token from the list cannot take
+// it over. An acquire without a secret gets one issued, in the answer (a
+// client of a release from before lease secrets, which never sends it
+// back, cannot keep a lease through this server). A lease's TTL is at
+// most Options.MaxLeaseTTL (1 h). Lease errors never name another holder
+// or its token. A holder longer than 921 bytes leaves no room in the
+// column for the secret: its lease is taken without one, as leases stored
+// by earlier releases are.
 //
 // # Watch (Server-Sent Events)
 //

@@ -115,7 +115,8 @@ func (s *Server) handleLeases(w http.ResponseWriter, r *http.Request) error {
 
 // leaseRequest finds the catalog's leases and decodes the request's lease
 // (name, holder, token, ttl, secret): what acquire, renew and release all
-// start with. The ttl is at most MaxLeaseTTL.
+// start with. The secret comes from the body, else from the
+// LeaseSecretHeader. The ttl is at most MaxLeaseTTL.
 func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (switchboard.Leaser, LeaseRequest, time.Duration, error) {
 	l, err := s.leaser()
 	if err != nil {
@@ -128,6 +129,9 @@ func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (switchboa
 	}
 	if err := strictUnmarshal(b, &req); err != nil {
 		return nil, req, 0, err
+	}
+	if req.Secret == "" {
+		req.Secret = r.Header.Get(LeaseSecretHeader)
 	}
 	var ttl time.Duration
 	if req.TTL != "" {
@@ -273,7 +277,10 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.leaseReply(w, r, le, req.Secret)
 	}
-	// A new term: the lease is free, released or expired.
+	// A new term: the lease is free, released or expired. Its secret is
+	// the one the client sent (the body's, or LeaseSecretHeader's), else
+	// one issued here and answered: renewing and releasing the lease need
+	// it, so no client that read its holder and token can take it over.
 	cred := s.credentialOf(r)
 	counted := s.opts.MaxLeasesPerToken > 0 && !cred.exempt()
 	secret, stored := req.Secret, req.Holder
@@ -282,12 +289,16 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("holder", fmt.Sprintf("lease holder of %d bytes: at most %d on this server, whose leases count to the credential that takes them (http.max_leases_per_token)",
 			len(req.Holder), switchboard.MaxLeaseHolder-holderReserve))
 	case len(req.Holder)+holderReserve > switchboard.MaxLeaseHolder:
-		secret = "" // no room for it (see holderReserve)
-		s.log.Warn("lease taken without a secret: its holder leaves no room for one", "lease", req.Name, "holder_bytes", len(req.Holder))
-	case secret == "":
-		secret = newSecret()
-	}
-	if secret != "" {
+		// No room for a secret (see holderReserve): stored as a lease of
+		// an earlier release.
+		if secret != "" {
+			s.log.Warn("lease taken without a secret: its holder leaves no room for one", "lease", req.Name, "holder_bytes", len(req.Holder))
+		}
+		secret = ""
+	default:
+		if secret == "" {
+			secret = newSecret()
+		}
 		stored += holderSep + hashSecret(secret, cred.tag)
 	}
 	release, err := s.credentialLeaseQuota(cred, func() (int, error) { return s.leasesHeld(ctx, l, cred.tag) })

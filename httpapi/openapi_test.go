@@ -48,7 +48,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("error code %q is not in the document", c)
 		}
 	}
-	for _, h := range []string{httpapi.SecretHeader, httpapi.LeaseNextHeader, "Retry-After"} {
+	for _, h := range []string{httpapi.SecretHeader, httpapi.LeaseSecretHeader, httpapi.LeaseNextHeader, "Retry-After"} {
 		if !bytes.Contains(httpapi.OpenAPI, []byte(`"`+h+`"`)) {
 			t.Errorf("header %s is not in the document", h)
 		}

@@ -203,19 +203,21 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 	}
 }
 
-// TestLeaseTheftRefused: a lease taken through the API carries a secret;
-// another client (with the same API token) cannot acquire it as its
-// holder, renew it or release it with the token it read from the list,
-// and errors name neither holder nor token. The owner's renewal still
-// works; a TTL past max_lease_ttl is refused; the admin token releases
-// any lease, audited.
+// TestLeaseTheftRefused: a lease taken through the API with a secret (in
+// the X-Lease-Secret header here) is its holder's alone: another client
+// (with the same API token) cannot acquire it as its holder, renew it or
+// release it with the token it read from the list, and errors name
+// neither holder nor token. The owner's renewal still works; a TTL past
+// max_lease_ttl is refused; the admin token releases any lease, audited.
 func TestLeaseTheftRefused(t *testing.T) {
 	opts := httpapi.Options{Token: clientToken, AdminToken: adminToken, ReapInterval: -1}
 	lb := auditLog(&opts)
 	s := start(t, opts)
-	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-owner","ttl":"1m"}`, asClient...)
+	const ownSecret = "the-owner-s-own-secret-0123456789"
+	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-owner","ttl":"1m"}`,
+		append([]string{httpapi.LeaseSecretHeader, ownSecret}, asClient...)...)
 	var l httpapi.LeaseJSON
-	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-owner" || len(l.Secret) < 32 {
+	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-owner" || l.Secret != ownSecret {
 		t.Fatalf("acquire: %d %s", code, b)
 	}
 	code, b = call(t, "GET", s.url+"/v1/leases", nil, asClient...)
@@ -262,6 +264,32 @@ func TestLeaseTheftRefused(t *testing.T) {
 	rel := lb.lines("audit: lease released")
 	if len(rel) != 1 || rel[0]["by_admin"] != true {
 		t.Fatalf("audit of the admin release: %v", rel)
+	}
+}
+
+// TestLeaseSecretIssued: an acquire that sends no secret gets one issued
+// in the answer, and renewing or releasing the lease without it is
+// refused as a theft would be (a client of a release from before lease
+// secrets, which never sends one back, therefore cannot keep a lease
+// through this server); with it, the holder renews and releases.
+func TestLeaseSecretIssued(t *testing.T) {
+	s := start(t, httpapi.Options{Token: clientToken, ReapInterval: -1})
+	code, b := call(t, "POST", s.url+"/v1/leases/acquire", `{"name":"lock","holder":"pod-a","token":0,"ttl":"1m"}`, asClient...)
+	var l httpapi.LeaseJSON
+	if code != 200 || json.Unmarshal(b, &l) != nil || l.Holder != "pod-a" || len(l.Secret) < 32 {
+		t.Fatalf("acquire without a secret: %d %s; want the lease with an issued secret", code, b)
+	}
+	held := map[string]any{"name": "lock", "holder": "pod-a", "token": l.Token, "ttl": "1m"}
+	for _, op := range []string{"renew", "release"} {
+		if code, b := call(t, "POST", s.url+"/v1/leases/"+op, held, asClient...); code != 409 {
+			t.Fatalf("%s without the issued secret: %d %s; want 409", op, code, b)
+		}
+	}
+	if code, b := call(t, "POST", s.url+"/v1/leases/renew", with(held, "secret", l.Secret), asClient...); code != 200 {
+		t.Fatalf("renew with the issued secret: %d %s", code, b)
+	}
+	if code, b := call(t, "POST", s.url+"/v1/leases/release", with(held, "secret", l.Secret), asClient...); code != 204 {
+		t.Fatalf("release with the issued secret: %d %s", code, b)
 	}
 }
 

@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"time"
@@ -30,8 +32,17 @@ func (c *Client) leaseSecret(name, holder string) string {
 
 func (c *Client) lease(ctx context.Context, op string, req schema.LeaseRequest) (switchboard.Lease, error) {
 	req.Secret = c.leaseSecret(req.Name, req.Holder)
+	var hdr []string
+	if req.Secret == "" && op == "acquire" {
+		// A secret of this client's own, in the header: a server of an
+		// earlier release ignores it (and would refuse it in the body),
+		// so the lease is taken there without one, as it always was.
+		var b [32]byte
+		rand.Read(b[:])
+		hdr = []string{schema.LeaseSecretHeader, base64.RawURLEncoding.EncodeToString(b[:])}
+	}
 	var out schema.LeaseJSON
-	if err := c.do(ctx, http.MethodPost, "/v1/leases/"+op, req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/leases/"+op, req, &out, hdr...); err != nil {
 		return switchboard.Lease{}, err
 	}
 	if out.Secret != "" {
@@ -42,10 +53,12 @@ func (c *Client) lease(ctx context.Context, op string, req schema.LeaseRequest) 
 	return fromJSON(out)
 }
 
-// Acquire implements switchboard.Leaser. The server returns a secret with
-// the lease; this client keeps it (by name and holder) for the lease's
-// renewals, its release, and acquiring it again as the same holder, and
-// sends it again on the next term, so the holder keeps one secret.
+// Acquire implements switchboard.Leaser. It takes the lease with a secret
+// of this client's own, which the server returns with the lease; this
+// client keeps it (by name and holder) for the lease's renewals, its
+// release, and acquiring it again as the same holder, and sends it again
+// on the next term, so the holder keeps one secret. A server of an
+// earlier release returns none: its leases have no secret.
 func (c *Client) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (switchboard.Lease, error) {
 	// Validated here too: JSON would carry invalid UTF-8 as U+FFFD, a
 	// different name or holder the server would accept.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -398,6 +399,68 @@ func TestLeaseSecretsAcrossClients(t *testing.T) {
 	}
 	if _, err := thief.Acquire(ctx, "lock", "pod-b", time.Minute); err != nil {
 		t.Fatalf("a released lease is free for anyone: %v", err)
+	}
+}
+
+// TestLeasesThroughOlderServer: a server of an earlier release knows
+// leases without secrets: it refuses a request body with a field it does
+// not know (a secret) and returns none. The client's acquire sends its
+// own secret in the X-Lease-Secret header alone, so that server takes the
+// lease, and its renewal and release carry no secret either.
+func TestLeasesThroughOlderServer(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // "op header-secret?"
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/")
+		if !ok || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		// The lease request of the earlier release, decoded as it did.
+		var req struct {
+			Name   string `json:"name"`
+			Holder string `json:"holder"`
+			Token  int64  `json:"token"`
+			TTL    string `json:"ttl"`
+		}
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":%q,"code":"invalid"}`, err.Error())
+			return
+		}
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %t", op, r.Header.Get(httpapi.LeaseSecretHeader) != ""))
+		mu.Unlock()
+		if op == "release" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":%q,"holder":%q,"token":7,"ttl":"1m0s","expires_at":"2026-01-01T00:00:00Z","held":true}`, req.Name, req.Holder)
+	}))
+	t.Cleanup(hs.Close)
+	c := client(t, hs.URL, remote.Config{})
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "lock", "pod-a", time.Minute)
+	if err != nil || l.Token != 7 {
+		t.Fatalf("Acquire: %+v %v", l, err)
+	}
+	if _, err := c.Renew(ctx, l); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if _, err := c.Acquire(ctx, "lock", "pod-a", time.Minute); err != nil {
+		t.Fatalf("Acquire again: %v", err)
+	}
+	if err := c.Release(ctx, l); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "[acquire true renew false acquire true release false]"; fmt.Sprint(seen) != want {
+		t.Fatalf("requests (op, secret header): %v; want %v", seen, want)
 	}
 }
 

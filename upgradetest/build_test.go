@@ -19,11 +19,17 @@ import (
 // cannot do (see oldRefusesMigratedCatalog).
 const oldRelease = "76effdb"
 
+// leaserSrc is the helper program (see its doc) built from both releases'
+// sources: the working tree's, and a copy of it in the old release's.
+const leaserSrc = "upgradetest/testdata/leaser"
+
 var (
 	buildOnce sync.Once
 	binDir    string
 	oldBin    string
 	newBin    string
+	oldLeaser string
+	newLeaser string
 	skipWhy   string
 	buildErr  error
 )
@@ -57,9 +63,9 @@ func repoRoot() (string, error) {
 // binaries builds, once per test binary run, the old release from the
 // repository's history (git archive of oldRelease into a temporary
 // directory, built with the module cache the tests use) and the working
-// tree's switchboard. A checkout without git or without that commit (a
-// shallow clone, a source tarball) skips the tests, saying so; any other
-// failure fails them.
+// tree's switchboard, and the leaser of each. A checkout without git or
+// without that commit (a shallow clone, a source tarball) skips the tests,
+// saying so; any other failure fails them.
 func binaries(t *testing.T) (old, cur string) {
 	t.Helper()
 	buildOnce.Do(build)
@@ -70,6 +76,14 @@ func binaries(t *testing.T) (old, cur string) {
 		t.Fatal(buildErr)
 	}
 	return oldBin, newBin
+}
+
+// leasers returns the leaser programs of the old release and the working
+// tree (see binaries).
+func leasers(t *testing.T) (old, cur string) {
+	t.Helper()
+	binaries(t)
+	return oldLeaser, newLeaser
 }
 
 func build() {
@@ -119,16 +133,37 @@ func build() {
 		buildErr = fmt.Errorf("extract %s: %w: %s", oldRelease, err, terr.String())
 		return
 	}
-	oldBin = filepath.Join(binDir, "switchboard-"+oldRelease)
-	newBin = filepath.Join(binDir, "switchboard-new")
-	if buildErr = goBuild(src, oldBin); buildErr != nil {
+	// The leaser's source, copied into the old release's tree, is built
+	// there against that release's packages.
+	leaser, err := os.ReadFile(filepath.Join(root, leaserSrc, "main.go"))
+	if err != nil {
+		buildErr = err
 		return
 	}
-	buildErr = goBuild(root, newBin)
+	if err := os.MkdirAll(filepath.Join(src, leaserSrc), 0o755); err != nil {
+		buildErr = err
+		return
+	}
+	if err := os.WriteFile(filepath.Join(src, leaserSrc, "main.go"), leaser, 0o644); err != nil {
+		buildErr = err
+		return
+	}
+	oldBin = filepath.Join(binDir, "switchboard-"+oldRelease)
+	newBin = filepath.Join(binDir, "switchboard-new")
+	oldLeaser = filepath.Join(binDir, "leaser-"+oldRelease)
+	newLeaser = filepath.Join(binDir, "leaser-new")
+	for _, b := range []struct{ dir, pkg, out string }{
+		{src, "./cmd/switchboard", oldBin}, {root, "./cmd/switchboard", newBin},
+		{src, "./" + leaserSrc, oldLeaser}, {root, "./" + leaserSrc, newLeaser},
+	} {
+		if buildErr = goBuild(b.dir, b.pkg, b.out); buildErr != nil {
+			return
+		}
+	}
 }
 
-func goBuild(dir, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/switchboard")
+func goBuild(dir, pkg, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
 	cmd.Dir = dir
 	// -trimpath: the old source is extracted to a new directory on each run,
 	// and without it every package of it would miss the build cache.
@@ -138,7 +173,7 @@ func goBuild(dir, out string) error {
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/switchboard in %s: %w\n%s", dir, err, stderr.String())
+		return fmt.Errorf("go build %s in %s: %w\n%s", pkg, dir, err, stderr.String())
 	}
 	return nil
 }

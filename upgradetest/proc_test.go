@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,12 +18,13 @@ import (
 	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
-// proc is a long-running switchboard process (serve, register, watch).
+// proc is a long-running process (serve, register, watch, a leaser).
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	mu     sync.Mutex // guards out
-	out    []string   // stdout lines
+	in     io.WriteCloser // stdin, for startInput's
+	mu     sync.Mutex     // guards out
+	out    []string       // stdout lines
 	stderr testkit.SyncBuffer
 	done   chan struct{}
 	err    error
@@ -32,12 +34,28 @@ type proc struct {
 // if still running.
 func start(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProc(t, name, bin, env, false, args)
+}
+
+// startInput is start with a pipe to the process's stdin (proc.in).
+func startInput(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	return startProc(t, name, bin, env, true, args)
+}
+
+func startProc(t *testing.T, name, bin string, env []string, input bool, args []string) *proc {
+	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if input {
+		if p.in, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -203,4 +221,12 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// release names a binary of binaries in messages: "old" or "new".
+func release(bin string) string {
+	if bin == oldBin {
+		return "old"
+	}
+	return "new"
 }

@@ -61,6 +61,12 @@ type ErrorBody struct {
 // SecretHeader carries an instance's secret.
 const SecretHeader = "X-Instance-Secret"
 
+// LeaseSecretHeader carries a lease's secret (LeaseRequest.Secret) when
+// the body does not: a server of an earlier release refuses a body with a
+// secret (a field it does not know) and ignores the header, so a client
+// that sends its secret there acquires through either.
+const LeaseSecretHeader = "X-Lease-Secret"
+
 // RegisterResponse is the body of a successful PUT /v1/instances.
 type RegisterResponse struct {
 	Instance switchboard.Instance `json:"instance"`
@@ -123,9 +129,10 @@ type LeaseJSON struct {
 	TTL       string    `json:"ttl"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Held      bool      `json:"held"`
-	// Secret is returned by acquire alone: it must be sent to renew,
-	// release or acquire the lease again as the same holder. It is never
-	// listed.
+	// Secret is returned by acquire alone: the secret the lease was taken
+	// with (the client's own; none when it sent none), which must be sent
+	// to renew, release or acquire the lease again as the same holder. It
+	// is never listed.
 	Secret string `json:"secret,omitempty"`
 }
 
@@ -135,10 +142,10 @@ const LeaseNextHeader = "X-Next-After"
 
 // LeaseRequest is the body of acquire (name, holder, ttl), renew (the
 // lease as held; ttl "" or "0s" renews by the stored TTL) and release.
-// Secret is the one acquire returned: renew, release and acquiring again
-// as the same holder need it. Acquire may send one of its own (16 to 256
-// printable ASCII characters) to keep across terms; else it gets a new
-// one.
+// Secret (16 to 256 printable ASCII characters), in the body or in
+// LeaseSecretHeader, is the client's own: acquire takes a new term with
+// it (without one, the server issues one, in the answer), and renew,
+// release and acquiring again as the same holder need it.
 type LeaseRequest struct {
 	Name   string `json:"name"`
 	Holder string `json:"holder"`
