@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -32,6 +34,24 @@ func asServiceAccount(cfg *rest.Config, ns, name string) *rest.Config {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	return c
+}
+
+// waitAllowed waits until the API server's authorizer lets cfg's user
+// create TinyModules in ns: a Role and RoleBinding just created reach the
+// authorizer through its own informers, later on a loaded host.
+func waitAllowed(ctx context.Context, t *testing.T, cfg *rest.Config, ns string) {
+	t.Helper()
+	az, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the authorizer to see the RoleBinding", func() bool {
+		r, err := az.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Verb: "create", Group: "operator.tinysystems.io", Resource: "tinymodules"}},
+		}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed
+	})
 }
 
 // rbacServer starts an API server that authorizes with RBAC, with the CRD
@@ -83,6 +103,7 @@ func TestRBACManifest(t *testing.T) {
 
 	// With it: the whole module side works.
 	sa := asServiceAccount(admin, ns, "example-module")
+	waitAllowed(ctx, t, sa, ns)
 	m, err := kube.StartModule(context.Background(), kube.ModuleConfig{
 		Name: "example-module", Version: "1.0.0", Addr: "example-module.tinysystems.svc.cluster.local:8483",
 		Identity: "example-module-6c9f8d7b5-k2x9q", Namespace: ns, Config: sa,
@@ -135,6 +156,7 @@ func TestLeaseRefusalIsLogged(t *testing.T) {
 	}
 
 	var logs testkit.SyncBuffer
+	waitAllowed(ctx, t, asServiceAccount(admin, ns, "restricted-module"), ns)
 	sa, reqs := counted(asServiceAccount(admin, ns, "restricted-module"))
 	m, err := kube.StartModule(context.Background(), kube.ModuleConfig{
 		Name: "restricted-module", Version: "1.0.0", Addr: "10.1.2.3:8483", Identity: "restricted-module-0",
