@@ -58,12 +58,12 @@ type ProberOptions struct {
 // NewProber returns a prober. HTTP probes use no proxy and no keep-alive
 // (each probe opens its own connection, as a new client would), verify
 // TLS certificates, and follow at most three redirects, only to the same
-// host.
+// host. Every probe's connection closes with a reset (dial).
 func NewProber(o ProberOptions) *Prober {
 	p := &Prober{}
 	tr := &http.Transport{
 		Proxy:                  nil,
-		DialContext:            p.dialer.DialContext,
+		DialContext:            p.dial,
 		DisableKeepAlives:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
@@ -71,6 +71,22 @@ func NewProber(o ProberOptions) *Prober {
 	}
 	p.client = &http.Client{Transport: tr, CheckRedirect: redirectSameHost}
 	return p
+}
+
+// dial connects as the dialer does, and sets the connection to close with
+// a reset (SO_LINGER 0), as kubelet's probes do: a probe's connection
+// then leaves no TIME_WAIT socket on the prober's host (at 1,000 probes a
+// second, 60,000 of them, each holding a port toward its target) and
+// spares both ends the closing handshake.
+func (p *Prober) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := p.dialer.DialContext(ctx, network, addr)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if err := tc.SetLinger(0); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return conn, err
 }
 
 // errOtherHost refuses a redirect to another host.
@@ -174,7 +190,7 @@ func (p *Prober) http(ctx context.Context, c switchboard.Check) Result {
 }
 
 func (p *Prober) tcp(ctx context.Context, t switchboard.CheckTarget) Result {
-	conn, err := p.dialer.DialContext(ctx, "tcp", t.Address())
+	conn, err := p.dial(ctx, "tcp", t.Address())
 	if err != nil {
 		return fail("TCP connect: " + errText(ctx, err))
 	}

@@ -3,6 +3,7 @@ package checks_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,4 +183,41 @@ func TestProbeGRPC(t *testing.T) {
 	wantResult(t, probe(t, "grpc://"+addr+"/shop.None", ""), switchboard.StatusCritical, "NotFound")
 	gs.Stop()
 	wantResult(t, probe(t, "grpc://"+addr, ""), switchboard.StatusCritical, "Unavailable")
+}
+
+// TestProbeClosesWithReset: a probe's connection, TCP and HTTP alike,
+// closes with a reset, leaving no TIME_WAIT socket behind: the target
+// reads ECONNRESET after the probe, not the end of a closed stream.
+func TestProbeClosesWithReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ends := make(chan error, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				n, err := c.Read(buf)
+				if strings.HasPrefix(string(buf[:n]), "GET ") {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					_, err = io.Copy(io.Discard, c)
+				}
+				ends <- err
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	for _, target := range []string{"tcp://" + addr, "http://" + addr + "/"} {
+		wantResult(t, probe(t, target, ""), switchboard.StatusPassing)
+		if err := <-ends; !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("%s: the target read %v after the probe, want a reset", target, err)
+		}
+	}
 }
