@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -61,14 +60,7 @@ type ProberOptions struct {
 // host. Every probe's connection closes with a reset (dial).
 func NewProber(o ProberOptions) *Prober {
 	p := &Prober{}
-	tr := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            p.dial,
-		DisableKeepAlives:      true,
-		TLSHandshakeTimeout:    10 * time.Second,
-		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs},
-		MaxResponseHeaderBytes: 64 << 10,
-	}
+	tr := &oneShot{dial: p.dial, tls: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs}}
 	p.client = &http.Client{Transport: tr, CheckRedirect: redirectSameHost}
 	return p
 }

@@ -1,6 +1,7 @@
 package checks_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -220,4 +221,38 @@ func TestProbeClosesWithReset(t *testing.T) {
 			t.Errorf("%s: the target read %v after the probe, want a reset", target, err)
 		}
 	}
+}
+
+// TestProbeHeaderCap: a target that sends headers without end fails the
+// probe once 64 KiB of them were read; the probe does not hold them all.
+func TestProbeHeaderCap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				// The request is read first: a connection closed with
+				// unread data is reset, which the probe would see first.
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+				line := "X-Filler: " + strings.Repeat("x", 1000) + "\r\n"
+				for {
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	wantResult(t, probe(t, "http://"+ln.Addr().String()+"/", ""), switchboard.StatusCritical, "response headers over 65536 bytes")
 }

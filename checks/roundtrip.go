@@ -1,0 +1,126 @@
+package checks
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxHeaderBytes bounds an HTTP probe's response headers.
+const maxHeaderBytes = 64 << 10
+
+// oneShot is the probes' http.RoundTripper: each request on a connection
+// of its own, written and read by the calling goroutine (net/http's
+// request writer and response reader), and closed with the body. A probe
+// is one request: http.Transport's pool, its dialing goroutine and the
+// reader and writer goroutines of every connection cost a server running
+// thousands of checks wake-ups and CPU for nothing. http.Client still
+// follows the redirects (CheckRedirect). HTTP/1.1 only, no proxy.
+type oneShot struct {
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	tls  *tls.Config
+}
+
+func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close() // probes send none
+	}
+	ctx := req.Context()
+	host := req.URL.Host
+	if req.URL.Port() == "" {
+		port := "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(req.URL.Hostname(), port)
+	}
+	conn, err := o.dial(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	// The context ends the exchange wherever it is: its deadline is the
+	// connection's, and a cancel sets one in the past.
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	switch req.URL.Scheme {
+	case "http":
+	case "https":
+		cfg := o.tls.Clone()
+		cfg.ServerName = req.URL.Hostname()
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(err)
+		}
+		conn = tc
+	default:
+		return fail(fmt.Errorf("unsupported protocol scheme %q", req.URL.Scheme))
+	}
+	out := req.Clone(ctx)
+	out.Close = true // "Connection: close": one request per connection
+	if err := out.Write(conn); err != nil {
+		return fail(err)
+	}
+	lim := &headerLimit{r: conn, left: maxHeaderBytes}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(lim, 4096), req)
+	if err != nil {
+		if lim.left <= 0 {
+			err = fmt.Errorf("response headers over %d bytes", maxHeaderBytes)
+		}
+		return fail(err)
+	}
+	lim.left = MaxBody + 4096 // the body: read up to MaxBody, chunk framing besides
+	resp.Body = &closeConn{ReadCloser: resp.Body, conn: conn, stop: stop}
+	return resp, nil
+}
+
+// headerLimit reads from r until left bytes have been read, then ends
+// like a closed connection.
+type headerLimit struct {
+	r    io.Reader
+	left int
+}
+
+func (l *headerLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if len(p) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= n
+	return n, err
+}
+
+// closeConn is a response body that closes its connection.
+type closeConn struct {
+	io.ReadCloser
+	conn net.Conn
+	stop func() bool
+	once sync.Once
+}
+
+func (c *closeConn) Close() error {
+	c.once.Do(func() {
+		c.stop()
+		c.ReadCloser.Close()
+		c.conn.Close()
+	})
+	return nil
+}
