@@ -84,7 +84,9 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return fail(err)
 	}
-	lim.left = MaxBody + 4096 // the body: read up to MaxBody, chunk framing besides
+	// The prober reads MaxBody bytes of the body at most; this bounds what
+	// the connection yields for them, chunk framing and all.
+	lim.left = maxHeaderBytes
 	resp.Body = &closeConn{ReadCloser: resp.Body, conn: conn, stop: stop}
 	return resp, nil
 }
