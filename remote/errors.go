@@ -133,7 +133,12 @@ func (c *Client) olderServer(ctx context.Context, err error, body map[string]jso
 	if _, ierr := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil); ierr == nil && info.Version != "" {
 		release = info.Version
 	}
-	return switchboard.NewFieldError(switchboard.ErrInvalid, e.Field, string(sent),
+	value := string(sent) // a number or an object as sent; a string without its quotes
+	var str string
+	if json.Unmarshal(sent, &str) == nil {
+		value = str
+	}
+	return switchboard.NewFieldError(switchboard.ErrInvalid, e.Field, value,
 		fmt.Sprintf("the server does not know this field: it runs %s; upgrade the server, or leave %s unset", release, e.Field))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,8 +55,14 @@ func TestRegisterOnOlderServerNamesItsRelease(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			switch r.URL.Path {
 			case "/v1/instances":
+				var body map[string]json.RawMessage
+				json.NewDecoder(r.Body).Decode(&body)
+				field := "weight"
+				if _, ok := body["zone"]; ok {
+					field = "zone"
+				}
 				w.WriteHeader(http.StatusBadRequest)
-				json.NewEncoder(w).Encode(schema.ErrorBody{Error: `unknown field "weight"`, Field: "weight", Code: schema.CodeInvalid})
+				json.NewEncoder(w).Encode(schema.ErrorBody{Error: fmt.Sprintf("unknown field %q", field), Field: field, Code: schema.CodeInvalid})
 			case "/v1/info":
 				json.NewEncoder(w).Encode(schema.Info{Healthy: true, Version: version})
 			default:
@@ -64,7 +71,12 @@ func TestRegisterOnOlderServerNamesItsRelease(t *testing.T) {
 		}))
 		c := openList(t, srv.URL)
 		_, err := c.Register(context.Background(), switchboard.Instance{Name: "a", Type: "writer", Address: "127.0.0.1:1", Weight: 5, TTL: 10 * time.Second})
+		_, zerr := c.Register(context.Background(), switchboard.Instance{Name: "a", Type: "writer", Address: "127.0.0.1:1", Zone: "eu-1", TTL: 10 * time.Second})
 		srv.Close()
+		var zfe *switchboard.FieldError
+		if !errors.As(zerr, &zfe) || zfe.Field != "zone" || zfe.Value != "eu-1" {
+			t.Fatalf("server %q: want an invalid zone FieldError with the zone as set, got %v", version, zerr)
+		}
 		var fe *switchboard.FieldError
 		if !errors.As(err, &fe) || fe.Field != "weight" || fe.Value != "5" || !errors.Is(err, switchboard.ErrInvalid) {
 			t.Fatalf("server %q: want an invalid weight FieldError, got %v", version, err)
