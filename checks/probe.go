@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -136,9 +137,12 @@ func fail(output string) Result {
 }
 
 // errText is err's message without the repetition net/http and net add
-// (the method and URL, which the check's target says already).
+// (the method and URL, which the check's target says already). A
+// connection's deadline is the probe's (oneShot sets it from the context),
+// and it may pass a moment before the context's own timer fires: both are
+// the probe timing out.
 func errText(ctx context.Context, err error) string {
-	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
 		return timedOut
 	}
 	var ue *url.Error
