@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/httpapi/schema"
@@ -126,11 +125,8 @@ func (c *Client) olderServer(ctx context.Context, err error, body map[string]jso
 	if !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var info schema.Info
 	release := "a release older than this client that does not report its version"
-	if _, ierr := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil); ierr == nil && info.Version != "" {
+	if info, _, ierr := c.info(ctx); ierr == nil && info.Version != "" {
 		release = info.Version
 	}
 	value := string(sent) // a number or an object as sent; a string without its quotes

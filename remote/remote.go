@@ -541,10 +541,7 @@ func (c *Client) WatchStats() switchboard.WatchStats {
 // heartbeat interval against the TTL the server stores, after the write,
 // as it does with a catalog that does not tell.
 func (c *Client) DefaultTTL() time.Duration {
-	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-	defer cancel()
-	var info schema.Info
-	s, err := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil)
+	info, s, err := c.info(c.ctx)
 	if err != nil || info.DefaultTTL == "" {
 		return 0
 	}
@@ -555,6 +552,16 @@ func (c *Client) DefaultTTL() time.Duration {
 		return 0
 	}
 	return d
+}
+
+// info is the server's /v1/info, asked within 2 s, and the server that
+// answered.
+func (c *Client) info(ctx context.Context) (schema.Info, *server, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var info schema.Info
+	s, err := c.doOn(ctx, http.MethodGet, "/v1/info", nil, &info, nil)
+	return info, s, err
 }
 
 var (
