@@ -190,31 +190,16 @@ func TestProbeGRPC(t *testing.T) {
 // closes with a reset, leaving no TIME_WAIT socket behind: the target
 // reads ECONNRESET after the probe, not the end of a closed stream.
 func TestProbeClosesWithReset(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ends := make(chan error, 2)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				n, err := c.Read(buf)
-				if strings.HasPrefix(string(buf[:n]), "GET ") {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					_, err = io.Copy(io.Discard, c)
-				}
-				ends <- err
-			}()
+	addr := rawTarget(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		n, err := c.Read(buf)
+		if strings.HasPrefix(string(buf[:n]), "GET ") {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			_, err = io.Copy(io.Discard, c)
 		}
-	}()
-	addr := ln.Addr().String()
+		ends <- err
+	})
 	for _, target := range []string{"tcp://" + addr, "http://" + addr + "/"} {
 		wantResult(t, probe(t, target, ""), switchboard.StatusPassing)
 		if err := <-ends; !errors.Is(err, syscall.ECONNRESET) {
@@ -226,11 +211,33 @@ func TestProbeClosesWithReset(t *testing.T) {
 // TestProbeHeaderCap: a target that sends headers without end fails the
 // probe once 64 KiB of them were read; the probe does not hold them all.
 func TestProbeHeaderCap(t *testing.T) {
+	addr := rawTarget(t, func(c net.Conn) {
+		// The request is read first: a connection closed with unread data
+		// is reset, which the probe would see first.
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+		line := "X-Filler: " + strings.Repeat("x", 1000) + "\r\n"
+		for {
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	})
+	wantResult(t, probe(t, "http://"+addr+"/", ""), switchboard.StatusCritical, "response headers over 65536 bytes")
+}
+
+// rawTarget serves every connection to the address it returns with
+// handle, which owns the connection until it returns (then closed), until
+// the test ends.
+func rawTarget(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -239,20 +246,9 @@ func TestProbeHeaderCap(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
-				// The request is read first: a connection closed with
-				// unread data is reset, which the probe would see first.
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
-				line := "X-Filler: " + strings.Repeat("x", 1000) + "\r\n"
-				for {
-					if _, err := io.WriteString(c, line); err != nil {
-						return
-					}
-				}
+				handle(c)
 			}()
 		}
 	}()
-	wantResult(t, probe(t, "http://"+ln.Addr().String()+"/", ""), switchboard.StatusCritical, "response headers over 65536 bytes")
+	return ln.Addr().String()
 }

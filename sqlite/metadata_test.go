@@ -19,15 +19,7 @@ import (
 // all read it so, and the handle logs it once.
 func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	var logs testkit.SyncBuffer
-	opts := quiet
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := Open(ctx, fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, path, logs := openWarnLogged(t)
 
 	good, odd, notObject := mustRegister(t, c, sample("good")), mustRegister(t, c, sample("odd")), mustRegister(t, c, sample("not-object"))
 	events, err := c.Watch(ctx, switchboard.Query{All: true})
@@ -50,7 +42,7 @@ func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 		}
 	}
 
-	testkit.CheckForeignMetadata(t, ctx, c, func() switchboard.Catalog { return openPolling(t, path, time.Hour) }, ws, &logs, good.ID, odd.ID, notObject.ID)
+	testkit.CheckForeignMetadata(t, ctx, c, func() switchboard.Catalog { return openPolling(t, path, time.Hour) }, ws, logs, good.ID, odd.ID, notObject.ID)
 }
 
 // TestCheckOfAnotherToolIsRead: a row whose check another tool wrote in a
@@ -59,15 +51,7 @@ func TestMetadataOfAnotherToolIsRead(t *testing.T) {
 // stored, and the handle logs it once.
 func TestCheckOfAnotherToolIsRead(t *testing.T) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	var logs testkit.SyncBuffer
-	opts := quiet
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := Open(ctx, fileDSN(path), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, path, logs := openWarnLogged(t)
 	check := &switchboard.Check{Target: "tcp://127.0.0.1:1", Interval: time.Second}
 	for _, id := range []string{"good", "odd", "not-object"} {
 		in := sample(id)
@@ -110,4 +94,20 @@ func TestCheckOfAnotherToolIsRead(t *testing.T) {
 	if n := strings.Count(logs.String(), "does not read as a check"); n != 1 {
 		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
 	}
+}
+
+// openWarnLogged opens a new catalog file whose handle logs its warnings
+// to the buffer returned.
+func openWarnLogged(t *testing.T) (*Catalog, string, *testkit.SyncBuffer) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	logs := &testkit.SyncBuffer{}
+	opts := quiet
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := Open(tctx(t), fileDSN(path), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, path, logs
 }
