@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -137,12 +136,9 @@ func fail(output string) Result {
 }
 
 // errText is err's message without the repetition net/http and net add
-// (the method and URL, which the check's target says already). A
-// connection's deadline is the probe's (oneShot sets it from the context),
-// and it may pass a moment before the context's own timer fires: both are
-// the probe timing out.
+// (the method and URL, which the check's target says already).
 func errText(ctx context.Context, err error) string {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
 		return timedOut
 	}
 	var ue *url.Error

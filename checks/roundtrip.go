@@ -44,11 +44,9 @@ func (o *oneShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The context ends the exchange wherever it is: its deadline is the
-	// connection's, and a cancel sets one in the past.
-	if d, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(d)
-	}
+	// The context's end (its deadline or a cancel) ends the exchange
+	// wherever it is, by a deadline in the past: the context's error is
+	// then set before any read or write fails, and says why.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
