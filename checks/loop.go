@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -10,75 +11,229 @@ import (
 	"github.com/switchboard-io/switchboard"
 )
 
-// probeLoop probes in's check every interval, the first time at a random
-// point of the first interval, so that the probes of many checks spread
-// over time instead of bunching at the top of each second.
-func (r *Runner) probeLoop(ctx context.Context, l *loop, in switchboard.Instance) {
-	c := *in.Check
-	kind := c.Kind()
-	status, since := in.Health.Status, in.Health.Since
-	var run streak
-	// next is the slot waited for: the first at a random point of the
-	// first interval, which sets this check's phase.
-	next := time.Now().Add(rand.N(c.Interval))
-	timer := time.NewTimer(time.Until(next))
+// tick is the grid probes start on: a check due at t is probed at the
+// first tick at or after t, so that the probes due within one tick start
+// together. A server probing a thousand checks a second then wakes a
+// hundred times a second instead of a thousand, each wake costing the Go
+// runtime's scheduler and system monitor more than the probes it starts;
+// ten probes every 10 ms are still no herd.
+const tick = 10 * time.Millisecond
+
+// onTick is t rounded up to the runner's tick grid, as a time since
+// the grid's origin.
+func (r *Runner) onTick(t time.Time) time.Duration {
+	d := t.Sub(r.epoch)
+	if rem := d % tick; rem != 0 {
+		d += tick - rem
+	}
+	return d
+}
+
+// schedule starts the probes of the checks as they come due until ctx
+// ends: one goroutine and one timer for all the checks, rather than a
+// goroutine and a timer for each, which a server of ten thousand checks
+// would wake a thousand times a second and whose stacks the garbage
+// collector would shrink between probes for every probe to grow again.
+// The probes run on workers (start).
+func (r *Runner) schedule(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var due []*loop
 	for {
+		r.mu.Lock()
+		now := time.Now()
+		for len(r.queue) > 0 && r.queue[0].at <= now.Sub(r.epoch) {
+			l := r.queue[0].l
+			// Probes keep to their own schedule (interval after interval
+			// from a random phase) rather than to the end of the last
+			// probe, so they do not drift into step with one another; a
+			// check whose last probe is still running (held up by a slow
+			// write of its result) skips to the next slot of its own
+			// phase, so that checks held up together do not resume
+			// together.
+			if !l.busy {
+				l.busy = true
+				due = append(due, l)
+			}
+			l.next = l.next.Add(l.check.Interval)
+			if l.next.Before(now) {
+				l.next = l.next.Add(now.Sub(l.next).Truncate(l.check.Interval) + l.check.Interval)
+			}
+			r.queue[0].at = r.onTick(l.next)
+			heap.Fix(&r.queue, 0)
+		}
+		wait := time.Hour
+		if len(r.queue) > 0 {
+			wait = r.queue[0].at - time.Since(r.epoch)
+		}
+		r.mu.Unlock()
+		for i, l := range due {
+			r.start(ctx, l)
+			due[i] = nil
+		}
+		due = due[:0]
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		}
-		// Probes keep to their own schedule (interval after interval from
-		// a random phase) rather than to the end of the last probe, so
-		// they do not drift into step with one another; a probe held up
-		// (a slow write of its last result) skips to the next slot of its
-		// own phase, so that checks held up together do not resume
-		// together.
-		next = next.Add(c.Interval)
-		if now := time.Now(); next.Before(now) {
-			next = next.Add(now.Sub(next).Truncate(c.Interval) + c.Interval)
-		}
-		timer.Reset(time.Until(next))
-		r.mu.Lock()
-		ok := r.holds(l.shard)
-		r.mu.Unlock()
-		if !ok {
-			return
-		}
-		start := time.Now()
-		res := r.opts.Prober.Probe(ctx, c)
-		end := time.Now()
-		if ctx.Err() != nil {
-			// Stopped during the probe (the shard was given up): its
-			// result is not this runner's to record.
-			return
-		}
-		r.opts.Metrics.probed(kind, end.Sub(start), res)
-		if r.opts.probed != nil {
-			r.opts.probed(r.opts.Identity, in.ID, start, end)
-		}
-		if to := run.next(c, status, res.Status); to != "" {
-			stored, err := r.setHealth(ctx, in.ID, to, res.Output)
-			switch {
-			case errors.Is(err, switchboard.ErrNotFound):
-				return
-			case err != nil:
-				if ctx.Err() == nil {
-					r.log.Warn("checks: recording a status change failed; retrying after the next probe", "id", in.ID, "status", to, "err", err)
-				}
-				continue
-			}
-			r.opts.Metrics.changed(kind, to)
-			r.log.Info("checks: status changed", "id", in.ID, "name", in.Name, "from", status, "to", to, "output", res.Output)
-			status, since = to, stored.Health.Since
-		}
-		if status == switchboard.StatusCritical && !since.IsZero() && r.catalogNow().Sub(since) >= c.DeregisterAfter {
-			if r.deregister(ctx, in, since) {
-				return
-			}
+		case <-r.wake:
 		}
 	}
+}
+
+// enqueue schedules l's first probe at a random point of its first
+// interval, which sets the check's phase, so that the probes of many
+// checks spread over time instead of bunching at the top of each second
+// (r.mu held).
+func (r *Runner) enqueue(l *loop) {
+	l.next = time.Now().Add(rand.N(l.check.Interval))
+	heap.Push(&r.queue, entry{at: r.onTick(l.next), l: l})
+	if l.index == 0 {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dequeue stops scheduling l (r.mu held).
+func (r *Runner) dequeue(l *loop) {
+	if l.index >= 0 {
+		heap.Remove(&r.queue, l.index)
+	}
+}
+
+// workerIdle is how long a worker waits for another probe before it
+// ends.
+const workerIdle = 10 * time.Second
+
+// start hands l's probe to a worker waiting for one, or to a new worker
+// if none is. Workers live on from probe to probe, so their stacks, grown
+// by a probe's dial and exchange, are there for the next; the pool grows
+// to the probes running at once (a probe waiting out its timeout holds
+// its worker) and shrinks as workers find nothing to do.
+func (r *Runner) start(ctx context.Context, l *loop) {
+	select {
+	case r.work <- l:
+	default:
+		go r.worker(ctx, l)
+	}
+}
+
+// worker runs l's probe, then the probes start hands it, until it has
+// waited workerIdle for one or ctx ends.
+func (r *Runner) worker(ctx context.Context, l *loop) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		r.probe(l)
+		idle.Reset(workerIdle)
+		select {
+		case l = <-r.work:
+		case <-idle.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// probe runs one probe of l's check and records its result.
+func (r *Runner) probe(l *loop) {
+	defer r.idle(l)
+	ctx := l.ctx
+	r.mu.Lock()
+	ok := r.holds(l.shard)
+	r.mu.Unlock()
+	if !ok || ctx.Err() != nil {
+		return
+	}
+	c, in := l.check, l.in
+	kind := c.Kind()
+	start := time.Now()
+	res := r.opts.Prober.Probe(ctx, c)
+	end := time.Now()
+	if ctx.Err() != nil {
+		// Stopped during the probe (the shard was given up): its result
+		// is not this runner's to record.
+		return
+	}
+	r.opts.Metrics.probed(kind, end.Sub(start), res)
+	if r.opts.probed != nil {
+		r.opts.probed(r.opts.Identity, in.ID, start, end)
+	}
+	if to := l.run.next(c, l.status, res.Status); to != "" {
+		stored, err := r.setHealth(ctx, in.ID, to, res.Output)
+		switch {
+		case errors.Is(err, switchboard.ErrNotFound):
+			r.end(l)
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				r.log.Warn("checks: recording a status change failed; retrying after the next probe", "id", in.ID, "status", to, "err", err)
+			}
+			return
+		}
+		r.opts.Metrics.changed(kind, to)
+		r.log.Info("checks: status changed", "id", in.ID, "name", in.Name, "from", l.status, "to", to, "output", res.Output)
+		l.status, l.since = to, stored.Health.Since
+	}
+	if l.status == switchboard.StatusCritical && !l.since.IsZero() && r.catalogNow().Sub(l.since) >= c.DeregisterAfter {
+		if r.deregister(ctx, in, l.since) {
+			r.end(l)
+		}
+	}
+}
+
+// end stops probing l's check, whose row is gone; the watch's removal
+// forgets the loop.
+func (r *Runner) end(l *loop) {
+	r.mu.Lock()
+	r.dequeue(l)
+	r.mu.Unlock()
+}
+
+// idle marks l's probe ended; if l was stopped meanwhile, its done
+// closes.
+func (r *Runner) idle(l *loop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l.busy = false
+	if l.stopped {
+		close(l.done)
+	}
+}
+
+// queue orders the scheduled loops by their next tick (container/heap).
+// It holds the ticks beside the loops, so that ordering reads no loop.
+type queue []entry
+
+// entry is a scheduled loop and the tick of its next probe, as a time
+// since the runner's grid origin.
+type entry struct {
+	at time.Duration
+	l  *loop
+}
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
+func (q queue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].l.index, q[j].l.index = i, j
+}
+func (q *queue) Push(x any) {
+	e := x.(entry)
+	e.l.index = len(*q)
+	*q = append(*q, e)
+}
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = entry{}
+	e.l.index = -1
+	*q = old[:len(old)-1]
+	return e
 }
 
 // streak counts a check's last probes alike: failed ones, or good ones.
@@ -163,8 +318,12 @@ func (r *Runner) heartbeat(ctx context.Context) {
 		now := time.Now()
 		var ids []string
 		r.mu.Lock()
+		held := make([]bool, r.opts.Shards)
+		for i := range held {
+			held[i] = r.holds(i)
+		}
 		for id, l := range r.loops {
-			if l.renew && now.Sub(l.lastBeat) >= l.every && r.holds(l.shard) {
+			if l.renew && held[l.shard] && now.Sub(l.lastBeat) >= l.every {
 				ids = append(ids, id)
 				l.lastBeat = now
 			}

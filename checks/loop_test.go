@@ -1,9 +1,13 @@
 package checks
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // TestStreak: a check turns critical after Failures failed probes in a
@@ -42,4 +46,42 @@ func TestStreak(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stallingSetter holds every SetHealth until release is closed (or the
+// call's context ends).
+type stallingSetter struct {
+	switchboard.Catalog
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (s *stallingSetter) SetHealth(ctx context.Context, id string, h switchboard.Health) (switchboard.Instance, error) {
+	s.calls.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return switchboard.Instance{}, ctx.Err()
+	}
+	return s.Catalog.(switchboard.HealthSetter).SetHealth(ctx, id, h)
+}
+
+// TestHeldUpCheckSkipsSlots: while a check's last result is still being
+// written, its next slots pass without a probe (never two probes of one
+// check at once); once the write is done, probing resumes.
+func TestHeldUpCheckSkipsSlots(t *testing.T) {
+	tg := newTarget(t)
+	st := &stallingSetter{Catalog: testkit.OpenSQLite(t), release: make(chan struct{})}
+	register(t, st, switchboard.Instance{ID: "web-1", Name: "web", Address: tg.addr(),
+		Check: &switchboard.Check{Target: tg.srv.URL + "/health", Interval: time.Second}})
+	var probes atomic.Int32
+	run(t, st, Options{probed: func(_, _ string, _, _ time.Time) { probes.Add(1) }})
+	// The first probe passes; recording it stalls.
+	testkit.WaitUntil(t, "the first status change", func() bool { return st.calls.Load() == 1 })
+	time.Sleep(2500 * time.Millisecond) // two slots and more
+	if n := probes.Load(); n != 1 {
+		t.Fatalf("%d probes while the first result was being written, want 1", n)
+	}
+	close(st.release)
+	testkit.WaitUntil(t, "a probe after the write", func() bool { return probes.Load() >= 2 })
 }

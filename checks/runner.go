@@ -97,12 +97,16 @@ type Runner struct {
 	opts   Options
 	log    *slog.Logger
 	margin time.Duration
+	epoch  time.Time // the origin of the probes' tick grid
 
 	offset atomic.Int64 // catalog clock minus local clock (ns)
 
 	mu        sync.Mutex
 	instances map[string]switchboard.Instance // those with a check
 	loops     map[string]*loop
+	queue     queue         // the loops probed, by their next tick
+	wake      chan struct{} // tells schedule of a loop due before all others
+	work      chan *loop    // to the workers waiting for a probe to run
 	owned     map[int]*shard
 	running   atomic.Bool
 }
@@ -112,13 +116,27 @@ type Runner struct {
 // loop); whether the runner renews the row, and how often, follow the
 // instance's latest metadata and TTL (renew, every).
 type loop struct {
+	in       switchboard.Instance // when the loop started
+	check    switchboard.Check    // *in.Check
+	ctx      context.Context      // ends when the loop stops
 	cancel   context.CancelFunc
-	done     chan struct{}
+	done     chan struct{} // closed once stopped with no probe running
 	shard    int
 	refused  bool          // by the policy: not probed, not renewed (set once, at start)
 	renew    bool          // check-only and not refused: the runner heartbeats the row
 	every    time.Duration // a third of the row's TTL
 	lastBeat time.Time     // local
+
+	// Scheduling (r.mu held).
+	next    time.Time // the slot due, on the check's own phase
+	index   int       // in r.queue, beside next's tick; -1: not scheduled
+	busy    bool      // a probe (or a refusal's write) is running
+	stopped bool
+
+	// The probes' state, read and written by one probe at a time.
+	status switchboard.Status
+	since  time.Time
+	run    streak
 }
 
 // setRow sets what the heartbeat reads of in: whether it renews the row,
@@ -178,9 +196,10 @@ func New(cat switchboard.Catalog, opts Options) (*Runner, error) {
 	if opts.Prober == nil {
 		opts.Prober = NewProber(ProberOptions{})
 	}
-	r := &Runner{cat: cat, hs: hs, opts: opts, margin: opts.LeaseTTL / 5,
+	r := &Runner{cat: cat, hs: hs, opts: opts, margin: opts.LeaseTTL / 5, epoch: time.Now(),
 		log:       opts.Logger.With("checks", opts.Identity),
-		instances: map[string]switchboard.Instance{}, loops: map[string]*loop{}, owned: map[int]*shard{}}
+		instances: map[string]switchboard.Instance{}, loops: map[string]*loop{}, owned: map[int]*shard{},
+		wake: make(chan struct{}, 1), work: make(chan *loop)}
 	r.leaser, _ = cat.(switchboard.Leaser)
 	return r, nil
 }
@@ -237,9 +256,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("checks: watch: %w", err)
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); r.manageShards(ctx) }()
 	go func() { defer wg.Done(); r.heartbeat(ctx) }()
+	go func() { defer wg.Done(); r.schedule(ctx) }()
 	var werr error
 	for ev := range events {
 		switch ev.Kind {
@@ -344,18 +364,20 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 	// The policy is asked here, under r.mu, so that the heartbeat never
 	// renews a row whose check it refuses.
 	refusal := r.opts.Policy.Check(in)
-	l := &loop{cancel: cancel, done: make(chan struct{}), shard: i, refused: refusal != nil}
+	l := &loop{in: in, check: *in.Check, ctx: lctx, cancel: cancel, done: make(chan struct{}), shard: i,
+		refused: refusal != nil, index: -1, status: in.Health.Status, since: in.Health.Since}
 	l.setRow(in)
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
-	go func() {
-		defer close(l.done)
-		if refusal != nil {
+	if refusal != nil {
+		l.busy = true
+		go func() {
+			defer r.idle(l)
 			r.refused(lctx, in, refusal)
-			return
-		}
-		r.probeLoop(lctx, l, in)
-	}()
+		}()
+		return
+	}
+	r.enqueue(l)
 }
 
 // stopLoop stops probing id's check and returns what is closed when its
@@ -367,6 +389,11 @@ func (r *Runner) stopLoop(id string) <-chan struct{} {
 	}
 	l.cancel()
 	delete(r.loops, id)
+	r.dequeue(l)
+	l.stopped = true
+	if !l.busy {
+		close(l.done)
+	}
 	r.opts.Metrics.addRunning(-1)
 	return l.done
 }
