@@ -42,8 +42,8 @@ func (r *Runner) schedule(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		now := time.Now()
-		for len(r.queue) > 0 && r.queue[0].at <= now.Sub(r.epoch) {
-			l := r.queue[0].l
+		for len(r.queue.e) > 0 && r.queue.e[0].at <= now.Sub(r.epoch) {
+			l := r.queue.e[0].l
 			// Probes keep to their own schedule (interval after interval
 			// from a random phase) rather than to the end of the last
 			// probe, so they do not drift into step with one another; a
@@ -59,12 +59,12 @@ func (r *Runner) schedule(ctx context.Context) {
 			if l.next.Before(now) {
 				l.next = l.next.Add(now.Sub(l.next).Truncate(l.check.Interval) + l.check.Interval)
 			}
-			r.queue[0].at = r.onTick(l.next)
+			r.queue.e[0].at = r.onTick(l.next)
 			heap.Fix(&r.queue, 0)
 		}
 		wait := time.Hour
-		if len(r.queue) > 0 {
-			wait = r.queue[0].at - time.Since(r.epoch)
+		if len(r.queue.e) > 0 {
+			wait = r.queue.e[0].at - time.Since(r.epoch)
 		}
 		r.mu.Unlock()
 		for i, l := range due {
@@ -97,10 +97,13 @@ func (r *Runner) enqueue(l *loop) {
 	}
 }
 
-// dequeue stops scheduling l (r.mu held).
+// dequeue stops scheduling l's probes and renewals (r.mu held).
 func (r *Runner) dequeue(l *loop) {
 	if l.index >= 0 {
 		heap.Remove(&r.queue, l.index)
+	}
+	if l.beat >= 0 {
+		heap.Remove(&r.beats, l.beat)
 	}
 }
 
@@ -205,34 +208,37 @@ func (r *Runner) idle(l *loop) {
 	}
 }
 
-// queue orders the scheduled loops by their next tick (container/heap).
-// It holds the ticks beside the loops, so that ordering reads no loop.
-type queue []entry
+// queue orders loops by when they are next due (container/heap): their
+// probes (r.queue), or their rows' renewals (r.beats). It holds the times
+// beside the loops, so that ordering reads no loop.
+type queue struct {
+	e   []entry
+	pos func(*loop) *int // where a loop keeps its index in this queue (-1: not in it)
+}
 
-// entry is a scheduled loop and the tick of its next probe, as a time
-// since the runner's grid origin.
+// entry is a loop in a queue and when it is next due, as a time since
+// the runner's grid origin.
 type entry struct {
 	at time.Duration
 	l  *loop
 }
 
-func (q queue) Len() int           { return len(q) }
-func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q queue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].l.index, q[j].l.index = i, j
+func (q *queue) Len() int           { return len(q.e) }
+func (q *queue) Less(i, j int) bool { return q.e[i].at < q.e[j].at }
+func (q *queue) Swap(i, j int) {
+	q.e[i], q.e[j] = q.e[j], q.e[i]
+	*q.pos(q.e[i].l), *q.pos(q.e[j].l) = i, j
 }
 func (q *queue) Push(x any) {
 	e := x.(entry)
-	e.l.index = len(*q)
-	*q = append(*q, e)
+	*q.pos(e.l) = len(q.e)
+	q.e = append(q.e, e)
 }
 func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = entry{}
-	e.l.index = -1
-	*q = old[:len(old)-1]
+	e := q.e[len(q.e)-1]
+	q.e[len(q.e)-1] = entry{}
+	*q.pos(e.l) = -1
+	q.e = q.e[:len(q.e)-1]
 	return e
 }
 
@@ -302,43 +308,69 @@ func (r *Runner) refused(ctx context.Context, in switchboard.Instance, err error
 	}
 }
 
+// setRow sets whether the runner renews l's row, and how often, from in
+// (r.mu held): a row to renew is in r.beats, due at once when it enters.
+func (r *Runner) setRow(l *loop, in switchboard.Instance) {
+	ttl := in.TTL
+	if ttl <= 0 {
+		ttl = switchboard.DefaultTTL
+	}
+	l.every = ttl / 3
+	renew := in.Metadata[MetadataCheckOnly] == "true" && !l.refused
+	switch {
+	case renew && l.beat < 0:
+		heap.Push(&r.beats, entry{at: time.Since(r.epoch), l: l})
+	case !renew && l.beat >= 0:
+		heap.Remove(&r.beats, l.beat)
+	}
+}
+
+// beatEvery is how often heartbeat looks for rows due a renewal.
+const beatEvery = 250 * time.Millisecond
+
 // heartbeat renews the rows whose liveness is their check's alone
 // (MetadataCheckOnly) among those this runner probes, each a third of
 // its TTL apart, in one call per round. A row whose check the policy
 // refuses is not renewed: it expires.
 func (r *Runner) heartbeat(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTicker(beatEvery)
 	defer t.Stop()
+	var held []bool
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := time.Now()
 		var ids []string
 		r.mu.Lock()
-		held := make([]bool, r.opts.Shards)
-		for i := range held {
-			held[i] = r.holds(i)
+		now := time.Since(r.epoch)
+		held = held[:0]
+		for i := range r.opts.Shards {
+			held = append(held, r.holds(i))
 		}
-		for id, l := range r.loops {
-			if l.renew && held[l.shard] && now.Sub(l.lastBeat) >= l.every {
-				ids = append(ids, id)
-				l.lastBeat = now
+		for len(r.beats.e) > 0 && r.beats.e[0].at <= now {
+			l := r.beats.e[0].l
+			if held[l.shard] {
+				ids = append(ids, l.in.ID)
+				r.beats.e[0].at = now + l.every
+			} else {
+				// Its shard's lease is not confirmed now: look again
+				// next round.
+				r.beats.e[0].at = now + beatEvery
 			}
+			heap.Fix(&r.beats, 0)
 		}
 		r.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
 		for chunk := range slices.Chunk(ids, switchboard.MaxHeartbeatIDs) {
 			if _, err := r.cat.Heartbeat(ctx, chunk...); err != nil && ctx.Err() == nil {
 				r.log.Warn("checks: heartbeating check-only rows failed", "rows", len(chunk), "err", err)
+				// Due again at once.
 				r.mu.Lock()
 				for _, id := range chunk {
-					if l := r.loops[id]; l != nil {
-						l.lastBeat = time.Time{}
+					if l := r.loops[id]; l != nil && l.beat >= 0 {
+						r.beats.e[l.beat].at = 0
+						heap.Fix(&r.beats, l.beat)
 					}
 				}
 				r.mu.Unlock()

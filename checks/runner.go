@@ -105,6 +105,7 @@ type Runner struct {
 	instances map[string]switchboard.Instance // those with a check
 	loops     map[string]*loop
 	queue     queue         // the loops probed, by their next tick
+	beats     queue         // the loops whose rows the runner renews, by their next renewal
 	wake      chan struct{} // tells schedule of a loop due before all others
 	work      chan *loop    // to the workers waiting for a probe to run
 	owned     map[int]*shard
@@ -114,22 +115,21 @@ type Runner struct {
 // loop is the probing of one instance's check. Its check and address are
 // the instance's when the loop started (a change of either starts a new
 // loop); whether the runner renews the row, and how often, follow the
-// instance's latest metadata and TTL (renew, every).
+// instance's latest metadata and TTL (beat, every).
 type loop struct {
-	in       switchboard.Instance // when the loop started
-	check    switchboard.Check    // *in.Check
-	ctx      context.Context      // ends when the loop stops
-	cancel   context.CancelFunc
-	done     chan struct{} // closed once stopped with no probe running
-	shard    int
-	refused  bool          // by the policy: not probed, not renewed (set once, at start)
-	renew    bool          // check-only and not refused: the runner heartbeats the row
-	every    time.Duration // a third of the row's TTL
-	lastBeat time.Time     // local
+	in      switchboard.Instance // when the loop started
+	check   switchboard.Check    // *in.Check
+	ctx     context.Context      // ends when the loop stops
+	cancel  context.CancelFunc
+	done    chan struct{} // closed once stopped with no probe running
+	shard   int
+	refused bool          // by the policy: not probed, not renewed (set once, at start)
+	every   time.Duration // a third of the row's TTL: how often the runner renews a check-only one
 
 	// Scheduling (r.mu held).
 	next    time.Time // the slot due, on the check's own phase
 	index   int       // in r.queue, beside next's tick; -1: not scheduled
+	beat    int       // in r.beats: the row is check-only and not refused; -1: not renewed
 	busy    bool      // a probe (or a refusal's write) is running
 	stopped bool
 
@@ -137,18 +137,6 @@ type loop struct {
 	status switchboard.Status
 	since  time.Time
 	run    streak
-}
-
-// setRow sets what the heartbeat reads of in: whether it renews the row,
-// and how often (r.mu held). The heartbeat scans every loop several times
-// a second, so it reads these two fields rather than the instance's maps.
-func (l *loop) setRow(in switchboard.Instance) {
-	ttl := in.TTL
-	if ttl <= 0 {
-		ttl = switchboard.DefaultTTL
-	}
-	l.renew = in.Metadata[MetadataCheckOnly] == "true" && !l.refused
-	l.every = ttl / 3
 }
 
 // shard is a shard whose lease this runner holds.
@@ -199,7 +187,9 @@ func New(cat switchboard.Catalog, opts Options) (*Runner, error) {
 	r := &Runner{cat: cat, hs: hs, opts: opts, margin: opts.LeaseTTL / 5, epoch: time.Now(),
 		log:       opts.Logger.With("checks", opts.Identity),
 		instances: map[string]switchboard.Instance{}, loops: map[string]*loop{}, owned: map[int]*shard{},
-		wake: make(chan struct{}, 1), work: make(chan *loop)}
+		wake: make(chan struct{}, 1), work: make(chan *loop),
+		queue: queue{pos: func(l *loop) *int { return &l.index }},
+		beats: queue{pos: func(l *loop) *int { return &l.beat }}}
 	r.leaser, _ = cat.(switchboard.Leaser)
 	return r, nil
 }
@@ -338,7 +328,7 @@ func (r *Runner) put(ctx context.Context, in switchboard.Instance) {
 		// metadata changes only whether and how often the heartbeat
 		// renews the row.
 		if old.Check != nil && *old.Check == *in.Check && old.Address == in.Address {
-			l.setRow(in)
+			r.setRow(l, in)
 			return
 		}
 		r.stopLoop(in.ID)
@@ -365,8 +355,8 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 	// renews a row whose check it refuses.
 	refusal := r.opts.Policy.Check(in)
 	l := &loop{in: in, check: *in.Check, ctx: lctx, cancel: cancel, done: make(chan struct{}), shard: i,
-		refused: refusal != nil, index: -1, status: in.Health.Status, since: in.Health.Since}
-	l.setRow(in)
+		refused: refusal != nil, index: -1, beat: -1, status: in.Health.Status, since: in.Health.Since}
+	r.setRow(l, in)
 	r.loops[in.ID] = l
 	r.opts.Metrics.addRunning(1)
 	if refusal != nil {
