@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
 // secretKey is the reserved metadata key under which an instance's
@@ -282,7 +283,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer release()
 	if secret == "" {
-		secret = newSecret()
+		secret = schema.NewSecret()
 	}
 	md := make(map[string]string, len(in.Metadata)+1)
 	for k, v := range in.Metadata {

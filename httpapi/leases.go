@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/httpapi/schema"
 )
 
 // A lease taken through the API carries a secret, issued on acquire and
@@ -297,7 +298,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		secret = ""
 	default:
 		if secret == "" {
-			secret = newSecret()
+			secret = schema.NewSecret()
 		}
 		stored += holderSep + hashSecret(secret, cred.tag)
 	}

@@ -74,12 +74,6 @@ func secretMatches(stored, secret string) bool {
 	return subtle.ConstantTimeCompare([]byte(hex.EncodeToString(legacy[:])), []byte(stored)) == 1
 }
 
-func newSecret() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
 // validSecret bounds what a client may present as a secret.
 func validSecret(s string) bool {
 	if len(s) < 16 || len(s) > 256 {

@@ -2,8 +2,6 @@ package remote
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"time"
@@ -37,9 +35,7 @@ func (c *Client) lease(ctx context.Context, op string, req schema.LeaseRequest) 
 		// A secret of this client's own, in the header: a server of an
 		// earlier release ignores it (and would refuse it in the body),
 		// so the lease is taken there without one, as it always was.
-		var b [32]byte
-		rand.Read(b[:])
-		hdr = []string{schema.LeaseSecretHeader, base64.RawURLEncoding.EncodeToString(b[:])}
+		hdr = []string{schema.LeaseSecretHeader, schema.NewSecret()}
 	}
 	var out schema.LeaseJSON
 	if err := c.do(ctx, http.MethodPost, "/v1/leases/"+op, req, &out, hdr...); err != nil {

@@ -5,6 +5,8 @@
 package schema
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"time"
 
 	"github.com/switchboard-io/switchboard"
@@ -60,6 +62,15 @@ type ErrorBody struct {
 
 // SecretHeader carries an instance's secret.
 const SecretHeader = "X-Instance-Secret"
+
+// NewSecret returns a new random secret of the form the server issues
+// (for a registration or a lease) and a client may choose for itself: 32
+// random bytes, base64url without padding.
+func NewSecret() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
 
 // LeaseSecretHeader carries a lease's secret (LeaseRequest.Secret) when
 // the body does not: a server of an earlier release refuses a body with a
