@@ -55,9 +55,10 @@ func (r *Runner) schedule(ctx context.Context) {
 				l.busy = true
 				due = append(due, l)
 			}
-			l.next = l.next.Add(l.check.Interval)
+			every := l.in.Check.Interval
+			l.next = l.next.Add(every)
 			if l.next.Before(now) {
-				l.next = l.next.Add(now.Sub(l.next).Truncate(l.check.Interval) + l.check.Interval)
+				l.next = l.next.Add(now.Sub(l.next).Truncate(every) + every)
 			}
 			r.queue.e[0].at = r.onTick(l.next)
 			heap.Fix(&r.queue, 0)
@@ -87,7 +88,7 @@ func (r *Runner) schedule(ctx context.Context) {
 // checks spread over time instead of bunching at the top of each second
 // (r.mu held).
 func (r *Runner) enqueue(l *loop) {
-	l.next = time.Now().Add(rand.N(l.check.Interval))
+	l.next = time.Now().Add(rand.N(l.in.Check.Interval))
 	heap.Push(&r.queue, entry{at: r.onTick(l.next), l: l})
 	if l.index == 0 {
 		select {
@@ -152,7 +153,7 @@ func (r *Runner) probe(l *loop) {
 	if !ok || ctx.Err() != nil {
 		return
 	}
-	c, in := l.check, l.in
+	c, in := *l.in.Check, l.in
 	kind := c.Kind()
 	start := time.Now()
 	res := r.opts.Prober.Probe(ctx, c)

@@ -118,7 +118,6 @@ type Runner struct {
 // instance's latest metadata and TTL (beat, every).
 type loop struct {
 	in      switchboard.Instance // when the loop started
-	check   switchboard.Check    // *in.Check
 	ctx     context.Context      // ends when the loop stops
 	cancel  context.CancelFunc
 	done    chan struct{} // closed once stopped with no probe running
@@ -354,7 +353,7 @@ func (r *Runner) startLoop(ctx context.Context, in switchboard.Instance) {
 	// The policy is asked here, under r.mu, so that the heartbeat never
 	// renews a row whose check it refuses.
 	refusal := r.opts.Policy.Check(in)
-	l := &loop{in: in, check: *in.Check, ctx: lctx, cancel: cancel, done: make(chan struct{}), shard: i,
+	l := &loop{in: in, ctx: lctx, cancel: cancel, done: make(chan struct{}), shard: i,
 		refused: refusal != nil, index: -1, beat: -1, status: in.Health.Status, since: in.Health.Since}
 	r.setRow(l, in)
 	r.loops[in.ID] = l
