@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchboard-io/switchboard"
 	"github.com/switchboard-io/switchboard/checks"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 func probe(t *testing.T, target, body string) checks.Result {
@@ -147,15 +148,7 @@ func TestProbeTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	testkit.Serve(ln, func(net.Conn) {})
 	addr := ln.Addr().String()
 	wantResult(t, probe(t, "tcp://"+addr, ""), switchboard.StatusPassing, "success")
 	ln.Close()
@@ -191,7 +184,7 @@ func TestProbeGRPC(t *testing.T) {
 // reads ECONNRESET after the probe, not the end of a closed stream.
 func TestProbeClosesWithReset(t *testing.T) {
 	ends := make(chan error, 2)
-	addr := rawTarget(t, func(c net.Conn) {
+	addr := testkit.ServeLoopback(t, func(c net.Conn) {
 		buf := make([]byte, 4096)
 		n, err := c.Read(buf)
 		if strings.HasPrefix(string(buf[:n]), "GET ") {
@@ -211,7 +204,7 @@ func TestProbeClosesWithReset(t *testing.T) {
 // TestProbeHeaderCap: a target that sends headers without end fails the
 // probe once 64 KiB of them were read; the probe does not hold them all.
 func TestProbeHeaderCap(t *testing.T) {
-	addr := rawTarget(t, func(c net.Conn) {
+	addr := testkit.ServeLoopback(t, func(c net.Conn) {
 		// The request is read first: a connection closed with unread data
 		// is reset, which the probe would see first.
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
@@ -226,29 +219,4 @@ func TestProbeHeaderCap(t *testing.T) {
 		}
 	})
 	wantResult(t, probe(t, "http://"+addr+"/", ""), switchboard.StatusCritical, "response headers over 65536 bytes")
-}
-
-// rawTarget serves every connection to the address it returns with
-// handle, which owns the connection until it returns (then closed), until
-// the test ends.
-func rawTarget(t *testing.T, handle func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				handle(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/internal/testkit"
 )
 
 // TestRefusedAndResetAreOpErrors: a connection the server refuses, or
@@ -71,30 +72,21 @@ func closedAddr(t *testing.T) string {
 // reads ECONNRESET while it waits for the answer. wrap, when not nil,
 // turns the TCP connection into the one the request is read from (TLS).
 func resetAfter(t *testing.T, ln net.Listener, wrap func(net.Conn) (net.Conn, error), done func(*bufio.Reader) error) {
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
+	testkit.Serve(ln, func(conn net.Conn) {
+		rd := conn
+		if wrap != nil {
+			var err error
+			if rd, err = wrap(conn); err != nil {
+				t.Errorf("server side: %v", err)
 				return
 			}
-			go func() {
-				defer conn.Close()
-				rd := conn
-				if wrap != nil {
-					var err error
-					if rd, err = wrap(conn); err != nil {
-						t.Errorf("server side: %v", err)
-						return
-					}
-				}
-				if err := done(bufio.NewReader(rd)); err != nil {
-					t.Errorf("server side: reading the request: %v", err)
-					return
-				}
-				conn.(*net.TCPConn).SetLinger(0)
-			}()
 		}
-	}()
+		if err := done(bufio.NewReader(rd)); err != nil {
+			t.Errorf("server side: reading the request: %v", err)
+			return
+		}
+		conn.(*net.TCPConn).SetLinger(0)
+	})
 	t.Cleanup(func() { ln.Close() })
 }
 

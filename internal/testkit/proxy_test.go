@@ -11,21 +11,7 @@ import (
 // echoServer answers each connection with what it reads.
 func echoServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return ServeLoopback(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 func roundTrip(addr string) error {

@@ -1,7 +1,7 @@
 // Package testkit holds the helpers the project's tests share: waiting for
 // a condition with a generous bound (a hang fails, slowness does not), a
 // SQLite catalog on a temporary file, a goroutine-safe buffer, a listener
-// that counts connections, a TCP proxy that can cut its connections, and
+// that counts connections, loopback servers of raw connections, a TCP proxy that can cut its connections, and
 // the checks the SQL backends' tests share.
 // Only tests import it.
 package testkit
@@ -66,6 +66,36 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Serve accepts connections on ln until it is closed, each handled by
+// handle on a goroutine of its own and closed when handle returns.
+func Serve(ln net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+}
+
+// ServeLoopback listens on a loopback port, closed when the test ends,
+// serves it with handle (Serve), and returns its address.
+func ServeLoopback(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	Serve(ln, handle)
+	return ln.Addr().String()
 }
 
 // CountingListener counts the connections it accepts and those still open.
