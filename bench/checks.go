@@ -56,7 +56,9 @@ const (
 	checksFailures = 3
 	// checksListeners is how many loopback ports the targets listen on:
 	// every probe is a new connection, and spread over several ports the
-	// connections in TIME_WAIT stay far from the ephemeral port range.
+	// connections the side that closes first leaves in TIME_WAIT (unless
+	// it resets them, as Switchboard's prober does) reuse no port pair
+	// soon.
 	checksListeners = 16
 )
 

@@ -12,17 +12,16 @@ import (
 	"time"
 )
 
+// joinCores writes the servers' cores and, for more than one, their sum.
 func joinCores(cs []float64) string {
 	parts := make([]string, len(cs))
-	sum := 0.0
 	for i, c := range cs {
 		parts[i] = fmt.Sprintf("%.3f", c)
-		sum += c
 	}
 	if len(cs) == 1 {
 		return parts[0]
 	}
-	return fmt.Sprintf("%s = %.3f", strings.Join(parts, " + "), sum)
+	return fmt.Sprintf("%s = %.3f", strings.Join(parts, " + "), sum(cs))
 }
 
 func sum(xs []float64) float64 {
