@@ -37,31 +37,16 @@ type leaser struct {
 func startLeaser(t *testing.T, name, bin, dsn string, env []string) *leaser {
 	t.Helper()
 	l := &leaser{proc: startInput(t, name, bin, env, dsn)}
-	waitFor(t, name+" to open its catalog", func() bool {
-		for _, x := range l.parsed(t) {
-			if x.Event == "open" {
-				return true
-			}
-		}
-		if l.exited() {
-			t.Fatalf("%s exited: %v: %s", name, l.err, l.errText())
-		}
-		return false
-	})
+	l.await(t, name+" to open its catalog", func(x leaserLine) bool { return x.Event == "open" })
 	return l
 }
 
-func (l *leaser) parsed(t *testing.T) []leaserLine {
+// await waits until l has printed a line match accepts and returns it
+// (proc.waitLine).
+func (l *leaser) await(t *testing.T, what string, match func(leaserLine) bool) leaserLine {
 	t.Helper()
-	var out []leaserLine
-	for _, s := range l.lines() {
-		var x leaserLine
-		if err := json.Unmarshal([]byte(s), &x); err != nil {
-			t.Fatalf("%s printed %q: %v", l.name, s, err)
-		}
-		out = append(out, x)
-	}
-	return out
+	s := l.waitLine(t, what, func(s string) bool { return match(decodeLine[leaserLine](t, l.proc, s)) })
+	return decodeLine[leaserLine](t, l.proc, s)
 }
 
 // try sends cmd and returns its answer, error or not.
@@ -72,20 +57,7 @@ func (l *leaser) try(t *testing.T, cmd string) leaserLine {
 	if _, err := fmt.Fprintf(l.in, "%d %s\n", seq, cmd); err != nil {
 		t.Fatalf("%s: %s: %v", l.name, cmd, err)
 	}
-	var ans leaserLine
-	waitFor(t, fmt.Sprintf("%s to answer %q", l.name, cmd), func() bool {
-		for _, x := range l.parsed(t) {
-			if x.Seq == seq {
-				ans = x
-				return true
-			}
-		}
-		if l.exited() {
-			t.Fatalf("%s exited: %v: %s", l.name, l.err, l.errText())
-		}
-		return false
-	})
-	return ans
+	return l.await(t, fmt.Sprintf("%s to answer %q", l.name, cmd), func(x leaserLine) bool { return x.Seq == seq })
 }
 
 // do is try that fails t when the command failed.
@@ -102,7 +74,7 @@ func (l *leaser) do(t *testing.T, cmd string) leaserLine {
 // holder, and whether there is one.
 func (l *leaser) event(t *testing.T, kind, holder string) (int64, bool) {
 	t.Helper()
-	for _, x := range l.parsed(t) {
+	for _, x := range decodeLines[leaserLine](t, l.proc) {
 		if x.Event == kind && x.Holder == holder {
 			return x.Token, true
 		}
@@ -175,6 +147,25 @@ type cliLease struct {
 	Held         bool
 }
 
+// handOver checks, while h holds L as holder with token, that next (an
+// election of c, the other release's leaser) can neither acquire L nor be
+// elected; then h resigns, and next is elected with a higher token, which
+// it returns.
+func handOver(t *testing.T, h *leaser, holder string, token int64, c *leaser, next string) int64 {
+	t.Helper()
+	if a := c.do(t, "acquire L "+next+" "+leaseTTL); !a.Held {
+		t.Fatalf("%s acquired L while %s held it: %+v", next, holder, a)
+	}
+	c.do(t, "elect L "+next+" "+leaseTTL)
+	keeps(t, c, holder, token, h, c, next)
+	h.do(t, "resign L "+holder)
+	won := c.elected(t, next)
+	if won <= token {
+		t.Fatalf("%s's token %d is not above %s's %d", next, won, holder, token)
+	}
+	return won
+}
+
 // leasesBothWays runs, on one catalog, elections of the old release's
 // leaser o and the new release's n for the lease L: the holder of each
 // release keeps it while the other's contender runs, and once it resigns
@@ -195,27 +186,8 @@ func leasesBothWays(t *testing.T, o, n *leaser, lists []cli) {
 			t.Fatalf("%s leases through %s: %s; want L held by old-1 with token %d", release(c.bin), c.dsn, out, t1)
 		}
 	}
-	if a := n.do(t, "acquire L new-1 "+leaseTTL); !a.Held {
-		t.Fatalf("the new release acquired L while the old one held it: %+v", a)
-	}
-	n.do(t, "elect L new-1 "+leaseTTL)
-	keeps(t, n, "old-1", t1, o, n, "new-1")
-	o.do(t, "resign L old-1")
-	t2 := n.elected(t, "new-1")
-	if t2 <= t1 {
-		t.Fatalf("the new holder's token %d is not above the old one's %d", t2, t1)
-	}
-
-	if a := o.do(t, "acquire L old-2 "+leaseTTL); !a.Held {
-		t.Fatalf("the old release acquired L while the new one held it: %+v", a)
-	}
-	o.do(t, "elect L old-2 "+leaseTTL)
-	keeps(t, o, "new-1", t2, n, o, "old-2")
-	n.do(t, "resign L new-1")
-	t3 := o.elected(t, "old-2")
-	if t3 <= t2 {
-		t.Fatalf("the old holder's token %d is not above the new one's %d", t3, t2)
-	}
+	t2 := handOver(t, o, "old-1", t1, n, "new-1")
+	t3 := handOver(t, n, "new-1", t2, o, "old-2")
 	o.do(t, "resign L old-2")
 
 	// Acquire and Release, without an election.

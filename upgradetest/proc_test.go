@@ -93,6 +93,46 @@ func (p *proc) lines() []string {
 
 func (p *proc) errText() string { return p.stderr.String() }
 
+// waitLine waits until p has printed a line match accepts and returns the
+// first such; it fails t if p exits first.
+func (p *proc) waitLine(t *testing.T, what string, match func(line string) bool) string {
+	t.Helper()
+	var found string
+	waitFor(t, what, func() bool {
+		for _, l := range p.lines() {
+			if match(l) {
+				found = l
+				return true
+			}
+		}
+		if p.exited() {
+			t.Fatalf("%s exited: %v: %s", p.name, p.err, p.errText())
+		}
+		return false
+	})
+	return found
+}
+
+// decodeLines decodes each line p printed so far as JSON.
+func decodeLines[T any](t *testing.T, p *proc) []T {
+	t.Helper()
+	var out []T
+	for _, l := range p.lines() {
+		out = append(out, decodeLine[T](t, p, l))
+	}
+	return out
+}
+
+// decodeLine decodes l, a line p printed, as JSON.
+func decodeLine[T any](t *testing.T, p *proc, l string) T {
+	t.Helper()
+	var x T
+	if err := json.Unmarshal([]byte(l), &x); err != nil {
+		t.Fatalf("%s printed %q: %v", p.name, l, err)
+	}
+	return x
+}
+
 // stop sends sig and waits for the process to exit; it fails t when the
 // process does not exit 0 (SIGTERM and SIGINT end register and watch
 // cleanly) unless sig is SIGKILL.
@@ -179,15 +219,7 @@ type event struct {
 // events are the events p (a `watch --json`) printed so far.
 func (p *proc) events(t *testing.T) []event {
 	t.Helper()
-	var evs []event
-	for _, l := range p.lines() {
-		var ev event
-		if err := json.Unmarshal([]byte(l), &ev); err != nil {
-			t.Fatalf("%s printed %q: %v", p.name, l, err)
-		}
-		evs = append(evs, ev)
-	}
-	return evs
+	return decodeLines[event](t, p)
 }
 
 // saw reports whether p (a watch) printed an event of kind (a prefix:

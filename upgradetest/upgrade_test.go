@@ -187,19 +187,7 @@ func oldRunningWhileNewMigrates(t *testing.T, old, cur, dsn string) {
 	waitFor(t, "the old watch to see new-b", func() bool { return oldWatch.saw(t, "added", "new-b") })
 
 	// The old registration keeps renewing its row on the migrated file.
-	seen := map[string]bool{}
-	waitFor(t, "three renewals of old-a after the migration", func() bool {
-		m, err := ls(t, cur, dsn, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, ok := m["old-a"]
-		if !ok || in.Stale {
-			t.Fatalf("old-a gone or stale after the migration: %+v", m)
-		}
-		seen[in.LastSeen] = true
-		return len(seen) >= 3
-	})
+	waitRenewed(t, cur, dsn, nil, "old-a", "after the migration")
 	if oldReg.exited() || oldWatch.exited() {
 		t.Fatal("an old process exited after the migration")
 	}
@@ -213,6 +201,25 @@ func oldRunningWhileNewMigrates(t *testing.T, old, cur, dsn string) {
 		t.Fatal("old-a listed after the old process deregistered it")
 	}
 	oldWatch.stop(t, syscall.SIGTERM)
+}
+
+// waitRenewed waits until bin's `ls` of dsn has shown id renewed three
+// times (three last_seen); it fails t if id is gone or stale meanwhile.
+func waitRenewed(t *testing.T, bin, dsn string, env []string, id, how string) {
+	t.Helper()
+	seen := map[string]bool{}
+	waitFor(t, "three renewals of "+id+" "+how, func() bool {
+		m, err := ls(t, bin, dsn, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, ok := m[id]
+		if !ok || in.Stale {
+			t.Fatalf("%s gone or stale %s: %+v", id, how, m)
+		}
+		seen[in.LastSeen] = true
+		return len(seen) >= 3
+	})
 }
 
 // An instance restarted on the new binary (the old process killed, as a
@@ -306,19 +313,7 @@ func serversMixed(t *testing.T, old, cur, db string) {
 	}
 	// The old server's client keeps renewing its row on the migrated
 	// catalog, as the new server sees it.
-	seen := map[string]bool{}
-	waitFor(t, "three renewals of srv-old through the old server", func() bool {
-		m, err := ls(t, cur, newURL, clientEnv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, ok := m["srv-old"]
-		if !ok || in.Stale {
-			t.Fatalf("srv-old gone or stale: %+v", m)
-		}
-		seen[in.LastSeen] = true
-		return len(seen) >= 3
-	})
+	waitRenewed(t, cur, newURL, clientEnv, "srv-old", "through the old server")
 
 	// Through a server, an id's row belongs to the secret its
 	// registration got, which the old release chose by the server and

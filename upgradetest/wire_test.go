@@ -2,7 +2,6 @@ package upgradetest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -29,20 +28,8 @@ func startBroker(t *testing.T, bin string) string {
 	t.Helper()
 	p := start(t, "nats", bin, nil, "nats", "--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), "nats"))
 	re := regexp.MustCompile(`serving (nats://[0-9.]+:[0-9]+)`)
-	var url string
-	waitFor(t, "the NATS broker to serve", func() bool {
-		for _, l := range p.lines() {
-			if m := re.FindStringSubmatch(l); m != nil {
-				url = m[1]
-				return true
-			}
-		}
-		if p.exited() {
-			t.Fatalf("the NATS broker exited: %v: %s", p.err, p.errText())
-		}
-		return false
-	})
-	return url
+	l := p.waitLine(t, "the NATS broker to serve", re.MatchString)
+	return re.FindStringSubmatch(l)[1]
 }
 
 // startRegistered runs a process that prints its registered instance as
@@ -56,20 +43,8 @@ func startRegistered(t *testing.T, name, bin string, env []string, args ...strin
 func startRegisteredProc(t *testing.T, name, bin string, env []string, args ...string) (string, *proc) {
 	t.Helper()
 	p := start(t, name, bin, env, args...)
-	var in struct{ Address string }
-	waitFor(t, name+" to register", func() bool {
-		if l := p.lines(); len(l) > 0 {
-			if err := json.Unmarshal([]byte(l[0]), &in); err != nil {
-				t.Fatalf("%s printed %q: %v", name, l[0], err)
-			}
-			return true
-		}
-		if p.exited() {
-			t.Fatalf("%s exited: %v: %s", name, p.err, p.errText())
-		}
-		return false
-	})
-	return in.Address, p
+	first := p.waitLine(t, name+" to register", func(string) bool { return true })
+	return decodeLine[struct{ Address string }](t, p, first).Address, p
 }
 
 // send runs bin's `send` of payload to module and returns the reply it
