@@ -69,6 +69,18 @@ func startServe(t *testing.T, name, bin, dsn string) string {
 	return url
 }
 
+// onBackends runs f with the old and new binaries on each of backends, in
+// parallel subtests.
+func onBackends(t *testing.T, f func(t *testing.T, old, cur, dsn string)) {
+	old, cur := binaries(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, old, cur, b.dsn(t))
+		})
+	}
+}
+
 // backends are the catalogs a test runs on: a SQLite file, and a schema
 // of its own in the PostgreSQL test database (pgtest.EnvDSN to choose
 // another), dropped at the end.
@@ -157,13 +169,7 @@ func oldRefusesMigratedCatalog(t *testing.T, old, dsn string) {
 // migrates it, registers and lists; each release's watcher hears the
 // other's changes.
 func TestOldRunningWhileNewMigrates(t *testing.T) {
-	old, cur := binaries(t)
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			oldRunningWhileNewMigrates(t, old, cur, b.dsn(t))
-		})
-	}
+	onBackends(t, oldRunningWhileNewMigrates)
 }
 
 func oldRunningWhileNewMigrates(t *testing.T, old, cur, dsn string) {
@@ -227,13 +233,7 @@ func waitRenewed(t *testing.T, bin, dsn string, env []string, id, how string) {
 // TTL) keeps its id, and no watcher, old or new, sees it removed, on
 // SQLite and on PostgreSQL.
 func TestRestartOnNewBinaryKeepsID(t *testing.T) {
-	old, cur := binaries(t)
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			restartOnNewBinary(t, old, cur, b.dsn(t))
-		})
-	}
+	onBackends(t, restartOnNewBinary)
 }
 
 func restartOnNewBinary(t *testing.T, old, cur, dsn string) {
@@ -280,13 +280,7 @@ func restartOnNewBinary(t *testing.T, old, cur, dsn string) {
 // register, list and watch the same rows, and the old server's clients
 // keep renewing theirs on the migrated catalog.
 func TestServersMixed(t *testing.T) {
-	old, cur := binaries(t)
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			serversMixed(t, old, cur, b.dsn(t))
-		})
-	}
+	onBackends(t, serversMixed)
 }
 
 func serversMixed(t *testing.T, old, cur, db string) {
