@@ -67,19 +67,25 @@ type mirror struct {
 	leaseStore cache.Store
 	failed     [2]error // per informer (modules, leases): its last list/watch failure, nil once one succeeds
 	watchErr   error    // the first of failed, nil when both informers reach the API server
-	// vanished holds, by module, the Lease last seen of a module whose
-	// Lease was deleted while the module was not (yet): Deregister and
-	// Reap delete both, and the two informers deliver the deletions in
-	// either order. Until the module goes too, it keeps that Lease and so
-	// goes stale at its deadline, as after a stopped heartbeat (at once
-	// when it had expired already).
-	vanished map[string]*coordinationv1.Lease
+	// The handlers' own view, which runs behind the informers' stores:
+	// modules holds the modules whose addition the module handler has
+	// delivered and whose deletion it has not; leases, by module, the
+	// Lease as the Lease handler last delivered it, kept past the Lease's
+	// deletion while its module is in modules. Deregister and Reap delete
+	// both objects, and the two informers deliver the deletions in any
+	// interleaving with each other's stores: a module whose Lease has left
+	// the store keeps the Lease it had until its own deletion is handled,
+	// so it goes stale at that Lease's deadline, as after a stopped
+	// heartbeat, and its removal says whether the Lease had expired.
+	modules map[string]struct{}
+	leases  map[string]*coordinationv1.Lease
 }
 
 func newMirror(c *client, now func() time.Time) *mirror {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &mirror{c: c, now: now, epoch: "kube-" + hex.EncodeToString(b[:])}
+	return &mirror{c: c, now: now, epoch: "kube-" + hex.EncodeToString(b[:]),
+		modules: map[string]struct{}{}, leases: map[string]*coordinationv1.Lease{}}
 }
 
 // start runs the informers and waits for their first lists. When they do
@@ -100,7 +106,8 @@ func (m *mirror) start(ctx context.Context) error {
 	m.mu.Lock()
 	m.failed = [2]error{}
 	m.watchErr = nil
-	m.vanished = nil
+	m.modules = map[string]struct{}{}
+	m.leases = map[string]*coordinationv1.Lease{}
 	m.mu.Unlock()
 	m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -226,12 +233,12 @@ func (m *mirror) leaseHolder(name string) (string, bool) {
 	return v.holder, true
 }
 
-// leaseOf returns the module's Lease, or the one it had while it is
-// vanished. Called with m.mu held.
+// leaseOf returns the module's Lease as the store holds it, or else as
+// the Lease handler last delivered it (see leases). Called with m.mu held.
 func (m *mirror) leaseOf(module string) *coordinationv1.Lease {
 	obj, ok, _ := m.leaseInf.GetStore().GetByKey(m.c.ns + "/" + module + LeaseSuffix)
 	if !ok {
-		return m.vanished[module]
+		return m.leases[module]
 	}
 	return obj.(*coordinationv1.Lease)
 }
@@ -250,6 +257,7 @@ func (m *mirror) moduleChanged(obj any) {
 		return
 	}
 	m.mu.Lock()
+	m.modules[tm.Name] = struct{}{}
 	m.logModule(tm, m.leaseOf(tm.Name), switchboard.ReasonDeregistered)
 	m.mu.Unlock()
 	m.notify()
@@ -277,14 +285,16 @@ func (m *mirror) moduleDeleted(obj any) {
 	}
 	// A module deleted after its Lease had expired (reaped) was already
 	// gone for its watchers: it leaves as expired, as reaped rows do. One
-	// whose Lease this process has not seen (the Lease informer behind the
-	// module's, on a busy host) is not judged expired: nothing says it was.
+	// without a Lease is not judged expired: nothing says it was.
 	m.mu.Lock()
 	reason := switchboard.ReasonDeregistered
 	if l := m.leaseOf(tm.Name); l != nil && toInstance(tm, l, m.now()).Stale {
 		reason = switchboard.ReasonExpired
 	}
-	delete(m.vanished, tm.Name)
+	delete(m.modules, tm.Name)
+	// A Lease that lives on is delivered again by its next event; the
+	// store holds it meanwhile.
+	delete(m.leases, tm.Name)
 	// A watch's deletion event carries the object at the deletion's own
 	// revision; one learned from a relist (DeletedFinalStateUnknown), the
 	// last state seen, which is as good: it lies between that state and
@@ -294,10 +304,11 @@ func (m *mirror) moduleDeleted(obj any) {
 	m.notify()
 }
 
-// leaseChanged logs a change of the lease's module when the lease changed
-// hands or duration, appeared, or was renewed after it had expired (a
-// revival); a plain renewal is left to RenewedSince, and a deletion keeps
-// the module on its last Lease (see vanished).
+// leaseChanged keeps the handlers' view of the Lease (see leases) and logs
+// a change of the lease's module when the lease changed hands or duration,
+// appeared, or was renewed after it had expired (a revival); a plain
+// renewal is left to RenewedSince, and a deletion keeps the module on its
+// last Lease.
 func (m *mirror) leaseChanged(oldObj, obj any) {
 	if d, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
 		oldObj = d.Obj
@@ -317,8 +328,28 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 	}
 	ov, hadOld := viewLease(old)
 	cv, hasCur := viewLease(cur)
+	m.mu.Lock()
+	_, listed := m.modules[module]
+	switch {
+	case cur != nil:
+		m.leases[module] = cur
+	case listed:
+		// Deleted while its module is still seen: most often the
+		// second half of a Deregister or a Reap, whose module deletion
+		// is not handled yet. The module keeps this Lease: a live one
+		// goes stale at its deadline, an expired one leaves it as it
+		// was (logging the module without a Lease would show a reaped
+		// module as updated, then removed).
+		m.leases[module] = old
+	default:
+		delete(m.leases, module)
+	}
+	m.mu.Unlock()
+	if !hasCur {
+		return
+	}
 	now := m.now()
-	if hadOld && hasCur && ov.holder == cv.holder && ov.ttl == cv.ttl && !now.After(ov.deadline()) {
+	if hadOld && ov.holder == cv.holder && ov.ttl == cv.ttl && !now.After(ov.deadline()) {
 		return // a renewal of a live lease
 	}
 	tm := m.moduleOf(module)
@@ -326,22 +357,6 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 		return
 	}
 	m.mu.Lock()
-	if hadOld && !hasCur {
-		// A Lease deleted while its module is still seen: most often the
-		// second half of a Deregister or a Reap (both delete the module
-		// first), whose module deletion the other informer has not
-		// delivered yet. The module keeps that Lease: a live one goes
-		// stale at its deadline, as after a stopped heartbeat; an expired
-		// one leaves it as it was (logging the module without a Lease
-		// would show a reaped module as updated, then removed).
-		if m.vanished == nil {
-			m.vanished = map[string]*coordinationv1.Lease{}
-		}
-		m.vanished[module] = old
-		m.mu.Unlock()
-		return
-	}
-	delete(m.vanished, module)
 	// The Lease as the informer holds it now, when it does: a later one
 	// than this event's when the handler runs behind the informer, which a
 	// snapshot may have shown already (the state keeps its module's

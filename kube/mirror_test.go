@@ -15,15 +15,29 @@ import (
 	"github.com/switchboard-io/switchboard/kube/types/v1alpha1"
 )
 
-// The two informers of a mirror deliver the deletions of a Reap (module,
-// then Lease) in either order. Lease first, the module keeps its last Lease
-// until its own deletion: whether that Lease had expired (a Reap) or not (a
-// Deregister), the log holds one change, the removal, with the reason the
-// Lease gives. Logging the module without a Lease made a reaped module
-// "updated" (TTL 0, no leader) before its removal (catalogtest
-// WatchReapAfterExpiry, seen under load). No API server: the handlers are
-// called as the informers would, on stores filled by hand.
+// handFedMirror returns a mirror of namespace ns whose informers never run:
+// a test fills their stores by hand and calls the handlers.
+func handFedMirror() *mirror {
+	m := newMirror(&client{ns: "ns"}, time.Now)
+	m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
+	m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	return m
+}
+
+// The two informers of a mirror deliver the deletions of a Reap or a
+// Deregister (module, then Lease) in any interleaving of each one's store
+// with the other's handler. In every one, the log holds one change, the
+// removal, with the reason the Lease gives: expired for a Lease past its
+// deadline (a Reap), deregistered for a live one. Logging the module
+// without a Lease made a reaped module "updated" (TTL 0, no leader) before
+// its removal (catalogtest WatchReapAfterExpiry, seen under load); judging
+// it without the Lease the store had just dropped made it "deregistered"
+// (the fixed-clock test, seen under load). No API server: the stores are
+// filled by hand and the handlers called as the informers would.
 func TestLeaseDeletedBeforeItsModule(t *testing.T) {
+	// Every interleaving of the module's (store, then handler) with the
+	// Lease's (store, then handler): m, M, l, L.
+	orders := []string{"mMlL", "mlML", "mlLM", "lmML", "lmLM", "lLmM"}
 	for _, tc := range []struct {
 		name   string
 		renew  time.Duration // the Lease's renew time, from now
@@ -32,41 +46,52 @@ func TestLeaseDeletedBeforeItsModule(t *testing.T) {
 		{"expired Lease (a Reap)", -time.Minute, switchboard.ReasonExpired},
 		{"live Lease (a Deregister)", 0, switchboard.ReasonDeregistered},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := &mirror{c: &client{ns: "ns"}, epoch: "test", now: time.Now}
-			m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
-			m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &coordinationv1.Lease{}, 0, cache.Indexers{})
-			renew := metav1.NewMicroTime(time.Now().Add(tc.renew))
-			l := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: "m" + LeaseSuffix, Namespace: "ns"},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(RegisterHolder), LeaseDurationSeconds: ptr.To(int32(30)),
-					AcquireTime: &renew, RenewTime: &renew},
-			}
-			tm := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"},
-				Status: v1alpha1.TinyModuleStatus{Addr: "127.0.0.1:4317"}}
-			for _, err := range []error{m.modInf.GetStore().Add(tm), m.leaseInf.GetStore().Add(l)} {
-				if err != nil {
-					t.Fatal(err)
+		for _, order := range orders {
+			t.Run(tc.name+"/"+order, func(t *testing.T) {
+				m := handFedMirror()
+				renew := metav1.NewMicroTime(time.Now().Add(tc.renew))
+				l := &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Name: "m" + LeaseSuffix, Namespace: "ns"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(RegisterHolder), LeaseDurationSeconds: ptr.To(int32(30)),
+						AcquireTime: &renew, RenewTime: &renew},
 				}
-			}
-			if err := m.leaseInf.GetStore().Delete(l); err != nil {
-				t.Fatal(err)
-			}
-			m.leaseChanged(l, nil)
-			if err := m.modInf.GetStore().Delete(tm); err != nil {
-				t.Fatal(err)
-			}
-			m.moduleDeleted(tm)
-			if len(m.changes) != 1 {
-				t.Fatalf("log: %+v, want only the removal", m.changes)
-			}
-			if c := m.changes[0]; !c.Deleted || c.ID != "m" || c.Reason != tc.reason {
-				t.Fatalf("change: %+v, want the removal of m (%s)", c, tc.reason)
-			}
-			if len(m.vanished) != 0 {
-				t.Fatalf("vanished kept after the module's deletion: %v", m.vanished)
-			}
-		})
+				tm := &v1alpha1.TinyModule{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"},
+					Status: v1alpha1.TinyModuleStatus{Addr: "127.0.0.1:4317"}}
+				for _, err := range []error{m.modInf.GetStore().Add(tm), m.leaseInf.GetStore().Add(l)} {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				m.moduleChanged(tm)
+				m.leaseChanged(nil, l)
+				before := len(m.changes)
+				for _, step := range order {
+					var err error
+					switch step {
+					case 'm':
+						err = m.modInf.GetStore().Delete(tm)
+					case 'M':
+						m.moduleDeleted(tm)
+					case 'l':
+						err = m.leaseInf.GetStore().Delete(l)
+					case 'L':
+						m.leaseChanged(l, nil)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := m.changes[before:]; len(got) != 1 {
+					t.Fatalf("log after the deletions: %+v, want only the removal", got)
+				}
+				if c := m.changes[before]; !c.Deleted || c.ID != "m" || c.Reason != tc.reason {
+					t.Fatalf("change: %+v, want the removal of m (%s)", c, tc.reason)
+				}
+				if len(m.modules) != 0 || len(m.leases) != 0 {
+					t.Fatalf("kept after both deletions: modules %v, leases %v", m.modules, m.leases)
+				}
+			})
+		}
 	}
 }
 
@@ -79,9 +104,7 @@ func TestLeaseDeletedBeforeItsModule(t *testing.T) {
 // the informers would, on stores filled by hand, and a real hub reads the
 // mirror.
 func TestMirrorNeverGoesBack(t *testing.T) {
-	m := &mirror{c: &client{ns: "ns"}, epoch: "test", now: time.Now}
-	m.modInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.TinyModule{}, 0, cache.Indexers{})
-	m.leaseInf = cache.NewSharedIndexInformer(&cache.ListWatch{}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	m := handFedMirror()
 	m.started = true // the stores are filled by hand
 	mods, leases := m.modInf.GetStore(), m.leaseInf.GetStore()
 	module := func(name, rv, version string) *v1alpha1.TinyModule {
