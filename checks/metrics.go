@@ -1,7 +1,6 @@
 package checks
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,7 +9,7 @@ import (
 )
 
 // Metrics are a runner's Prometheus metrics. One Metrics may serve
-// several runners of a process; register it once (Register).
+// several runners of a process; register its Collectors once.
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	changes  *prometheus.CounterVec
@@ -54,29 +53,9 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Collectors returns every metric, for a caller that registers them
-// itself.
+// Collectors returns every metric, to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.duration, m.changes, m.failures, m.running, m.shards}
-}
-
-// Register registers every metric with r, or none.
-func (m *Metrics) Register(r prometheus.Registerer) error {
-	var done []prometheus.Collector
-	for _, c := range m.Collectors() {
-		if err := r.Register(c); err != nil {
-			for _, d := range done {
-				r.Unregister(d)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return errors.New("checks: another runner's metrics are registered there already")
-			}
-			return err
-		}
-		done = append(done, c)
-	}
-	return nil
 }
 
 func (m *Metrics) probed(kind switchboard.CheckKind, d time.Duration, r Result) {
