@@ -54,8 +54,8 @@ func (p Policy) String() string {
 // (Instance.Zone): they pick among the serving instances of Zone when
 // there are enough of them, and among all the serving instances
 // otherwise. Enough is at least MinEligible of them, or (when MinShare is
-// set) at least MinShare of the total weight; with both zero, one is
-// enough. The zero value prefers nothing.
+// set) at least MinShare of the total weight; with both zero,
+// DefaultZoneMin of them. The zero value prefers nothing.
 type ZonePreference struct {
 	// Zone is the caller's zone; empty: no preference.
 	Zone string
@@ -66,8 +66,14 @@ type ZonePreference struct {
 	MinShare float64
 }
 
+// DefaultZoneMin is how many serving instances a caller's zone needs to be
+// preferred when the caller does not say, here and in the pool and the
+// resolver: with two, a zone's single instance does not take all of its
+// callers' load.
+const DefaultZoneMin = 2
+
 // PreferZone prefers the instances of zone while at least minEligible of
-// them are serving (at least one when minEligible is 0).
+// them are serving (DefaultZoneMin when minEligible is 0).
 func PreferZone(zone string, minEligible int) ZonePreference {
 	return ZonePreference{Zone: zone, MinEligible: minEligible}
 }
@@ -82,7 +88,7 @@ func PreferZoneShare(zone string, minShare float64) ZonePreference {
 func (z *ZonePreference) local(l, all *set) bool {
 	least := z.MinEligible
 	if least == 0 && z.MinShare == 0 {
-		least = 1
+		least = DefaultZoneMin
 	}
 	return least > 0 && l.n >= least || z.MinShare > 0 && float64(l.total) >= z.MinShare*float64(all.total)
 }

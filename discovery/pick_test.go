@@ -323,7 +323,8 @@ func TestPreferZone(t *testing.T) {
 		z      discovery.ZonePreference
 		onlyIn string // "" when every zone is picked from
 	}{
-		{discovery.PreferZone("eu-1", 0), "eu-1"},                                       // one is enough
+		{discovery.PreferZone("eu-1", 1), "eu-1"},                                       // one is enough
+		{discovery.PreferZone("eu-1", 0), ""},                                           // fewer than the default 2: all
 		{discovery.PreferZone("eu-1", 2), ""},                                           // fewer than 2: all
 		{discovery.PreferZone("eu-2", 3), "eu-2"},                                       // 3 of 3
 		{discovery.PreferZone("eu-2", 4), ""},                                           // fewer than 4: all
@@ -341,7 +342,7 @@ func TestPreferZone(t *testing.T) {
 	}
 	// The zone's only instance drains: the zone falls back to all, and
 	// comes back when it is undrained.
-	p := f.picker(q, discovery.WeightedRandom, discovery.PreferZone("eu-1", 0))
+	p := f.picker(q, discovery.WeightedRandom, discovery.PreferZone("eu-1", 1))
 	f.drain("near", true)
 	if got := zones(p); got["eu-1"] != 0 || got["eu-2"] != 2000 {
 		t.Fatalf("zone drained: %v, want every pick in eu-2", got)

@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/grpcwire"
 	"github.com/switchboard-io/switchboard/internal/wrr"
 	"github.com/switchboard-io/switchboard/router"
@@ -115,8 +116,8 @@ type Options struct {
 	// otherwise to all its instances.
 	Zone string
 	// ZoneMinInstances is the fewest instances of a module in Zone for
-	// the zone to be preferred (zero: 2), so that a zone with a single
-	// instance does not take all of a module's load.
+	// the zone to be preferred (zero: discovery.DefaultZoneMin, 2), so that
+	// a zone with a single instance does not take all of a module's load.
 	ZoneMinInstances int
 }
 
@@ -232,7 +233,7 @@ func New(opts Options) *Pool {
 		drain:    map[*conn]struct{}{},
 	}
 	p.least = opts.LeastRequest
-	p.zone, p.zoneMin = opts.Zone, cmp.Or(max(opts.ZoneMinInstances, 0), 2)
+	p.zone, p.zoneMin = opts.Zone, cmp.Or(max(opts.ZoneMinInstances, 0), discovery.DefaultZoneMin)
 	p.eject = ejectionDefaults(opts.Ejection, opts.Logger)
 	if opts.TLS != nil {
 		p.creds = opts.TLS.ClientCredentials()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/switchboard-io/switchboard"
+	"github.com/switchboard-io/switchboard/discovery"
 	"github.com/switchboard-io/switchboard/internal/wrr"
 )
 
@@ -24,7 +25,7 @@ import (
 // robin on the endpoints' weights (EndpointWeight). Its config,
 // {"zone":"<zone>","zoneMinInstances":N}, both optional, prefers the
 // endpoints of a zone (EndpointZone): while it has at least N of them (zero:
-// 2) and one is READY, picks are among its READY ones alone.
+// discovery.DefaultZoneMin, 2) and one is READY, picks are among its READY ones alone.
 const WeightedName = "switchboard_weighted"
 
 // weightedConfig is the weighted policy's config.
@@ -82,7 +83,7 @@ func (weightedBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalanc
 		return nil, fmt.Errorf("%s: zoneMinInstances %d: must not be negative", WeightedName, c.ZoneMinInstances)
 	}
 	if c.ZoneMinInstances == 0 {
-		c.ZoneMinInstances = 2
+		c.ZoneMinInstances = discovery.DefaultZoneMin
 	}
 	return c, nil
 }
