@@ -29,6 +29,7 @@ type env struct {
 	srv   *dnsserver.Server
 	reg   *prometheus.Registry
 	addr  string // host:port, the same for UDP and TCP
+	sent  int    // queries exchanged (answered), for the metrics test
 }
 
 func start(t testing.TB, opts dnsserver.Options) *env {
@@ -99,6 +100,7 @@ func (e *env) exchange(network string, m *dns.Msg) *dns.Msg {
 	if r.Id != m.Id || !r.Response {
 		e.t.Fatalf("not a reply to the query: %v", r)
 	}
+	e.sent++
 	return r
 }
 
