@@ -1,8 +1,9 @@
 // Package testkit holds the helpers the project's tests share: waiting for
 // a condition with a generous bound (a hang fails, slowness does not), a
 // SQLite catalog on a temporary file, a goroutine-safe buffer, a listener
-// that counts connections, loopback servers of raw connections, a TCP proxy that can cut its connections, and
-// the checks the SQL backends' tests share.
+// that counts connections, loopback servers of raw connections, a TCP
+// proxy that can cut its connections, and the checks the SQL backends'
+// tests share.
 // Only tests import it.
 package testkit
 
