@@ -344,28 +344,20 @@ func (m *mirror) leaseChanged(oldObj, obj any) {
 	default:
 		delete(m.leases, module)
 	}
-	m.mu.Unlock()
-	if !hasCur {
-		return
-	}
-	now := m.now()
-	if hadOld && ov.holder == cv.holder && ov.ttl == cv.ttl && !now.After(ov.deadline()) {
-		return // a renewal of a live lease
+	if !hasCur || hadOld && ov.holder == cv.holder && ov.ttl == cv.ttl && !m.now().After(ov.deadline()) {
+		m.mu.Unlock()
+		return // a deletion, or a renewal of a live lease
 	}
 	tm := m.moduleOf(module)
 	if tm == nil {
+		m.mu.Unlock()
 		return
 	}
-	m.mu.Lock()
-	// The Lease as the informer holds it now, when it does: a later one
-	// than this event's when the handler runs behind the informer, which a
-	// snapshot may have shown already (the state keeps its module's
-	// revision, so the hub cannot tell the older one apart).
-	l := m.leaseOf(module)
-	if l == nil {
-		l = cur
-	}
-	m.logModule(tm, l, switchboard.ReasonExpired)
+	// The Lease as the informer holds it now, when it does (leaseOf): a
+	// later one than this event's when the handler runs behind the
+	// informer, which a snapshot may have shown already (the state keeps
+	// its module's revision, so the hub cannot tell the older one apart).
+	m.logModule(tm, m.leaseOf(module), switchboard.ReasonExpired)
 	m.mu.Unlock()
 	m.notify()
 }
